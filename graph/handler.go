@@ -1,0 +1,229 @@
+// Package graph serves the GraphQL API: the schema (schema.graphqls, the public
+// contract verbatim), the gqlgen code generated from it (graph/generated,
+// graph/gqlmodel, graph/resolvers) and NewHandler, the /query endpoint with its
+// transports, limits and error presenter.
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/awareness/awareness/graph/generated"
+	"github.com/awareness/awareness/graph/resolvers"
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/wsgorilla"
+)
+
+// Limits and timings of the /query endpoint.
+const (
+	// MaxRequestBytes bounds an HTTP request body and a WebSocket message.
+	MaxRequestBytes = 1 << 20
+	// ComplexityLimit bounds an operation's cost (every field counts 1).
+	ComplexityLimit = 2000
+	// ParserTokenLimit bounds the tokens of a query document.
+	ParserTokenLimit = 15000
+	// QueryCacheSize is the number of parsed documents kept (LRU).
+	QueryCacheSize = 1000
+	// APQCacheSize is the number of automatic persisted queries kept (LRU).
+	APQCacheSize = 100
+
+	// WSInitTimeout is how long a client has to send connection_init.
+	WSInitTimeout = 10 * time.Second
+	// WSPingPongInterval is the graphql-transport-ws ping cadence; a client that does
+	// not pong within twice the interval is dropped (dead-peer detection).
+	WSPingPongInterval = 20 * time.Second
+	// WSKeepAliveInterval is the legacy graphql-ws `ka` cadence.
+	WSKeepAliveInterval = 15 * time.Second
+)
+
+// Config wires NewHandler.
+type Config struct {
+	Service *awareness.Service
+	Logger  *slog.Logger
+	// AllowedOrigins are the extra browser origins allowed to open a WebSocket
+	// (wsgorilla.Implementation.AllowedOrigins); requests without Origin and
+	// same-host origins are always allowed.
+	AllowedOrigins []string
+}
+
+// NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), OPTIONS,
+// GET and POST transports, with a query cache, automatic persisted queries, a
+// complexity limit, a parser token limit, introspection (the playground needs it), the
+// ErrorPresenter and RecoverFunc of package resolvers, and StreamErrors.
+//
+// In front of gqlgen it refuses WebSocket upgrades from foreign origins (403), request
+// bodies over MaxRequestBytes (413) and request text that is not valid UTF-8 or that
+// escapes a lone UTF-16 surrogate (400): encoding/json would silently turn either into
+// U+FFFD, altering a session key instead of rejecting it (KEY-4, ERR-2).
+func NewHandler(cfg Config) http.Handler {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	present := resolvers.ErrorPresenter(log)
+	ws := wsgorilla.Implementation{AllowedOrigins: cfg.AllowedOrigins, Logger: log}
+	readLimit := int64(MaxRequestBytes)
+
+	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
+	srv.AddTransport(transport.Websocket{
+		Implementation:        ws,
+		InitTimeout:           WSInitTimeout,
+		PingPongInterval:      WSPingPongInterval,
+		KeepAlivePingInterval: WSKeepAliveInterval,
+		PayloadReadLimit:      &readLimit,
+		ErrorFunc: func(_ context.Context, err error) {
+			log.Debug("websocket error", "err", err)
+		},
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](QueryCacheSize))
+	srv.SetParserTokenLimit(ParserTokenLimit)
+	srv.SetErrorPresenter(present)
+	srv.SetRecoverFunc(resolvers.RecoverFunc())
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](APQCacheSize)})
+	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))
+	srv.Use(resolvers.StreamErrors{Present: present})
+
+	return ws.Guard(checkBody(srv))
+}
+
+// checkBody enforces MaxRequestBytes and text validity on POST bodies and GET query
+// strings. WebSocket messages are checked by wsgorilla (read limit, UTF-8).
+func checkBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Upgrade") != "":
+		case r.Method == http.MethodPost:
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+			if err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than 1 MiB")
+					return
+				}
+				writeError(w, http.StatusBadRequest, "could not read the request body")
+				return
+			}
+			if !validJSONText(body) {
+				writeError(w, http.StatusBadRequest, "request body is not valid UTF-8 or escapes a lone UTF-16 surrogate")
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		case r.Method == http.MethodGet:
+			if len(r.URL.RawQuery) > MaxRequestBytes {
+				writeError(w, http.StatusRequestURITooLong, "query string is larger than 1 MiB")
+				return
+			}
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "malformed query string")
+				return
+			}
+			for _, vs := range q {
+				for _, v := range vs {
+					if !validJSONText([]byte(v)) {
+						writeError(w, http.StatusBadRequest, "query string is not valid UTF-8 or escapes a lone UTF-16 surrogate")
+						return
+					}
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers a request refused before gqlgen, in the GraphQL response shape.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	type gqlError struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	}
+	body, _ := json.Marshal(struct {
+		Errors []gqlError `json:"errors"`
+	}{[]gqlError{{Message: msg, Extensions: map[string]any{"code": awareness.EINVALID}}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// validJSONText reports whether b is valid UTF-8 whose JSON string escapes never
+// decode to a lone UTF-16 surrogate. It does not check JSON syntax: malformed JSON is
+// left to the decoder.
+func validJSONText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(b) && b[i+1] != 'u' {
+				i++ // \" \\ \/ \b \f \n \r \t
+				continue
+			}
+			r, ok := hex4(b, i+2)
+			if !ok {
+				continue // malformed escape: the decoder rejects it
+			}
+			i += 5
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if r >= 0xDC00 {
+				return false // a low surrogate with no high one before it
+			}
+			if i+2 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+				if r2, ok := hex4(b, i+3); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return false // a high surrogate not followed by a low one
+		}
+	}
+	return true
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[at : at+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

@@ -1,0 +1,138 @@
+package resolvers
+
+import (
+	"github.com/awareness/awareness/graph/gqlmodel"
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// defaultSessionsFirst is the page size of sessionsList when a client passes first: null
+// (the schema default, 50, covers an omitted argument).
+const defaultSessionsFirst = 50
+
+// unimplemented is the answer of operations the contract declares but this release
+// does not deliver yet: an UNIMPLEMENTED error, never a fake success.
+func unimplemented(op, feature string) error {
+	return awareness.Errorf(awareness.EUNIMPLEMENTED, "%s is not implemented yet: %s is not part of this release", op, feature)
+}
+
+func recordInput(in gqlmodel.RecordEventInput) awareness.RecordInput {
+	return awareness.RecordInput{
+		SessionKey: in.SessionKey,
+		AgentID:    in.AgentID,
+		Kind:       in.Kind,
+		ActorType:  in.ActorType,
+		ActorID:    in.ActorID,
+		Summary:    in.Summary,
+		OccurredAt: in.OccurredAt,
+		RunID:      in.RunID,
+		Outcome:    in.Outcome,
+		Channel:    in.Channel,
+		Turns:      in.Turns,
+		DedupeKey:  in.DedupeKey,
+		Watchers:   in.Watchers,
+	}
+}
+
+func sessionStatus(st awareness.Status) gqlmodel.SessionStatus {
+	out := gqlmodel.SessionStatus{
+		SessionKey:   st.Ref.Key,
+		AgentID:      st.Ref.AgentID,
+		StateVersion: int(st.StateVersion),
+		StateChanges: st.Changes,
+	}
+	if st.Session != nil {
+		s := session(*st.Session)
+		out.Session = &s
+	}
+	return out
+}
+
+func sessionFilter(f *gqlmodel.SessionFilter) awareness.SessionFilter {
+	if f == nil {
+		return awareness.SessionFilter{}
+	}
+	return awareness.SessionFilter{
+		AgentID:       f.AgentID,
+		Kinds:         f.Kinds,
+		ActiveMinutes: f.ActiveMinutes,
+		KeyPrefix:     f.KeyPrefix,
+	}
+}
+
+func sessionList(p awareness.SessionPage) gqlmodel.SessionList {
+	out := gqlmodel.SessionList{
+		Sessions: make([]gqlmodel.Session, 0, len(p.Sessions)),
+		PageInfo: &gqlmodel.PageInfo{HasNextPage: p.HasNextPage, EndCursor: optString(p.EndCursor)},
+	}
+	for _, s := range p.Sessions {
+		out.Sessions = append(out.Sessions, session(s))
+	}
+	return out
+}
+
+// session maps a registry/head row. stateVersion is null for a session that never
+// logged a change (REC-5).
+func session(s awareness.Session) gqlmodel.Session {
+	kind := s.Kind
+	if kind == "" {
+		kind = awareness.ClassifyKey(s.Ref.Key)
+	}
+	out := gqlmodel.Session{
+		SessionKey:                 s.Ref.Key,
+		AgentID:                    s.Ref.AgentID,
+		Kind:                       kind,
+		SessionID:                  s.Entry.SessionID,
+		ParentSessionKey:           s.Entry.ParentSessionKey,
+		ChatType:                   s.Entry.ChatType,
+		Provider:                   s.Entry.Provider,
+		DisplayName:                s.Entry.DisplayName,
+		UpdatedAt:                  s.UpdatedAt,
+		InputTokens:                intPtr(s.Entry.InputTokens),
+		OutputTokens:               intPtr(s.Entry.OutputTokens),
+		TotalTokens:                intPtr(s.Entry.TotalTokens),
+		ContextTokens:              intPtr(s.Entry.ContextTokens),
+		CompactionCount:            int(s.CompactionCount),
+		MemoryFlushAt:              s.Entry.MemoryFlushAt,
+		MemoryFlushCompactionCount: intPtr(s.Entry.MemoryFlushCompactionCount),
+	}
+	if s.StateVersion > 0 {
+		v := int(s.StateVersion)
+		out.StateVersion = &v
+	}
+	return out
+}
+
+// optString maps "" (absent in the domain) to null.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func int64Ptr(v *int) *int64 {
+	if v == nil {
+		return nil
+	}
+	n := int64(*v)
+	return &n
+}
+
+func intPtr(v *int64) *int {
+	if v == nil {
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+// nonNil turns a nil slice into an empty one: the schema's lists are non-null.
+func nonNil[T any](s []T, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s = []T{}
+	}
+	return s, nil
+}

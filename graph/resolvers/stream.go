@@ -1,0 +1,96 @@
+package resolvers
+
+import (
+	"context"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// StreamErrors is a gqlgen extension for subscriptions. The service's subscription
+// channels close when the stream ends on its own (the subscriber fell behind, the
+// service is shutting down) and a function then tells why. gqlgen only sees a closed
+// channel, which it reports as a normal `complete`; StreamErrors turns the reason into
+// an `error` frame (transport.AddSubscriptionError) without a goroutine per
+// subscriber: the resolver registers the reason function with onStreamEnd, and the
+// response interceptor calls it when the stream yields its last (nil) response.
+//
+// It also refuses subscriptions over plain HTTP (GET/POST), which would hold the
+// request open for one event: subscriptions need the WebSocket transport.
+type StreamErrors struct {
+	Present graphql.ErrorPresenterFunc
+}
+
+var (
+	_ graphql.HandlerExtension     = StreamErrors{}
+	_ graphql.OperationInterceptor = StreamErrors{}
+	_ graphql.ResponseInterceptor  = StreamErrors{}
+)
+
+// ExtensionName implements graphql.HandlerExtension.
+func (StreamErrors) ExtensionName() string { return "StreamErrors" }
+
+// Validate implements graphql.HandlerExtension.
+func (StreamErrors) Validate(graphql.ExecutableSchema) error { return nil }
+
+type streamEndsKey struct{}
+
+// streamEnds collects the end-reason functions of one subscription operation.
+type streamEnds struct {
+	mu  sync.Mutex
+	fns []func() error
+}
+
+// onStreamEnd registers why a subscription's channel closed; end blocks until the
+// channel is closed and returns nil after a normal end (ctx done).
+func onStreamEnd(ctx context.Context, end func() error) {
+	if s, ok := ctx.Value(streamEndsKey{}).(*streamEnds); ok {
+		s.mu.Lock()
+		s.fns = append(s.fns, end)
+		s.mu.Unlock()
+	}
+}
+
+// InterceptOperation implements graphql.OperationInterceptor.
+func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	oc := graphql.GetOperationContext(ctx)
+	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
+		return next(ctx)
+	}
+	if oc.Headers.Get("Upgrade") == "" {
+		err := &gqlerror.Error{
+			Message:    "subscriptions are served over WebSocket only (graphql-transport-ws or graphql-ws at the same endpoint)",
+			Extensions: map[string]any{"code": awareness.EINVALID},
+		}
+		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
+	}
+	return next(context.WithValue(ctx, streamEndsKey{}, &streamEnds{}))
+}
+
+// InterceptResponse implements graphql.ResponseInterceptor.
+func (s StreamErrors) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	if resp != nil {
+		return resp
+	}
+	ends, ok := ctx.Value(streamEndsKey{}).(*streamEnds)
+	if !ok || ctx.Err() != nil {
+		// Not a subscription, or the client (or the server's shutdown) ended it.
+		return nil
+	}
+	ends.mu.Lock()
+	fns := ends.fns
+	ends.fns = nil
+	ends.mu.Unlock()
+	for _, end := range fns {
+		if err := end(); err != nil {
+			transport.AddSubscriptionError(ctx, s.Present(ctx, err))
+		}
+	}
+	return nil
+}

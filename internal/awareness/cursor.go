@@ -1,0 +1,129 @@
+package awareness
+
+import "time"
+
+// Cursor is one watcher's position on one target (WAT-1). All three watermarks are
+// sequences of the target, with L ≤ N ≤ M:
+//
+//   - L (LastAcked): the watcher has been told about, and consumed, changes up to and
+//     including L. Its notices say `changesSince L`.
+//   - N (Notified): the frozen watermark the pending notice covers; N > L means a
+//     notice is pending.
+//   - M (Material): the latest notifying event by another actor.
+//
+// The transitions below are pure; stores apply them inside their write transactions
+// so that a notice is never published before its cursor row commits (NTC-7).
+type Cursor struct {
+	Watcher   string
+	Target    SessionRef
+	L, N, M   int64
+	OpenedAt  time.Time // when the pending notice opened; zero when none is pending
+	UpdatedAt time.Time
+}
+
+// Pending reports whether a notice is pending (N > L).
+func (c Cursor) Pending() bool { return c.N > c.L }
+
+// Valid reports whether the invariant L ≤ N ≤ M holds.
+func (c Cursor) Valid() bool { return 0 <= c.L && c.L <= c.N && c.N <= c.M }
+
+// SeedCursor applies a child_spawned event at sequence s naming the watcher (WAT-2).
+// An absent cursor is created synced at s. A synced cursor moves to s. A cursor with
+// a pending notice is left alone: a repeated spawn never swallows a notice (OpenClaw
+// overwrites it; reference §3.2). changed is false when nothing is to be written.
+func SeedCursor(cur *Cursor, watcher string, target SessionRef, s int64, now time.Time) (next Cursor, changed bool) {
+	if cur == nil {
+		return Cursor{Watcher: watcher, Target: target, L: s, N: s, M: s, UpdatedAt: now}, true
+	}
+	if cur.Pending() || cur.L >= s {
+		return *cur, false
+	}
+	next = *cur
+	next.L, next.N, next.M = s, s, s
+	next.OpenedAt = time.Time{}
+	next.UpdatedAt = now
+	return next, true
+}
+
+// ApplyMaterial applies a notifying event at sequence s to the watcher's cursor
+// (NTC-2). cur is nil when the watcher holds no cursor yet; the caller only passes nil
+// for producer-passed watchers (WAT-4), which start at L = 0. actorID equal to the
+// watcher suppresses the event for that watcher (changed and opened false). Otherwise
+// M := s and, when no notice is pending, N := s and a notice opens.
+func ApplyMaterial(cur *Cursor, watcher string, target SessionRef, s int64, actorID string, now time.Time) (next Cursor, changed, opened bool) {
+	if actorID != "" && actorID == watcher {
+		if cur == nil {
+			return Cursor{}, false, false
+		}
+		return *cur, false, false
+	}
+	if cur == nil {
+		next = Cursor{Watcher: watcher, Target: target}
+	} else {
+		next = *cur
+	}
+	if s <= next.M {
+		// An older or equal sequence can never move a watermark back.
+		return next, false, false
+	}
+	next.M = s
+	if next.N == next.L {
+		next.N = s
+		next.OpenedAt = now
+		opened = true
+	}
+	next.UpdatedAt = now
+	return next, true, opened
+}
+
+// AckCursor acknowledges a drained notice (NTC-3): L := N (the frozen watermark,
+// never the head). When events arrived after the notice opened (M > N), exactly one
+// follow-up opens: N := M. Acknowledging a cursor with nothing pending changes nothing.
+func AckCursor(cur Cursor, now time.Time) (next Cursor, changed, opened bool) {
+	if !cur.Pending() {
+		return cur, false, false
+	}
+	next = cur
+	next.L = cur.N
+	next.OpenedAt = time.Time{}
+	if next.M > next.N {
+		next.N = next.M
+		next.OpenedAt = now
+		opened = true
+	}
+	next.UpdatedAt = now
+	return next, true, opened
+}
+
+// RefreezeCursor is the startup sweep (NTC-5): a cursor with M > L gets N := M and its
+// notice is published again. The notice keeps its opening time and its text (L does
+// not move). republish is false for synced cursors.
+func RefreezeCursor(cur Cursor, now time.Time) (next Cursor, changed, republish bool) {
+	if cur.M <= cur.L {
+		return cur, false, false
+	}
+	next = cur
+	if next.OpenedAt.IsZero() {
+		// A pending row without an opening time: stamp it and write it, so that the
+		// notice keeps this opening time (and its ID) on the next sweep.
+		next.OpenedAt = now
+		changed = true
+	}
+	if next.N != next.M {
+		next.N = next.M
+		changed = true
+	}
+	if changed {
+		next.UpdatedAt = now
+	}
+	return next, changed, true
+}
+
+// WatchCursor is an explicit watch at the target's current head (WAT-3). An existing
+// cursor keeps its state (re-watching never clobbers a pending notice).
+func WatchCursor(cur *Cursor, watcher string, target SessionRef, head int64, now time.Time) (next Cursor, created bool) {
+	if cur != nil {
+		return *cur, false
+	}
+	return Cursor{Watcher: watcher, Target: target, L: head, N: head, M: head, UpdatedAt: now}, true
+}

@@ -1,0 +1,347 @@
+package awareness
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// EventKind is the type of a signal-log event (SIG-1).
+type EventKind string
+
+// Event kinds (SIG-1).
+const (
+	HumanDirectMessage EventKind = "human_direct_message"
+	UpstreamMissing    EventKind = "upstream_missing"
+	GoalChanged        EventKind = "goal_changed"
+	ChildSpawned       EventKind = "child_spawned"
+	RunCompleted       EventKind = "run_completed"
+	RunFailed          EventKind = "run_failed"
+	Compacted          EventKind = "compacted"
+	Adopted            EventKind = "adopted"
+)
+
+// AllEventKinds lists every kind in schema order.
+var AllEventKinds = []EventKind{HumanDirectMessage, UpstreamMissing, GoalChanged, ChildSpawned, RunCompleted, RunFailed, Compacted, Adopted}
+
+// Valid reports whether k is a known kind.
+func (k EventKind) Valid() bool {
+	for _, v := range AllEventKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Notifies reports whether events of this kind open stale notices (SIG-1, NTC-4).
+func (k EventKind) Notifies() bool {
+	return k == HumanDirectMessage || k == UpstreamMissing || k == GoalChanged
+}
+
+// ActorType says who caused an event (SIG-2).
+type ActorType string
+
+// Actor types.
+const (
+	ActorHuman  ActorType = "human"
+	ActorAgent  ActorType = "agent"
+	ActorSystem ActorType = "system"
+)
+
+// Valid reports whether a is a known actor type.
+func (a ActorType) Valid() bool { return a == ActorHuman || a == ActorAgent || a == ActorSystem }
+
+// RunOutcome is the payload outcome of run_failed (SIG-2).
+type RunOutcome string
+
+// Run outcomes.
+const (
+	OutcomeCancelled RunOutcome = "cancelled"
+	OutcomeTimeout   RunOutcome = "timeout"
+	OutcomeError     RunOutcome = "error"
+)
+
+// Valid reports whether o is a known outcome.
+func (o RunOutcome) Valid() bool {
+	return o == OutcomeCancelled || o == OutcomeTimeout || o == OutcomeError
+}
+
+// Limits on event fields (SIG-2).
+const (
+	MaxSummaryRunes     = 200
+	MaxActorIDBytes     = 512
+	MaxRunIDBytes       = 256
+	MaxChannelBytes     = 64
+	MaxDedupeKeyBytes   = 512
+	MaxWatchersPerEvent = 32
+	// MaxClockSkew is how far in the past a caller's occurredAt may lie (SIG-5).
+	MaxClockSkew = 24 * time.Hour
+)
+
+// Payload is the whitelisted event payload (SIG-2): nothing else can be stored.
+type Payload struct {
+	Outcome RunOutcome `json:"outcome,omitempty"`
+	Channel string     `json:"channel,omitempty"`
+	Turns   int        `json:"turns,omitempty"`
+}
+
+// IsZero reports whether the payload is empty.
+func (p Payload) IsZero() bool { return p == Payload{} }
+
+// Map returns the payload as a JSON object, nil when empty.
+func (p Payload) Map() map[string]any {
+	if p.IsZero() {
+		return nil
+	}
+	m := map[string]any{}
+	if p.Outcome != "" {
+		m["outcome"] = string(p.Outcome)
+	}
+	if p.Channel != "" {
+		m["channel"] = p.Channel
+	}
+	if p.Turns != 0 {
+		m["turns"] = p.Turns
+	}
+	return m
+}
+
+// Event is one entry of a session's signal log (SIG-2).
+type Event struct {
+	Session    SessionRef
+	Sequence   int64
+	Kind       EventKind
+	ActorType  ActorType
+	ActorID    string
+	Summary    string
+	OccurredAt time.Time
+	RunID      string
+	Payload    Payload
+	DedupeKey  string
+	RecordedAt time.Time
+}
+
+// RecordInput is what a producer asks to append, before validation.
+type RecordInput struct {
+	SessionKey string
+	AgentID    *string
+	Kind       EventKind
+	ActorType  ActorType
+	ActorID    *string
+	Summary    *string
+	OccurredAt *time.Time
+	RunID      *string
+	Outcome    *RunOutcome
+	Channel    *string
+	Turns      *int
+	DedupeKey  *string
+	Watchers   []string
+}
+
+// NewEvent is a validated append request: the event without its sequence, and the
+// producer-passed watchers (WAT-2, WAT-4), canonical and de-duplicated.
+type NewEvent struct {
+	Event    Event
+	Watchers []string
+}
+
+// ValidateRecord checks a RecordInput against SIG-1..5 and KEY-1..4 and returns the
+// event to append. now is the service clock; occurredAt is clamped into
+// [now-24h, now]. Nothing is written by a rejected input (ERR-2): validation happens
+// entirely before the store is touched.
+func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
+	ref, err := ResolveSession(in.SessionKey, in.AgentID)
+	if err != nil {
+		return NewEvent{}, err
+	}
+	if !in.Kind.Valid() {
+		return NewEvent{}, Errorf(EINVALID, "kind %q is not an event kind", truncateForMessage(string(in.Kind)))
+	}
+	if !in.ActorType.Valid() {
+		return NewEvent{}, Errorf(EINVALID, "actorType %q is not human, agent or system", truncateForMessage(string(in.ActorType)))
+	}
+	ev := Event{Session: ref, Kind: in.Kind, ActorType: in.ActorType, RecordedAt: now}
+
+	if in.ActorID != nil {
+		a := strings.TrimSpace(*in.ActorID)
+		if err := checkLine("actorId", a, MaxActorIDBytes); err != nil {
+			return NewEvent{}, err
+		}
+		// Canonicalise agent actors so that self-suppression compares identities,
+		// not spellings (reference §11.14).
+		if p, ok := ParseSessionKey(a); ok {
+			a = p.String()
+			if len(a) > MaxActorIDBytes {
+				return NewEvent{}, Errorf(EINVALID, "actorId is %d bytes once lowercased; the limit is %d", len(a), MaxActorIDBytes)
+			}
+		}
+		ev.ActorID = a
+	}
+	if in.RunID != nil {
+		r := strings.TrimSpace(*in.RunID)
+		if err := checkLine("runId", r, MaxRunIDBytes); err != nil {
+			return NewEvent{}, err
+		}
+		ev.RunID = r
+	}
+	if in.DedupeKey != nil {
+		d := *in.DedupeKey
+		if d == "" {
+			return NewEvent{}, Errorf(EINVALID, "dedupeKey is empty; omit it instead")
+		}
+		if err := checkLine("dedupeKey", d, MaxDedupeKeyBytes); err != nil {
+			return NewEvent{}, err
+		}
+		ev.DedupeKey = d
+	}
+
+	// Payload whitelist (SIG-2).
+	if in.Outcome != nil {
+		if in.Kind != RunFailed {
+			return NewEvent{}, Errorf(EINVALID, "outcome is only allowed on run_failed, not on %s", in.Kind)
+		}
+		if !in.Outcome.Valid() {
+			return NewEvent{}, Errorf(EINVALID, "outcome %q is not cancelled, timeout or error", truncateForMessage(string(*in.Outcome)))
+		}
+		ev.Payload.Outcome = *in.Outcome
+	}
+	if in.Channel != nil {
+		c := strings.ToLower(strings.TrimSpace(*in.Channel))
+		if c == "" {
+			return NewEvent{}, Errorf(EINVALID, "channel is empty; omit it instead")
+		}
+		if err := checkLine("channel", c, MaxChannelBytes); err != nil {
+			return NewEvent{}, err
+		}
+		ev.Payload.Channel = c
+	}
+	if in.Turns != nil {
+		if *in.Turns < 1 {
+			return NewEvent{}, Errorf(EINVALID, "turns must be a positive integer, got %d", *in.Turns)
+		}
+		ev.Payload.Turns = *in.Turns
+	}
+
+	if in.Summary != nil {
+		s := strings.TrimSpace(*in.Summary)
+		if s == "" {
+			return NewEvent{}, Errorf(EINVALID, "summary is empty; omit it to get the canonical summary")
+		}
+		if err := checkSummary(s); err != nil {
+			return NewEvent{}, err
+		}
+		ev.Summary = s
+	} else {
+		ev.Summary = CanonicalSummary(in.Kind, ev.Payload)
+	}
+
+	ev.OccurredAt = ClampOccurredAt(in.OccurredAt, now)
+
+	seen := map[string]bool{}
+	var watchers []string
+	if len(in.Watchers) > MaxWatchersPerEvent {
+		return NewEvent{}, Errorf(EINVALID, "at most %d watchers per event, got %d", MaxWatchersPerEvent, len(in.Watchers))
+	}
+	for _, w := range in.Watchers {
+		wr, err := ResolveWatcher(w)
+		if err != nil {
+			return NewEvent{}, err
+		}
+		if wr.Key == ref.Key && wr.AgentID == ref.AgentID {
+			return NewEvent{}, Errorf(EINVALID, "watcher %q is the session itself; a session cannot watch itself", wr.Key)
+		}
+		if !seen[wr.Key] {
+			seen[wr.Key] = true
+			watchers = append(watchers, wr.Key)
+		}
+	}
+	return NewEvent{Event: ev, Watchers: watchers}, nil
+}
+
+// ClampOccurredAt clamps a caller's time into [now-24h, now]; nil means now (SIG-5).
+func ClampOccurredAt(t *time.Time, now time.Time) time.Time {
+	if t == nil || t.IsZero() {
+		return now.UTC()
+	}
+	v := t.UTC()
+	if v.After(now) {
+		return now.UTC()
+	}
+	if min := now.Add(-MaxClockSkew); v.Before(min) {
+		return min.UTC()
+	}
+	return v
+}
+
+// CanonicalSummary is the summary written when a producer gives none (SIG-2).
+func CanonicalSummary(k EventKind, p Payload) string {
+	via := func(def string) string {
+		if p.Channel != "" {
+			return p.Channel
+		}
+		return def
+	}
+	switch k {
+	case HumanDirectMessage:
+		return "human message via " + via("unknown")
+	case UpstreamMissing:
+		return "upstream missing via " + via("unknown")
+	case GoalChanged:
+		return "goal updated"
+	case ChildSpawned:
+		return "child session spawned"
+	case RunCompleted:
+		return "child run completed"
+	case RunFailed:
+		switch p.Outcome {
+		case OutcomeTimeout:
+			return "child run timed out"
+		case OutcomeCancelled:
+			return "child run cancelled"
+		}
+		return "child run failed"
+	case Compacted:
+		return "session compacted"
+	case Adopted:
+		return "session adopted via " + via("unknown")
+	}
+	return string(k)
+}
+
+func checkSummary(s string) error {
+	if !utf8.ValidString(s) {
+		return Errorf(EINVALID, "summary is not valid UTF-8")
+	}
+	if strings.ContainsAny(s, "\r\n\u2028\u2029") {
+		return Errorf(EINVALID, "summary must be one line")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return Errorf(EINVALID, "summary contains a control character")
+		}
+	}
+	if n := utf8.RuneCountInString(s); n > MaxSummaryRunes {
+		return Errorf(EINVALID, "summary is %d characters; the limit is %d", n, MaxSummaryRunes)
+	}
+	return nil
+}
+
+func checkLine(what, s string, maxBytes int) error {
+	if s == "" {
+		return Errorf(EINVALID, "%s is empty; omit it instead", what)
+	}
+	if len(s) > maxBytes {
+		return Errorf(EINVALID, "%s is %d bytes; the limit is %d", what, len(s), maxBytes)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(EINVALID, "%s is not valid UTF-8", what)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || isLineSeparator(r) {
+			return Errorf(EINVALID, "%s contains a control character or line break", what)
+		}
+	}
+	return nil
+}

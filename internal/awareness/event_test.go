@@ -1,0 +1,430 @@
+package awareness
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func TestEventKinds_SIG1_NTC4(t *testing.T) {
+	t.Parallel()
+	want := map[EventKind]bool{
+		HumanDirectMessage: true,
+		UpstreamMissing:    true,
+		GoalChanged:        true,
+		ChildSpawned:       false,
+		RunCompleted:       false,
+		RunFailed:          false,
+		Compacted:          false,
+		Adopted:            false,
+	}
+	if got := len(AllEventKinds); got != len(want) {
+		t.Fatalf("len(AllEventKinds) = %d, want %d", got, len(want))
+	}
+	for _, k := range AllEventKinds {
+		if !k.Valid() {
+			t.Errorf("%q.Valid() = false, want true", k)
+		}
+		w, ok := want[k]
+		if !ok {
+			t.Errorf("unexpected kind %q", k)
+			continue
+		}
+		if got := k.Notifies(); got != w {
+			t.Errorf("%q.Notifies() = %v, want %v", k, got, w)
+		}
+	}
+	for _, k := range []EventKind{"", "created", "HUMAN_DIRECT_MESSAGE"} {
+		if k.Valid() {
+			t.Errorf("%q.Valid() = true, want false", k)
+		}
+	}
+}
+
+// TestValidateRecord_CanonicalSummaries_SIG2 covers every kind × outcome × channel
+// combination without a caller-given summary.
+func TestValidateRecord_CanonicalSummaries_SIG2(t *testing.T) {
+	t.Parallel()
+	type combo struct {
+		kind    EventKind
+		outcome *RunOutcome
+		channel *string
+	}
+	wantSummary := func(c combo) string {
+		ch := "unknown"
+		if c.channel != nil {
+			ch = "telegram"
+		}
+		switch c.kind {
+		case HumanDirectMessage:
+			return "human message via " + ch
+		case UpstreamMissing:
+			return "upstream missing via " + ch
+		case GoalChanged:
+			return "goal updated"
+		case ChildSpawned:
+			return "child session spawned"
+		case RunCompleted:
+			return "child run completed"
+		case RunFailed:
+			if c.outcome == nil {
+				return "child run failed"
+			}
+			return map[RunOutcome]string{
+				OutcomeError:     "child run failed",
+				OutcomeTimeout:   "child run timed out",
+				OutcomeCancelled: "child run cancelled",
+			}[*c.outcome]
+		case Compacted:
+			return "session compacted"
+		case Adopted:
+			return "session adopted via " + ch
+		}
+		t.Fatalf("no summary for %q", c.kind)
+		return ""
+	}
+	var combos []combo
+	for _, k := range AllEventKinds {
+		for _, ch := range []*string{nil, ptr("  Telegram ")} {
+			outcomes := []*RunOutcome{nil}
+			if k == RunFailed {
+				outcomes = append(outcomes, ptr(OutcomeError), ptr(OutcomeTimeout), ptr(OutcomeCancelled))
+			}
+			for _, o := range outcomes {
+				combos = append(combos, combo{k, o, ch})
+			}
+		}
+	}
+	if got, want := len(combos), 8*2+3*2; got != want {
+		t.Fatalf("built %d combinations, want %d", got, want)
+	}
+	for _, c := range combos {
+		in := RecordInput{SessionKey: "agent:main:subagent:child", Kind: c.kind, ActorType: ActorSystem, Outcome: c.outcome, Channel: c.channel}
+		got, err := ValidateRecord(in, testNow)
+		if err != nil {
+			t.Errorf("ValidateRecord(%s, outcome %v, channel %v): %v", c.kind, c.outcome, c.channel, err)
+			continue
+		}
+		if want := wantSummary(c); got.Event.Summary != want {
+			t.Errorf("summary of %s (outcome %v, channel %v) = %q, want %q", c.kind, deref(c.outcome), deref(c.channel), got.Event.Summary, want)
+		}
+		var wantPayload Payload
+		if c.outcome != nil {
+			wantPayload.Outcome = *c.outcome
+		}
+		if c.channel != nil {
+			wantPayload.Channel = "telegram"
+		}
+		if diff := cmp.Diff(wantPayload, got.Event.Payload); diff != "" {
+			t.Errorf("payload of %s mismatch (-want +got):\n%s", c.kind, diff)
+		}
+		if got, want := got.Event.Summary, CanonicalSummary(c.kind, got.Event.Payload); got != want {
+			t.Errorf("summary %q differs from CanonicalSummary %q", got, want)
+		}
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestValidateRecord_SIG2(t *testing.T) {
+	t.Parallel()
+	child := SessionRef{"main", "agent:main:subagent:child"}
+	base := func() RecordInput {
+		return RecordInput{SessionKey: "agent:main:subagent:child", Kind: HumanDirectMessage, ActorType: ActorHuman}
+	}
+	ev := func(mod func(*Event)) Event {
+		e := Event{Session: child, Kind: HumanDirectMessage, ActorType: ActorHuman, Summary: "human message via unknown", OccurredAt: testNow, RecordedAt: testNow}
+		if mod != nil {
+			mod(&e)
+		}
+		return e
+	}
+	tests := []struct {
+		name    string
+		mod     func(*RecordInput)
+		want    NewEvent
+		wantErr bool
+	}{
+		{name: "minimal", mod: func(*RecordInput) {}, want: NewEvent{Event: ev(nil)}},
+		{
+			name: "full",
+			mod: func(in *RecordInput) {
+				in.Kind = RunFailed
+				in.ActorType = ActorSystem
+				in.RunID = ptr("  run-1 ")
+				in.Outcome = ptr(OutcomeCancelled)
+				in.DedupeKey = ptr("run-terminal:run-1")
+				in.Watchers = []string{"agent:main:main"}
+			},
+			want: NewEvent{Event: ev(func(e *Event) {
+				e.Kind, e.ActorType, e.RunID, e.DedupeKey = RunFailed, ActorSystem, "run-1", "run-terminal:run-1"
+				e.Summary, e.Payload = "child run cancelled", Payload{Outcome: OutcomeCancelled}
+			}), Watchers: []string{"agent:main:main"}},
+		},
+		{name: "agentId of a canonical key agrees", mod: func(in *RecordInput) { in.AgentID = ptr("main") }, want: NewEvent{Event: ev(nil)}},
+		{name: "agentId contradicts the key", mod: func(in *RecordInput) { in.AgentID = ptr("ops") }, wantErr: true},
+		{name: "bare key takes the agent", mod: func(in *RecordInput) { in.SessionKey, in.AgentID = "Global", ptr("ops") }, want: NewEvent{Event: ev(func(e *Event) {
+			e.Session = SessionRef{"ops", "global"}
+		})}},
+		{name: "malformed key", mod: func(in *RecordInput) { in.SessionKey = "agent:main:" }, wantErr: true},
+		{name: "unknown kind", mod: func(in *RecordInput) { in.Kind = "created" }, wantErr: true},
+		{name: "empty kind", mod: func(in *RecordInput) { in.Kind = "" }, wantErr: true},
+		{name: "unknown actor type", mod: func(in *RecordInput) { in.ActorType = "robot" }, wantErr: true},
+		{name: "empty actor type", mod: func(in *RecordInput) { in.ActorType = "" }, wantErr: true},
+
+		// actorId
+		{name: "human actor id kept as given", mod: func(in *RecordInput) { in.ActorID = ptr(" U123Abc ") }, want: NewEvent{Event: ev(func(e *Event) { e.ActorID = "U123Abc" })}},
+		{name: "agent actor id canonicalised", mod: func(in *RecordInput) {
+			in.ActorType, in.ActorID = ActorAgent, ptr(" Agent:Main::Main ")
+		}, want: NewEvent{Event: ev(func(e *Event) { e.ActorType, e.ActorID = ActorAgent, "agent:main:main" })}},
+		{name: "empty actor id", mod: func(in *RecordInput) { in.ActorID = ptr("  ") }, wantErr: true},
+		{name: "actor id with newline", mod: func(in *RecordInput) { in.ActorID = ptr("a\nb") }, wantErr: true},
+		{name: "actor id too long", mod: func(in *RecordInput) { in.ActorID = ptr(strings.Repeat("a", MaxActorIDBytes+1)) }, wantErr: true},
+		{name: "agent actor id too long once lowercased", mod: func(in *RecordInput) {
+			in.ActorID = ptr("agent:main:" + strings.Repeat("\u023a", 250))
+		}, wantErr: true},
+
+		// runId, dedupeKey
+		{name: "empty run id", mod: func(in *RecordInput) { in.RunID = ptr(" ") }, wantErr: true},
+		{name: "run id too long", mod: func(in *RecordInput) { in.RunID = ptr(strings.Repeat("r", MaxRunIDBytes+1)) }, wantErr: true},
+		{name: "empty dedupe key", mod: func(in *RecordInput) { in.DedupeKey = ptr("") }, wantErr: true},
+		{name: "dedupe key with control", mod: func(in *RecordInput) { in.DedupeKey = ptr("a\x01") }, wantErr: true},
+		{name: "dedupe key too long", mod: func(in *RecordInput) { in.DedupeKey = ptr(strings.Repeat("d", MaxDedupeKeyBytes+1)) }, wantErr: true},
+
+		// payload whitelist
+		{name: "outcome on human message", mod: func(in *RecordInput) { in.Outcome = ptr(OutcomeError) }, wantErr: true},
+		{name: "unknown outcome", mod: func(in *RecordInput) { in.Kind, in.Outcome = RunFailed, ptr(RunOutcome("boom")) }, wantErr: true},
+		{name: "empty channel", mod: func(in *RecordInput) { in.Channel = ptr("  ") }, wantErr: true},
+		{name: "channel too long", mod: func(in *RecordInput) { in.Channel = ptr(strings.Repeat("c", MaxChannelBytes+1)) }, wantErr: true},
+		{name: "channel with line separator", mod: func(in *RecordInput) { in.Channel = ptr("tele\u2028gram") }, wantErr: true},
+		{name: "channel with newline", mod: func(in *RecordInput) { in.Channel = ptr("tele\ngram") }, wantErr: true},
+		{name: "turns 0", mod: func(in *RecordInput) { in.Turns = ptr(0) }, wantErr: true},
+		{name: "turns -1", mod: func(in *RecordInput) { in.Turns = ptr(-1) }, wantErr: true},
+		{name: "turns 1", mod: func(in *RecordInput) { in.Turns = ptr(1) }, want: NewEvent{Event: ev(func(e *Event) { e.Payload.Turns = 1 })}},
+		{name: "turns 3 via claude", mod: func(in *RecordInput) { in.Turns, in.Channel = ptr(3), ptr("claude") }, want: NewEvent{Event: ev(func(e *Event) {
+			e.Payload, e.Summary = Payload{Channel: "claude", Turns: 3}, "human message via claude"
+		})}},
+
+		// summary
+		{name: "given summary trimmed", mod: func(in *RecordInput) { in.Kind, in.Summary = GoalChanged, ptr("  goal created ") }, want: NewEvent{Event: ev(func(e *Event) {
+			e.Kind, e.Summary = GoalChanged, "goal created"
+		})}},
+		{name: "summary of 200 runes", mod: func(in *RecordInput) { in.Summary = ptr(strings.Repeat("é", 200)) }, want: NewEvent{Event: ev(func(e *Event) {
+			e.Summary = strings.Repeat("é", 200)
+		})}},
+		{name: "summary of 201 runes", mod: func(in *RecordInput) { in.Summary = ptr(strings.Repeat("é", 201)) }, wantErr: true},
+		{name: "blank summary", mod: func(in *RecordInput) { in.Summary = ptr(" \t ") }, wantErr: true},
+		{name: "two-line summary", mod: func(in *RecordInput) { in.Summary = ptr("a\nb") }, wantErr: true},
+		{name: "CR summary", mod: func(in *RecordInput) { in.Summary = ptr("a\rb") }, wantErr: true},
+		{name: "U+2028 summary", mod: func(in *RecordInput) { in.Summary = ptr("a\u2028b") }, wantErr: true},
+		{name: "U+2029 summary", mod: func(in *RecordInput) { in.Summary = ptr("a\u2029b") }, wantErr: true},
+		{name: "NEL summary", mod: func(in *RecordInput) { in.Summary = ptr("a\u0085b") }, wantErr: true},
+		{name: "tab summary", mod: func(in *RecordInput) { in.Summary = ptr("a\tb") }, wantErr: true},
+		{name: "invalid UTF-8 summary", mod: func(in *RecordInput) { in.Summary = ptr("a\xffb") }, wantErr: true},
+
+		// watchers (WAT-2, WAT-4, KEY-3)
+		{name: "watchers canonicalised and deduplicated in order", mod: func(in *RecordInput) {
+			in.Watchers = []string{"AGENT:Main:Main", "agent:ops:work", " agent:main:main ", "agent:main::main"}
+		}, want: NewEvent{Event: ev(nil), Watchers: []string{"agent:main:main", "agent:ops:work"}}},
+		{name: "bare watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"global"} }, wantErr: true},
+		{name: "cron watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"cron:job"} }, wantErr: true},
+		{name: "malformed watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"agent:bad/id:main"} }, wantErr: true},
+		{name: "self watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"Agent:Main:SubAgent:Child"} }, wantErr: true},
+		{name: "32 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent) }, want: NewEvent{Event: ev(nil), Watchers: nWatchers(MaxWatchersPerEvent)}},
+		{name: "33 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent + 1) }, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base()
+			tt.mod(&in)
+			got, err := ValidateRecord(in, testNow)
+			if tt.wantErr {
+				wantInvalid(t, err)
+				return
+			}
+			if err != nil {
+				t.Fatalf("ValidateRecord: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ValidateRecord mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func nWatchers(n int) []string {
+	ws := make([]string, n)
+	for i := range ws {
+		ws[i] = "agent:main:subagent:w" + strings.Repeat("x", i)
+	}
+	return ws
+}
+
+func TestClampOccurredAt_SIG5(t *testing.T) {
+	t.Parallel()
+	paris := time.FixedZone("CEST", 2*3600)
+	tests := []struct {
+		name string
+		in   *time.Time
+		want time.Time
+	}{
+		{"missing", nil, testNow},
+		{"zero", ptr(time.Time{}), testNow},
+		{"now", ptr(testNow), testNow},
+		{"one hour ago", ptr(testNow.Add(-time.Hour)), testNow.Add(-time.Hour)},
+		{"exactly 24h ago", ptr(testNow.Add(-24 * time.Hour)), testNow.Add(-24 * time.Hour)},
+		{"25h ago", ptr(testNow.Add(-25 * time.Hour)), testNow.Add(-24 * time.Hour)},
+		{"year 1970", ptr(time.Unix(0, 0)), testNow.Add(-24 * time.Hour)},
+		{"one ns in the future", ptr(testNow.Add(time.Nanosecond)), testNow},
+		{"a year in the future", ptr(testNow.AddDate(1, 0, 0)), testNow},
+		{"other zone", ptr(testNow.Add(-time.Minute).In(paris)), testNow.Add(-time.Minute)},
+	}
+	for _, tt := range tests {
+		got := ClampOccurredAt(tt.in, testNow)
+		if !got.Equal(tt.want) || got.Location() != time.UTC {
+			t.Errorf("%s: ClampOccurredAt = %v, want %v (UTC)", tt.name, got, tt.want)
+		}
+		// Through ValidateRecord, too; bookkeeping time stays the service clock.
+		ne, err := ValidateRecord(RecordInput{SessionKey: "global", Kind: Compacted, ActorType: ActorSystem, OccurredAt: tt.in}, testNow)
+		if err != nil {
+			t.Fatalf("%s: ValidateRecord: %v", tt.name, err)
+		}
+		if got := ne.Event.OccurredAt; !got.Equal(tt.want) {
+			t.Errorf("%s: OccurredAt = %v, want %v", tt.name, got, tt.want)
+		}
+		if got := ne.Event.RecordedAt; !got.Equal(testNow) {
+			t.Errorf("%s: RecordedAt = %v, want the service clock %v", tt.name, got, testNow)
+		}
+	}
+}
+
+func TestPayloadMap_SIG2(t *testing.T) {
+	t.Parallel()
+	if got := (Payload{}).Map(); got != nil {
+		t.Errorf("empty payload Map() = %v, want nil", got)
+	}
+	got := Payload{Outcome: OutcomeTimeout, Channel: "acp", Turns: 2}.Map()
+	want := map[string]any{"outcome": "timeout", "channel": "acp", "turns": 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Map() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzValidateRecord checks that validation never panics and that everything it accepts
+// respects SIG-2 and SIG-5.
+func FuzzValidateRecord(f *testing.F) {
+	f.Add("agent:main:subagent:c", "", false, "human_direct_message", "human", "U1", true, "", false, int64(0), "", "telegram", true, 0, "agent:main:main")
+	f.Add("global", "ops", true, "run_failed", "system", "", false, "", false, int64(-90000), "timeout", "", false, 2, "")
+	f.Add("cron:job", "", false, "adopted", "agent", "Agent:Main:Main", true, "x\u2028y", true, int64(3600), "", "a\u2028b", true, 1, "global")
+	f.Add("agent:main:main", "", false, "goal_changed", "human", "", false, strings.Repeat("é", 201), true, int64(-1), "error", "C", true, -5, "agent:main:main")
+	f.Fuzz(func(t *testing.T, key, agent string, hasAgent bool, kind, actorType, actorID string, hasActor bool,
+		summary string, hasSummary bool, offsetSec int64, outcome, channel string, hasChannel bool, turns int, watcher string) {
+		in := RecordInput{SessionKey: key, Kind: EventKind(kind), ActorType: ActorType(actorType)}
+		if hasAgent {
+			in.AgentID = &agent
+		}
+		if hasActor {
+			in.ActorID = &actorID
+		}
+		if hasSummary {
+			in.Summary = &summary
+		}
+		if offsetSec != 0 {
+			at := testNow.Add(time.Duration(offsetSec%(1<<33)) * time.Second)
+			in.OccurredAt = &at
+		}
+		if outcome != "" {
+			o := RunOutcome(outcome)
+			in.Outcome = &o
+		}
+		if hasChannel {
+			in.Channel = &channel
+		}
+		if turns != 0 {
+			in.Turns = &turns
+		}
+		if watcher != "" {
+			in.Watchers = []string{watcher, watcher}
+		}
+		ne, err := ValidateRecord(in, testNow)
+		if err != nil {
+			if ErrorCode(err) != EINVALID || ErrorMessage(err) == "" {
+				t.Fatalf("error %v: want INVALID_ARGUMENT with a message", err)
+			}
+			return
+		}
+		e := ne.Event
+		checkResolved(t, key, e.Session)
+		if !e.Kind.Valid() || !e.ActorType.Valid() {
+			t.Fatalf("accepted kind %q / actor type %q", e.Kind, e.ActorType)
+		}
+		checkOneLine(t, "summary", e.Summary)
+		if n := utf8.RuneCountInString(e.Summary); n == 0 || n > MaxSummaryRunes {
+			t.Fatalf("summary %q has %d runes", e.Summary, n)
+		}
+		if e.Payload.Outcome != "" && (!e.Payload.Outcome.Valid() || e.Kind != RunFailed) {
+			t.Fatalf("outcome %q on %s", e.Payload.Outcome, e.Kind)
+		}
+		if c := e.Payload.Channel; c != "" {
+			checkOneLine(t, "channel", c)
+			if len(c) > MaxChannelBytes || c != strings.ToLower(strings.TrimSpace(c)) {
+				t.Fatalf("channel %q is not canonical", c)
+			}
+		}
+		if e.Payload.Turns < 0 || turns >= 1 && e.Payload.Turns != turns {
+			t.Fatalf("turns = %d from input %d", e.Payload.Turns, turns)
+		}
+		for k := range e.Payload.Map() {
+			if k != "outcome" && k != "channel" && k != "turns" {
+				t.Fatalf("payload key %q is not whitelisted", k)
+			}
+		}
+		if e.OccurredAt.Before(testNow.Add(-MaxClockSkew)) || e.OccurredAt.After(testNow) || e.OccurredAt.Location() != time.UTC {
+			t.Fatalf("occurredAt %v outside [now-24h, now] UTC", e.OccurredAt)
+		}
+		if !e.RecordedAt.Equal(testNow) {
+			t.Fatalf("recordedAt %v, want %v", e.RecordedAt, testNow)
+		}
+		if e.ActorID != "" {
+			checkOneLine(t, "actorId", e.ActorID)
+			if p, ok := ParseSessionKey(e.ActorID); ok && p.String() != e.ActorID {
+				t.Fatalf("agent actorId %q is not canonical", e.ActorID)
+			}
+		}
+		if len(ne.Watchers) > 1 {
+			t.Fatalf("watchers %q not deduplicated", ne.Watchers)
+		}
+		for _, w := range ne.Watchers {
+			ref, err := ResolveWatcher(w)
+			if err != nil || ref.Key != w {
+				t.Fatalf("watcher %q is not canonical: %+v, %v", w, ref, err)
+			}
+			if w == e.Session.Key {
+				t.Fatalf("watcher %q watches itself", w)
+			}
+		}
+	})
+}
+
+func checkOneLine(t *testing.T, what, s string) {
+	t.Helper()
+	if !utf8.ValidString(s) {
+		t.Fatalf("%s %q is not valid UTF-8", what, s)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			t.Fatalf("%s %q contains %U", what, s, r)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package awareness
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Retention defaults (SIG-6, WAT-5).
+const (
+	DefaultRetention     = 30 * 24 * time.Hour
+	DefaultMaxRows       = 50000
+	DefaultPruneInterval = time.Hour
+)
+
+// PrunerConfig configures a Pruner.
+type PrunerConfig struct {
+	Store    Store
+	Policy   RetentionPolicy
+	Interval time.Duration
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Pruner applies retention (SIG-6) and cursor expiry (WAT-5): once when started, then
+// every Interval. It owns one goroutine between Start and Stop.
+type Pruner struct {
+	cfg    PrunerConfig
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewPruner returns a stopped pruner.
+func NewPruner(cfg PrunerConfig) *Pruner {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultPruneInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pruner{cfg: cfg}
+}
+
+// RunOnce prunes now.
+func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
+	start := time.Now()
+	res, err := p.cfg.Store.Prune(ctx, p.cfg.Policy, p.cfg.Now().UTC())
+	if err != nil {
+		p.cfg.Logger.Warn("prune failed", "err", err)
+		return res, err
+	}
+	p.cfg.Logger.Info("pruned", "events_deleted", res.EventsDeleted, "cursors_expired", res.CursorsExpired,
+		"sessions_stamped", res.SessionsStamped, "took", time.Since(start))
+	return res, nil
+}
+
+// Start prunes at once and then every interval until Stop. Starting a started pruner
+// does nothing.
+func (p *Pruner) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	p.done = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		_, _ = p.RunOnce(ctx)
+		t := time.NewTicker(p.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = p.RunOnce(ctx)
+			}
+		}
+	}(p.done)
+}
+
+// Stop ends the pruner and waits for its goroutine. Stopping a stopped (or never
+// started) pruner does nothing.
+func (p *Pruner) Stop() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel, p.done = nil, nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}

@@ -1,0 +1,486 @@
+package awareness
+
+import (
+	"context"
+	"encoding/base64"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of reconciliation and listing (REC-1).
+const (
+	MaxChangesLimit = 200
+	MaxListLimit    = 500
+)
+
+// Config wires a Service.
+type Config struct {
+	Store  Store
+	Hub    *Hub
+	Logger *slog.Logger
+	// Now is the service clock (SIG-5); nil means time.Now.
+	Now func() time.Time
+}
+
+// Service is the domain API: every resolver and command calls one of its methods.
+type Service struct {
+	store Store
+	hub   *Hub
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// NewService returns a service over cfg.Store. It starts no goroutine.
+func NewService(cfg Config) *Service {
+	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now}
+	if s.hub == nil {
+		s.hub = NewHub()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// Hub returns the service's notice hub.
+func (s *Service) Hub() *Hub { return s.hub }
+
+// Store returns the service's store.
+func (s *Service) Store() Store { return s.store }
+
+// Now returns the service clock's time in UTC.
+func (s *Service) Now() time.Time { return s.now().UTC() }
+
+// RecordResult is the outcome of RecordEvent.
+type RecordResult struct {
+	Recorded      bool
+	Event         Event
+	StateVersion  int64
+	NoticesOpened int
+}
+
+// RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
+// publishes them after the commit (NTC-7). A rejected input writes nothing (ERR-2).
+func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
+	now := s.Now()
+	ne, err := ValidateRecord(in, now)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	op := &AppendOp{New: ne, Now: now}
+	if err := s.store.Append(ctx, []*AppendOp{op}); err != nil {
+		return RecordResult{}, err
+	}
+	if op.Recorded {
+		s.hub.PublishEvents(op.Event)
+		s.hub.PublishNotices(op.Opened...)
+	}
+	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}, nil
+}
+
+// StatusChanges is the delta of a sessionStatus call (REC-1, REC-2).
+type StatusChanges struct {
+	Events           []Event
+	HistoryGap       bool
+	Truncated        bool
+	Earliest         int64
+	NextChangesSince int64
+}
+
+// Status is the answer of sessionStatus.
+type Status struct {
+	Ref          SessionRef
+	StateVersion int64
+	Changes      *StatusChanges
+	Session      *Session
+}
+
+// SessionStatus answers reconciliation (REC-1..4). changesSince nil returns the version
+// only. It never moves a cursor (REC-4).
+func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string, changesSince *int64, limit *int) (Status, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return Status{}, err
+	}
+	lim := MaxChangesLimit
+	if limit != nil {
+		if *limit < 1 || *limit > MaxChangesLimit {
+			return Status{}, Errorf(EINVALID, "limit must be between 1 and %d, got %d", MaxChangesLimit, *limit)
+		}
+		lim = *limit
+	}
+	var after int64
+	if changesSince != nil {
+		if *changesSince < 0 {
+			return Status{}, Errorf(EINVALID, "changesSince must be 0 or more, got %d", *changesSince)
+		}
+		after = *changesSince
+	} else {
+		lim = 0
+	}
+	ch, err := s.store.ReadChanges(ctx, ref, after, lim)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Ref: ref, StateVersion: ch.Head.Version}
+	if sess, ok, err := s.store.Session(ctx, ref); err != nil {
+		return Status{}, err
+	} else if ok && sess.Registered {
+		st.Session = &sess
+	}
+	if changesSince == nil {
+		return st, nil
+	}
+	if after > ch.Head.Version {
+		return Status{}, &Error{Code: ECURSORAHEAD, Message: "changesSince " + strconv.FormatInt(after, 10) + " is ahead of the session's stateVersion " + strconv.FormatInt(ch.Head.Version, 10) + "; the cursor belongs to another session or a deleted incarnation: refresh the whole session state"}
+	}
+	next := after
+	if n := len(ch.Events); n > 0 {
+		next = ch.Events[n-1].Sequence
+	} else if !ch.More {
+		next = ch.Head.Version
+	}
+	st.Changes = &StatusChanges{
+		Events:           ch.Events,
+		HistoryGap:       after < ch.Head.PrunedThrough,
+		Truncated:        ch.More,
+		Earliest:         ch.Earliest,
+		NextChangesSince: next,
+	}
+	if st.Changes.Events == nil {
+		st.Changes.Events = []Event{}
+	}
+	return st, nil
+}
+
+// SessionFilter selects sessions for SessionsList.
+type SessionFilter struct {
+	AgentID       *string
+	Kinds         []SessionKind
+	ActiveMinutes *int
+	KeyPrefix     *string
+}
+
+// SessionPage is one page of SessionsList.
+type SessionPage struct {
+	Sessions    []Session
+	HasNextPage bool
+	EndCursor   string
+}
+
+// SessionsList lists sessions with keyset pagination (REC-5). after is an opaque
+// cursor from a previous page's EndCursor.
+func (s *Service) SessionsList(ctx context.Context, f SessionFilter, first int, after *string) (SessionPage, error) {
+	if first < 1 || first > MaxListLimit {
+		return SessionPage{}, Errorf(EINVALID, "first must be between 1 and %d, got %d", MaxListLimit, first)
+	}
+	q := SessionQuery{Limit: first + 1, Kinds: f.Kinds}
+	if f.AgentID != nil {
+		a := strings.ToLower(strings.TrimSpace(*f.AgentID))
+		if !ValidAgentID(a) {
+			return SessionPage{}, Errorf(EINVALID, "filter.agentId %q is not a valid agent id", truncateForMessage(*f.AgentID))
+		}
+		q.AgentID = a
+	}
+	for _, k := range f.Kinds {
+		if !k.Valid() {
+			return SessionPage{}, Errorf(EINVALID, "filter.kinds: %q is not a session kind", truncateForMessage(string(k)))
+		}
+	}
+	if f.ActiveMinutes != nil {
+		if *f.ActiveMinutes < 1 {
+			return SessionPage{}, Errorf(EINVALID, "filter.activeMinutes must be positive, got %d", *f.ActiveMinutes)
+		}
+		q.UpdatedSince = s.Now().Add(-time.Duration(*f.ActiveMinutes) * time.Minute)
+	}
+	if f.KeyPrefix != nil {
+		p := strings.ToLower(strings.TrimSpace(*f.KeyPrefix))
+		if len(p) > MaxKeyBytes {
+			return SessionPage{}, Errorf(EINVALID, "filter.keyPrefix is longer than %d bytes", MaxKeyBytes)
+		}
+		q.KeyPrefix = p
+	}
+	if after != nil && *after != "" {
+		ref, err := decodeSessionCursor(*after)
+		if err != nil {
+			return SessionPage{}, err
+		}
+		q.After = &ref
+	}
+	rows, err := s.store.ListSessions(ctx, q)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	page := SessionPage{Sessions: rows}
+	if len(rows) > first {
+		page.Sessions = rows[:first]
+		page.HasNextPage = true
+	}
+	if n := len(page.Sessions); n > 0 {
+		page.EndCursor = encodeSessionCursor(page.Sessions[n-1].Ref)
+	}
+	return page, nil
+}
+
+func encodeSessionCursor(r SessionRef) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(r.AgentID + "\x00" + r.Key))
+}
+
+func decodeSessionCursor(c string) (SessionRef, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if a, k, ok := strings.Cut(string(b), "\x00"); ok && ValidAgentID(a) && k != "" {
+			return SessionRef{AgentID: a, Key: k}, nil
+		}
+	}
+	return SessionRef{}, Errorf(EINVALID, "after is not a cursor returned by sessionsList")
+}
+
+// WatchResult is the outcome of Watch (WAT-3).
+type WatchResult struct {
+	Watched bool
+	Reason  string
+	Cursor  *Cursor
+}
+
+// Watch registers watcher on target at the target's current version (WAT-3). A watcher
+// that cannot watch gets Watched=false and a reason, not an error; a malformed target
+// is an error.
+func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgentID *string) (WatchResult, error) {
+	t, err := ResolveSession(target, targetAgentID)
+	if err != nil {
+		return WatchResult{}, err
+	}
+	w, err := ResolveWatcher(watcher)
+	if err != nil {
+		return WatchResult{Watched: false, Reason: ErrorMessage(err)}, nil
+	}
+	if w.Key == t.Key && w.AgentID == t.AgentID {
+		return WatchResult{Watched: false, Reason: "a session cannot watch itself"}, nil
+	}
+	c, _, err := s.store.Watch(ctx, w.Key, t, s.Now())
+	if err != nil {
+		return WatchResult{}, err
+	}
+	return WatchResult{Watched: true, Cursor: &c}, nil
+}
+
+// Unwatch removes one cursor (WAT-5).
+func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAgentID *string) (bool, error) {
+	w, err := ResolveWatcher(watcher)
+	if err != nil {
+		return false, err
+	}
+	t, err := ResolveSession(target, targetAgentID)
+	if err != nil {
+		return false, err
+	}
+	return s.store.Unwatch(ctx, w.Key, t)
+}
+
+// AckNotices acknowledges the watcher's pending notices on targets (all when nil) and
+// publishes the follow-ups it opened (NTC-3).
+func (s *Service) AckNotices(ctx context.Context, watcher string, targets []string) ([]Notice, error) {
+	w, err := ResolveWatcher(watcher)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	if targets != nil {
+		keys = []string{}
+		for _, t := range targets {
+			ref, err := ResolveSession(t, nil)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, ref.Key)
+		}
+	}
+	follow, err := s.store.Ack(ctx, w.Key, keys, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.hub.PublishNotices(follow...)
+	if follow == nil {
+		follow = []Notice{}
+	}
+	return follow, nil
+}
+
+// PendingNotices lists a watcher's pending notices without acknowledging them.
+func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice, error) {
+	w, err := ResolveWatcher(watcher)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Pending(ctx, w.Key)
+}
+
+// Watches lists cursors held by a watcher and/or on a target.
+func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Cursor, error) {
+	var q CursorQuery
+	if watcher != nil {
+		w, err := ResolveWatcher(*watcher)
+		if err != nil {
+			return nil, err
+		}
+		q.Watcher = w.Key
+	}
+	if target != nil {
+		t, err := ResolveSession(*target, nil)
+		if err != nil {
+			return nil, err
+		}
+		q.TargetKey = t.Key
+		if t.Qualified() {
+			q.TargetAgent = t.AgentID
+		}
+	}
+	return s.store.Cursors(ctx, q)
+}
+
+// ResetSession drops the cursors the session holds as a watcher (WAT-5): a new
+// incarnation starts without assumptions. The targets' history is kept.
+func (s *Service) ResetSession(ctx context.Context, key string, agentID *string) (bool, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return false, err
+	}
+	if !ref.Qualified() {
+		return false, nil
+	}
+	n, err := s.store.ResetWatcher(ctx, ref.Key)
+	return n > 0, err
+}
+
+// DeleteSession deletes a session's log, cursors and registry entry; its head stays so
+// versions never regress (WAT-5, REC-2).
+func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string) (bool, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return false, err
+	}
+	return s.store.DeleteSession(ctx, ref, s.Now())
+}
+
+// Sweep re-freezes cursors with undelivered material changes and publishes their
+// notices (NTC-5). The server runs it once at startup.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	ns, err := s.store.Sweep(ctx, s.Now())
+	if err != nil {
+		return 0, err
+	}
+	s.hub.PublishNotices(ns...)
+	return len(ns), nil
+}
+
+// SubscribeNotices streams a watcher's notices ("" = every watcher): first every
+// notice pending now, then each notice as it opens (NTC-5, NTC-7). The same opened
+// notice is never sent twice on one subscription. The channel closes when ctx ends or
+// the subscriber falls behind (see SubscriberBuffer); err then tells why.
+func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan Notice, func() error, error) {
+	var w string
+	if watcher != nil {
+		ref, err := ResolveWatcher(*watcher)
+		if err != nil {
+			return nil, nil, err
+		}
+		w = ref.Key
+	}
+	// Subscribe before reading durable state so nothing opened in between is missed.
+	sub := s.hub.SubscribeNotices(w)
+	pending, err := s.store.Pending(ctx, w)
+	if err != nil {
+		sub.Unsubscribe()
+		return nil, nil, err
+	}
+	out := make(chan Notice, 1)
+	var endErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		defer close(done)
+		defer sub.Unsubscribe()
+		sent := map[string]string{} // pair → ID of the last notice sent
+		send := func(n Notice) bool {
+			pair := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key
+			id := n.ID()
+			if sent[pair] == id {
+				return true
+			}
+			select {
+			case out <- n:
+				sent[pair] = id
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for _, n := range pending {
+			if !send(n) {
+				return
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case n, ok := <-sub.C:
+				if !ok {
+					endErr = sub.Err()
+					return
+				}
+				if !send(n) {
+					return
+				}
+			}
+		}
+	}()
+	return out, func() error { <-done; return endErr }, nil
+}
+
+// SubscribeEvents streams the live log of one session, or of every session when key is
+// nil. It starts at the next append.
+func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-chan Event, func() error, error) {
+	var ref *SessionRef
+	if key != nil {
+		r, err := ResolveSession(*key, agentID)
+		if err != nil {
+			return nil, nil, err
+		}
+		ref = &r
+	} else if agentID != nil {
+		return nil, nil, Errorf(EINVALID, "agentId needs a sessionKey")
+	}
+	sub := s.hub.SubscribeEvents(ref)
+	out := make(chan Event, 1)
+	var endErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		defer close(done)
+		defer sub.Unsubscribe()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-sub.C:
+				if !ok {
+					endErr = sub.Err()
+					return
+				}
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, func() error { <-done; return endErr }, nil
+}

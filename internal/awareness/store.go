@@ -1,0 +1,177 @@
+package awareness
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Head is a session's durable version header (SIG-3, SIG-6). It survives pruning and
+// deletion, so versions are never reused and never go backwards.
+type Head struct {
+	Session SessionRef
+	// Version is the highest sequence ever recorded (the stateVersion).
+	Version int64
+	// PrunedThrough is the pruned watermark: the highest sequence retention or deletion
+	// removed. changesSince < PrunedThrough has a history gap (REC-2).
+	PrunedThrough int64
+	UpdatedAt     time.Time
+}
+
+// AppendOp is one append inside a (possibly shared) write transaction. The store fills
+// the result fields. Ops of one call are applied in order, so a later op sees the
+// effects of earlier ones (group commit).
+type AppendOp struct {
+	New NewEvent
+	Now time.Time
+
+	// Results.
+	Event    Event    // the stored event; the first one when deduplicated (SIG-4)
+	Recorded bool     // false when deduplicated
+	Version  int64    // the session's head after this op
+	Opened   []Notice // notices opened by this append, to publish after commit
+}
+
+// Changes is one consistent read of a session's log for reconciliation (REC-1).
+type Changes struct {
+	Head Head
+	// Events with sequence > after, ascending, at most limit.
+	Events []Event
+	// More is true when events beyond the page exist.
+	More bool
+	// Earliest is the lowest retained sequence of the session (Head.PrunedThrough+1 when
+	// nothing is retained, so that the next append lands there).
+	Earliest int64
+}
+
+// SessionEntry holds the registry fields of a session (REG-1). Nil fields are unknown
+// (and, in an upsert, left unchanged).
+type SessionEntry struct {
+	SessionID                  *string
+	ParentSessionKey           *string
+	ChatType                   *string
+	Provider                   *string
+	DisplayName                *string
+	InputTokens                *int64
+	OutputTokens               *int64
+	TotalTokens                *int64
+	ContextTokens              *int64
+	MemoryFlushAt              *time.Time
+	MemoryFlushCompactionCount *int64
+	// Extra holds every other SessionEntry field, kept as given (REG-2).
+	Extra map[string]json.RawMessage
+}
+
+// Session is a row of the sessions list: a head and/or a registry entry.
+type Session struct {
+	Ref  SessionRef
+	Kind SessionKind
+	// StateVersion is 0 when the session never logged a change (REC-5).
+	StateVersion    int64
+	PrunedThrough   int64
+	CompactionCount int64
+	Registered      bool
+	Entry           SessionEntry
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// SessionQuery selects sessions for sessionsList, ordered by (agentId, key).
+type SessionQuery struct {
+	AgentID      string
+	Kinds        []SessionKind
+	UpdatedSince time.Time // zero: no bound
+	KeyPrefix    string
+	After        *SessionRef // keyset cursor: rows strictly after this one
+	Limit        int
+}
+
+// CursorQuery selects cursors by watcher and/or target. Empty fields match all.
+type CursorQuery struct {
+	Watcher     string
+	TargetKey   string
+	TargetAgent string
+}
+
+// RetentionPolicy is the pruning configuration (SIG-6, WAT-5).
+type RetentionPolicy struct {
+	MaxAge  time.Duration // events older than this are pruned; 0 disables
+	MaxRows int           // the log keeps at most this many rows in all; 0 disables
+	// CursorTTL expires cursors untouched for this long; 0 disables.
+	CursorTTL time.Duration
+}
+
+// PruneResult reports one pruning pass.
+type PruneResult struct {
+	EventsDeleted   int64
+	CursorsExpired  int64
+	SessionsStamped int64
+}
+
+// Stats summarises the database for the status command and /readyz.
+type Stats struct {
+	Sessions       int64
+	Events         int64
+	Cursors        int64
+	PendingNotices int64
+	OldestEvent    *time.Time
+	LastPruneAt    *time.Time
+}
+
+// Store is the durable state behind the service: the signal log, heads, cursors and the
+// registry. Implementations live in internal/models (SQLite and PostgreSQL) and are
+// checked by one conformance suite (internal/models/storetest).
+//
+// Every method that writes does so in one transaction, and every state transition of a
+// cursor uses the pure functions of this package (SeedCursor, ApplyMaterial, AckCursor,
+// RefreezeCursor, WatchCursor). Errors are *Error values: storage failures map to
+// UNAVAILABLE or INTERNAL, never leaking SQL or paths.
+type Store interface {
+	// Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2). For
+	// each op it assigns the next dense sequence under the session's head row, or returns
+	// the existing event for a known dedupe key; seeds cursors for child_spawned; applies
+	// notifying events to every cursor on the target and to producer-passed watchers.
+	// Either every op commits or none does.
+	Append(ctx context.Context, ops []*AppendOp) error
+
+	// ReadChanges returns the head and up to limit events after `after`, in one read
+	// transaction. A session without a head has Version 0.
+	ReadChanges(ctx context.Context, ref SessionRef, after int64, limit int) (Changes, error)
+
+	// Session returns one session row; ok is false when neither a head nor a registry
+	// entry exists (or the session was deleted).
+	Session(ctx context.Context, ref SessionRef) (s Session, ok bool, err error)
+	// ListSessions returns up to q.Limit sessions after q.After, ordered by (agentId, key).
+	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
+	// DeleteSession deletes the session's events, cursors in both directions, upstream
+	// link and registry entry; the head stays with PrunedThrough raised to Version.
+	// ok is false when the session did not exist.
+	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (ok bool, err error)
+
+	// Watch registers watcher on target at the target's current version (WAT-3).
+	Watch(ctx context.Context, watcher string, target SessionRef, now time.Time) (c Cursor, created bool, err error)
+	// Unwatch removes one cursor; ok is false when there was none.
+	Unwatch(ctx context.Context, watcher string, target SessionRef) (ok bool, err error)
+	// Ack acknowledges the watcher's pending notices on the given target keys (all when
+	// targetKeys is nil) and returns the follow-up notices it opened (NTC-3).
+	Ack(ctx context.Context, watcher string, targetKeys []string, now time.Time) ([]Notice, error)
+	// Cursors lists cursors, ordered by (watcher, target agent, target key).
+	Cursors(ctx context.Context, q CursorQuery) ([]Cursor, error)
+	// Pending lists pending notices of one watcher, or of every watcher when watcher is "".
+	Pending(ctx context.Context, watcher string) ([]Notice, error)
+	// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many.
+	ResetWatcher(ctx context.Context, watcher string) (n int64, err error)
+	// Sweep re-freezes every cursor with M > L (N := M) and returns their notices (NTC-5).
+	Sweep(ctx context.Context, now time.Time) ([]Notice, error)
+
+	// Prune applies retention (SIG-6) and cursor expiry (WAT-5) in one transaction,
+	// stamping pruned watermarks before deleting. Heads are never lowered.
+	Prune(ctx context.Context, p RetentionPolicy, now time.Time) (PruneResult, error)
+
+	// Stats summarises the database.
+	Stats(ctx context.Context) (Stats, error)
+	// Ping checks that the database answers and its migrations are applied.
+	Ping(ctx context.Context) error
+	// Close releases the database.
+	Close() error
+}

@@ -1,0 +1,504 @@
+// Package modeltest is a model-based property test of the watcher and notice protocol
+// (SPEC §3–4): random sequences of record, watch, unwatch, ack, reset, delete, prune and
+// restart run against a real store through awareness.Service, and after every step the
+// store's cursors and pending notices are compared with a small reference model written
+// from the specification (not from the implementation's state machine).
+package modeltest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// Database opens stores on one database. Each call opens a new store on the same
+// database (a restart); the test closes each store it opens.
+type Database func() (awareness.Store, error)
+
+// NewDatabase returns a fresh, empty database for one property-test run.
+type NewDatabase func(t *testing.T) Database
+
+// Run runs the model test. Steps and runs are bounded by rapid's flags
+// (-rapid.checks, -rapid.steps).
+func Run(t *testing.T, newDB NewDatabase) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newMachine(t, rt, newDB(t))
+		defer m.close()
+		rt.Repeat(map[string]func(*rapid.T){
+			"record":  m.record,
+			"watch":   m.watch,
+			"unwatch": m.unwatch,
+			"ack":     m.ack,
+			"reset":   m.reset,
+			"delete":  m.delete,
+			"prune":   m.prune,
+			"restart": m.restart,
+			"":        m.check,
+		})
+	})
+}
+
+// The universe of sessions: agent-qualified keys (possible watchers) and a bare key.
+var (
+	qualified = []string{"agent:main:main", "agent:main:subagent:a", "agent:main:subagent:b", "agent:ops:main"}
+	targets   = append(append([]string{}, qualified...), "global")
+	kinds     = awareness.AllEventKinds
+)
+
+type pair struct{ w, t string } // watcher key, target key (bare keys are under agent main)
+
+type cur struct {
+	L, N, M int64
+	updated time.Time
+}
+
+type event struct {
+	session  string
+	seq      int64
+	occurred time.Time
+	dedupe   string // "" or session+"\x00"+key
+}
+
+type model struct {
+	heads   map[string]int64
+	pruned  map[string]int64
+	deleted map[string]bool
+	events  []event // retained, in append order
+	dedupe  map[string]bool
+	cursors map[pair]*cur
+}
+
+type machine struct {
+	t     *testing.T
+	db    Database
+	store awareness.Store
+	svc   *awareness.Service
+	now   time.Time
+	m     model
+}
+
+func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
+	mc := &machine{t: t, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		m: model{heads: map[string]int64{}, pruned: map[string]int64{}, deleted: map[string]bool{},
+			dedupe: map[string]bool{}, cursors: map[pair]*cur{}}}
+	mc.open(rt)
+	return mc
+}
+
+func (mc *machine) open(rt *rapid.T) {
+	s, err := mc.db()
+	if err != nil {
+		rt.Fatalf("open store: %v", err)
+	}
+	mc.store = s
+	mc.svc = awareness.NewService(awareness.Config{Store: s, Now: func() time.Time { return mc.now }})
+}
+
+func (mc *machine) close() {
+	if mc.store != nil {
+		_ = mc.store.Close()
+		mc.store = nil
+	}
+}
+
+func (mc *machine) tick(d time.Duration) { mc.now = mc.now.Add(d) }
+
+func ctx() context.Context { return context.Background() }
+
+func ref(key string) awareness.SessionRef {
+	if p, ok := awareness.ParseSessionKey(key); ok {
+		return awareness.SessionRef{AgentID: p.AgentID, Key: p.String()}
+	}
+	return awareness.SessionRef{AgentID: "main", Key: key}
+}
+
+func (mc *machine) record(rt *rapid.T) {
+	mc.tick(time.Millisecond)
+	target := rapid.SampledFrom(targets).Draw(rt, "target")
+	kind := rapid.SampledFrom(kinds).Draw(rt, "kind")
+	actorChoices := append([]string{"", "human:alice"}, qualified...)
+	actor := rapid.SampledFrom(actorChoices).Draw(rt, "actor")
+	var passed []string
+	for _, w := range qualified {
+		if w != target && rapid.IntRange(0, 3).Draw(rt, "pass:"+w) == 0 {
+			passed = append(passed, w)
+		}
+	}
+	var dk *string
+	if rapid.IntRange(0, 4).Draw(rt, "useDedupe") == 0 {
+		d := "dk-" + strconv.Itoa(rapid.IntRange(0, 3).Draw(rt, "dedupe"))
+		dk = &d
+	}
+	in := awareness.RecordInput{SessionKey: target, Kind: kind, ActorType: awareness.ActorSystem, Watchers: passed, DedupeKey: dk}
+	if actor != "" {
+		a := actor
+		in.ActorID = &a
+		if actor != "human:alice" {
+			in.ActorType = awareness.ActorAgent
+		} else {
+			in.ActorType = awareness.ActorHuman
+		}
+	}
+	res, err := mc.svc.RecordEvent(ctx(), in)
+	if err != nil {
+		rt.Fatalf("record: %v", err)
+	}
+
+	// Model.
+	m := &mc.m
+	if dk != nil {
+		k := target + "\x00" + *dk
+		if m.dedupe[k] {
+			if res.Recorded {
+				rt.Fatalf("SIG-4: duplicate dedupe key %q recorded again", *dk)
+			}
+			if res.NoticesOpened != 0 {
+				rt.Fatalf("SIG-4: deduplicated append opened %d notices", res.NoticesOpened)
+			}
+			return
+		}
+		m.dedupe[k] = true
+	}
+	if !res.Recorded {
+		rt.Fatalf("append with a fresh dedupe key was not recorded")
+	}
+	m.heads[target]++
+	s := m.heads[target]
+	delete(m.deleted, target)
+	ev := event{session: target, seq: s, occurred: mc.now}
+	if dk != nil {
+		ev.dedupe = target + "\x00" + *dk
+	}
+	m.events = append(m.events, ev)
+	if res.Event.Sequence != s || res.StateVersion != s {
+		rt.Fatalf("SIG-3: got sequence %d version %d, want %d", res.Event.Sequence, res.StateVersion, s)
+	}
+	opened := 0
+	switch {
+	case kind == awareness.ChildSpawned:
+		for _, w := range passed {
+			p := pair{w, target}
+			c := m.cursors[p]
+			switch {
+			case c == nil:
+				m.cursors[p] = &cur{L: s, N: s, M: s, updated: mc.now}
+			case c.N == c.L && c.L < s: // synced: move to the spawn
+				*c = cur{L: s, N: s, M: s, updated: mc.now}
+			}
+		}
+	case kind.Notifies():
+		ws := map[string]bool{}
+		for p := range m.cursors {
+			if p.t == target {
+				ws[p.w] = true
+			}
+		}
+		for _, w := range passed {
+			ws[w] = true
+		}
+		for w := range ws {
+			if actor == w {
+				continue // self-suppression
+			}
+			p := pair{w, target}
+			c := m.cursors[p]
+			if c == nil {
+				c = &cur{}
+				m.cursors[p] = c
+			}
+			if c.N == c.L {
+				c.N = s
+				opened++
+			}
+			c.M = s
+			c.updated = mc.now
+		}
+	}
+	if res.NoticesOpened != opened {
+		rt.Fatalf("NTC-2: append opened %d notices, model says %d", res.NoticesOpened, opened)
+	}
+}
+
+func (mc *machine) watch(rt *rapid.T) {
+	mc.tick(time.Millisecond)
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	t := rapid.SampledFrom(targets).Draw(rt, "target")
+	res, err := mc.svc.Watch(ctx(), w, t, nil)
+	if err != nil {
+		rt.Fatalf("watch: %v", err)
+	}
+	if w == t {
+		if res.Watched {
+			rt.Fatalf("WAT-3: self-watch accepted")
+		}
+		return
+	}
+	if !res.Watched {
+		rt.Fatalf("WAT-3: watch refused: %s", res.Reason)
+	}
+	p := pair{w, t}
+	if mc.m.cursors[p] == nil {
+		h := mc.m.heads[t]
+		mc.m.cursors[p] = &cur{L: h, N: h, M: h, updated: mc.now}
+	}
+}
+
+func (mc *machine) unwatch(rt *rapid.T) {
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	t := rapid.SampledFrom(targets).Draw(rt, "target")
+	ok, err := mc.svc.Unwatch(ctx(), w, t, nil)
+	if err != nil {
+		rt.Fatalf("unwatch: %v", err)
+	}
+	p := pair{w, t}
+	if want := mc.m.cursors[p] != nil; ok != want {
+		rt.Fatalf("WAT-5: unwatch returned %v, model has cursor: %v", ok, want)
+	}
+	delete(mc.m.cursors, p)
+}
+
+func (mc *machine) ack(rt *rapid.T) {
+	mc.tick(time.Millisecond)
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	var ts []string
+	all := rapid.Bool().Draw(rt, "all")
+	if !all {
+		ts = rapid.SliceOfNDistinct(rapid.SampledFrom(targets), 0, 2, rapid.ID[string]).Draw(rt, "targets")
+		if ts == nil {
+			ts = []string{}
+		}
+	}
+	follow, err := mc.svc.AckNotices(ctx(), w, ts)
+	if err != nil {
+		rt.Fatalf("ack: %v", err)
+	}
+	want := 0
+	for p, c := range mc.m.cursors {
+		if p.w != w || (!all && !contains(ts, p.t)) || c.N == c.L {
+			continue
+		}
+		c.L = c.N
+		if c.M > c.N {
+			c.N = c.M
+			want++
+		}
+		c.updated = mc.now
+	}
+	if len(follow) != want {
+		rt.Fatalf("NTC-3: ack opened %d follow-ups, model says %d", len(follow), want)
+	}
+}
+
+func (mc *machine) reset(rt *rapid.T) {
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	if _, err := mc.svc.ResetSession(ctx(), w, nil); err != nil {
+		rt.Fatalf("reset: %v", err)
+	}
+	for p := range mc.m.cursors {
+		if p.w == w {
+			delete(mc.m.cursors, p)
+		}
+	}
+}
+
+func (mc *machine) delete(rt *rapid.T) {
+	mc.tick(time.Millisecond)
+	t := rapid.SampledFrom(targets).Draw(rt, "session")
+	if _, err := mc.svc.DeleteSession(ctx(), t, nil); err != nil {
+		rt.Fatalf("delete: %v", err)
+	}
+	m := &mc.m
+	for p := range m.cursors {
+		if p.w == t || p.t == t {
+			delete(m.cursors, p)
+		}
+	}
+	kept := m.events[:0]
+	for _, e := range m.events {
+		if e.session != t {
+			kept = append(kept, e)
+		} else if e.dedupe != "" {
+			delete(m.dedupe, e.dedupe)
+		}
+	}
+	m.events = kept
+	m.pruned[t] = m.heads[t]
+	m.deleted[t] = true
+}
+
+func (mc *machine) prune(rt *rapid.T) {
+	advance := rapid.SampledFrom([]time.Duration{0, time.Hour, 10 * 24 * time.Hour, 31 * 24 * time.Hour}).Draw(rt, "advance")
+	mc.tick(advance)
+	maxRows := rapid.IntRange(1, 40).Draw(rt, "maxRows")
+	const ttl = 30 * 24 * time.Hour
+	pol := awareness.RetentionPolicy{MaxAge: ttl, MaxRows: maxRows, CursorTTL: ttl}
+	if _, err := mc.store.Prune(ctx(), pol, mc.now); err != nil {
+		rt.Fatalf("prune: %v", err)
+	}
+	m := &mc.m
+	cut := mc.now.Add(-ttl)
+	var kept []event
+	for _, e := range m.events {
+		if e.occurred.Before(cut) {
+			m.pruned[e.session] = max(m.pruned[e.session], e.seq)
+			delete(m.dedupe, e.dedupe)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if extra := len(kept) - maxRows; extra > 0 {
+		for _, e := range kept[:extra] {
+			m.pruned[e.session] = max(m.pruned[e.session], e.seq)
+			delete(m.dedupe, e.dedupe)
+		}
+		kept = kept[extra:]
+	}
+	m.events = kept
+	for p, c := range m.cursors {
+		if c.updated.Before(cut) {
+			delete(m.cursors, p)
+		}
+	}
+}
+
+func (mc *machine) restart(rt *rapid.T) {
+	mc.close()
+	mc.open(rt)
+	mc.tick(time.Millisecond)
+	n, err := mc.svc.Sweep(ctx())
+	if err != nil {
+		rt.Fatalf("sweep: %v", err)
+	}
+	want := 0
+	for _, c := range mc.m.cursors {
+		if c.M > c.L {
+			want++
+			if c.N != c.M {
+				c.N = c.M
+				c.updated = mc.now
+			}
+		}
+	}
+	if n != want {
+		rt.Fatalf("NTC-5: sweep republished %d notices, model says %d", n, want)
+	}
+}
+
+type cursorView struct {
+	Watcher, Target string
+	L, N, M         int64
+}
+
+type noticeView struct {
+	Watcher, Target string
+	L, N, M         int64
+	Text            string
+	Wake            bool
+}
+
+func (mc *machine) check(rt *rapid.T) {
+	got, err := mc.store.Cursors(ctx(), awareness.CursorQuery{})
+	if err != nil {
+		rt.Fatalf("cursors: %v", err)
+	}
+	var gotC, wantC []cursorView
+	for _, c := range got {
+		if !(0 <= c.L && c.L <= c.N && c.N <= c.M) {
+			rt.Fatalf("WAT-1: invariant L ≤ N ≤ M broken: %+v", c)
+		}
+		gotC = append(gotC, cursorView{c.Watcher, c.Target.Key, c.L, c.N, c.M})
+	}
+	var wantN []noticeView
+	for p, c := range mc.m.cursors {
+		wantC = append(wantC, cursorView{p.w, p.t, c.L, c.N, c.M})
+		if c.N > c.L {
+			wantN = append(wantN, noticeView{p.w, p.t, c.L, c.N, c.M,
+				fmt.Sprintf(`Session "%s" changed (other actor). Reconcile before acting: session_status sessionKey "%s" changesSince %d.`, p.t, p.t, c.L),
+				!isSubagent(p.w)})
+		}
+	}
+	sortViews(gotC)
+	sortViews(wantC)
+	if d := cmp.Diff(wantC, gotC); d != "" {
+		rt.Fatalf("cursors differ from the model (-want +got):\n%s", d)
+	}
+	pend, err := mc.store.Pending(ctx(), "")
+	if err != nil {
+		rt.Fatalf("pending: %v", err)
+	}
+	var gotN []noticeView
+	for _, n := range pend {
+		gotN = append(gotN, noticeView{n.Watcher, n.Target.Key, n.ChangesSince, n.NotifiedVersion, n.MaterialVersion, n.Text, n.Wake})
+	}
+	sortNotices(gotN)
+	sortNotices(wantN)
+	if d := cmp.Diff(wantN, gotN); d != "" {
+		rt.Fatalf("pending notices differ from the model (-want +got):\n%s", d)
+	}
+	for _, k := range targets {
+		st, err := mc.svc.SessionStatus(ctx(), k, nil, ptr(int64(0)), nil)
+		if err != nil {
+			rt.Fatalf("status %s: %v", k, err)
+		}
+		if st.StateVersion != mc.m.heads[k] {
+			rt.Fatalf("SIG-3: %s stateVersion %d, model %d", k, st.StateVersion, mc.m.heads[k])
+		}
+		if want := mc.m.pruned[k] > 0; st.Changes.HistoryGap != want {
+			rt.Fatalf("REC-2: %s historyGap %v, model pruned through %d", k, st.Changes.HistoryGap, mc.m.pruned[k])
+		}
+		var wantSeqs, gotSeqs []int64
+		for _, e := range mc.m.events {
+			if e.session == k {
+				wantSeqs = append(wantSeqs, e.seq)
+			}
+		}
+		for _, e := range st.Changes.Events {
+			gotSeqs = append(gotSeqs, e.Sequence)
+		}
+		if d := cmp.Diff(wantSeqs, gotSeqs); d != "" {
+			rt.Fatalf("retained events of %s differ (-want +got):\n%s", k, d)
+		}
+	}
+}
+
+func isSubagent(k string) bool {
+	p, _ := awareness.ParseSessionKey(k)
+	return p.IsSubagent()
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func sortViews(v []cursorView) {
+	sort.Slice(v, func(i, j int) bool {
+		if v[i].Watcher != v[j].Watcher {
+			return v[i].Watcher < v[j].Watcher
+		}
+		return v[i].Target < v[j].Target
+	})
+}
+
+func sortNotices(v []noticeView) {
+	sort.Slice(v, func(i, j int) bool {
+		if v[i].Watcher != v[j].Watcher {
+			return v[i].Watcher < v[j].Watcher
+		}
+		return v[i].Target < v[j].Target
+	})
+}

@@ -1,0 +1,123 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Logger receives migration and slow-query logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy
+// timeout. The write pool (one connection) also sets WAL, synchronous=FULL (a commit is
+// durable before Append returns, SIG-7) and _txlock=immediate, so a write transaction
+// takes the database write lock at BEGIN and never fails half way on a lock upgrade.
+// The read pool opens deferred, query-only transactions: in WAL mode readers never block
+// the writer and each read transaction sees one snapshot.
+const (
+	sqliteWriteParams = "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_synchronous=FULL&_txlock=immediate"
+	sqliteReadParams  = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
+)
+
+var sqliteDialect = dialect{
+	name:        "sqlite",
+	goose:       goose.DialectSQLite3,
+	forUpdate:   "", // the immediate transaction already holds the database write lock
+	readTx:      &sql.TxOptions{ReadOnly: true},
+	unavailable: sqliteUnavailable,
+	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
+}
+
+// OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
+// migrations and returns the store. path must name a file: ":memory:" is refused because
+// the read and write pools would see different databases.
+func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if path == "" || path == ":memory:" || filepath.Base(path) == ":memory:" {
+		return nil, errors.New("models: OpenSQLite needs a database file path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("models: resolve database path: %w", err)
+	}
+	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
+
+	wdb, err := sql.Open(sqlite.DriverName, uri+"?"+sqliteWriteParams)
+	if err != nil {
+		return nil, fmt.Errorf("models: open database: %w", err)
+	}
+	// One writer connection: writers queue in the pool rather than on SQLITE_BUSY.
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	if err := wdb.PingContext(ctx); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("models: open database: %w", err)
+	}
+	mig, err := newMigrator(sqliteDialect, wdb, log)
+	if err == nil {
+		err = migrate(ctx, mig, log)
+	}
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("models: %w", err)
+	}
+
+	rdb, err := sql.Open(sqlite.DriverName, uri+"?"+sqliteReadParams)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("models: open database: %w", err)
+	}
+	conns := max(4, runtime.GOMAXPROCS(0))
+	rdb.SetMaxOpenConns(conns)
+	rdb.SetMaxIdleConns(conns)
+	rdb.SetConnMaxIdleTime(5 * time.Minute)
+
+	s, err := newStore(sqliteDialect, wdb, rdb, log)
+	if err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	log.Info("state database open", "dialect", "sqlite", "path", abs, "read_conns", conns)
+	return s, nil
+}
+
+// openGorm wraps an open pool with the project's GORM discipline: no implicit
+// transactions, prepared statements, translated errors, slog for slow queries.
+func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
+	return gorm.Open(d.gorm(db), &gorm.Config{
+		SkipDefaultTransaction: true,
+		PrepareStmt:            true,
+		TranslateError:         true,
+		Logger: logger.NewSlogLogger(log, logger.Config{
+			SlowThreshold:             200 * time.Millisecond,
+			LogLevel:                  logger.Warn,
+			IgnoreRecordNotFoundError: true,
+			ParameterizedQueries:      true,
+		}),
+	})
+}

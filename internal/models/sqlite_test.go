@@ -1,0 +1,219 @@
+package models
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gorm.io/gorm"
+
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/models/storetest"
+)
+
+// MustOpenSQLite opens a store on a new database file in a temporary directory and
+// closes it when the test ends.
+func MustOpenSQLite(tb testing.TB) *Store {
+	tb.Helper()
+	return mustOpenAt(tb, filepath.Join(tb.TempDir(), "awareness.db"))
+}
+
+func mustOpenAt(tb testing.TB, path string) *Store {
+	tb.Helper()
+	s, err := OpenSQLite(context.Background(), path, Options{})
+	if err != nil {
+		tb.Fatalf("OpenSQLite: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
+}
+
+func TestSQLitePragmas(t *testing.T) {
+	s := MustOpenSQLite(t)
+	ctx := t.Context()
+	pragma := func(db *Store, write bool, name string) string {
+		t.Helper()
+		g := db.r
+		if write {
+			g = db.w
+		}
+		var v string
+		if _, err := scanRow(g.WithContext(ctx), []any{&v}, "PRAGMA "+name); err != nil {
+			t.Fatalf("PRAGMA %s: %v", name, err)
+		}
+		return v
+	}
+	tests := []struct {
+		write      bool
+		name, want string
+	}{
+		{true, "journal_mode", "wal"},
+		{true, "foreign_keys", "1"},
+		{true, "busy_timeout", "10000"},
+		{true, "synchronous", "2"}, // FULL
+		{false, "journal_mode", "wal"},
+		{false, "foreign_keys", "1"},
+		{false, "busy_timeout", "10000"},
+		{false, "query_only", "1"},
+	}
+	for _, tt := range tests {
+		if got := pragma(s, tt.write, tt.name); got != tt.want {
+			t.Errorf("PRAGMA %s (write pool %v): got %q, want %q", tt.name, tt.write, got, tt.want)
+		}
+	}
+	// The read pool cannot write.
+	if err := s.r.WithContext(ctx).Exec("DELETE FROM meta").Error; err == nil {
+		t.Errorf("read pool accepted a write")
+	}
+}
+
+func TestSQLiteReopenKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "awareness.db")
+	ctx := t.Context()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 999, time.UTC)
+	s, err := OpenSQLite(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := awareness.SessionRef{AgentID: "main", Key: "agent:main:direct:bob"}
+	if _, _, err := s.Watch(ctx, "agent:main:main", ref, now); err != nil {
+		t.Fatal(err)
+	}
+	ne, err := awareness.ValidateRecord(awareness.RecordInput{SessionKey: ref.Key, Kind: awareness.HumanDirectMessage,
+		ActorType: awareness.ActorHuman}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &awareness.AppendOp{New: ne, Now: now}
+	if err := s.Append(ctx, []*awareness.AppendOp{op}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := mustOpenAt(t, path)
+	ch, err := s2.ReadChanges(ctx, ref, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]awareness.Event{op.Event}, ch.Events); diff != "" {
+		t.Errorf("events after reopen (-want +got):\n%s", diff)
+	}
+	// Pending notices are durable state (NTC-5) with the same identity.
+	pend, err := s2.Pending(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(op.Opened, pend); diff != "" {
+		t.Errorf("pending after reopen (-want +got):\n%s", diff)
+	}
+	if len(pend) == 1 && pend[0].ID() != op.Opened[0].ID() {
+		t.Errorf("notice ID after reopen: got %q, want %q", pend[0].ID(), op.Opened[0].ID())
+	}
+}
+
+func TestSQLiteMigrationsVersioned(t *testing.T) {
+	s := MustOpenSQLite(t)
+	ctx := t.Context()
+	for _, d := range []string{"sqlite", "postgres"} {
+		fsys, err := MigrationsFS(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := fs.Glob(fsys, "*.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"00001_init.sql"}, names); diff != "" {
+			t.Errorf("%s migrations (-want +got):\n%s", d, diff)
+		}
+	}
+	if _, err := MigrationsFS("mysql"); err == nil {
+		t.Errorf("MigrationsFS(mysql): want an error")
+	}
+	current, target, err := s.status.GetVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if current != 1 || target != 1 {
+		t.Errorf("versions: got current %d target %d, want 1 1", current, target)
+	}
+	var applied int64
+	if _, err := scanRow(s.r.WithContext(ctx), []any{&applied},
+		"SELECT COUNT(*) FROM goose_db_version WHERE version_id = 1 AND is_applied"); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 {
+		t.Errorf("goose_db_version rows for version 1: got %d, want 1", applied)
+	}
+	// Reopening applies nothing twice.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLitePingDetectsMissingMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "awareness.db")
+	s := mustOpenAt(t, path)
+	ctx := t.Context()
+	if err := s.w.WithContext(ctx).Exec("DELETE FROM goose_db_version WHERE version_id = 1").Error; err != nil {
+		t.Fatal(err)
+	}
+	if code := awareness.ErrorCode(s.Ping(ctx)); code != awareness.EUNAVAILABLE {
+		t.Errorf("Ping with a missing migration: got code %q, want %s", code, awareness.EUNAVAILABLE)
+	}
+}
+
+func TestSQLiteRefusesMemory(t *testing.T) {
+	for _, p := range []string{"", ":memory:"} {
+		if s, err := OpenSQLite(t.Context(), p, Options{}); err == nil {
+			s.Close()
+			t.Errorf("OpenSQLite(%q): want an error", p)
+		}
+	}
+}
+
+func TestSQLiteErrorsHideSQL(t *testing.T) {
+	s := MustOpenSQLite(t)
+	err := s.write(t.Context(), func(tx *gorm.DB) error {
+		return tx.Exec("INSERT INTO nowhere VALUES (1)").Error
+	})
+	if code := awareness.ErrorCode(err); code != awareness.EINTERNAL {
+		t.Errorf("code: got %q, want %s", code, awareness.EINTERNAL)
+	}
+	if msg := awareness.ErrorMessage(err); msg != "internal error" {
+		t.Errorf("message: got %q, want the generic one", msg)
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"cron:", "cron;", true},
+		{"a_", "a`", true},
+		{"é", "ê", true},
+		{"a\U0010FFFF", "b", true},
+		{"\U0010FFFF", "", false},
+		{"\uD7FF", "\uE000", true},
+	}
+	for _, tt := range tests {
+		got, ok := prefixEnd(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("prefixEnd(%q): got %q %v, want %q %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}

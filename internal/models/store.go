@@ -1,0 +1,1020 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pressly/goose/v3"
+	"gorm.io/gorm"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// dialect holds what differs between the SQLite and PostgreSQL stores. The SQL of this
+// file is written for both: `?` placeholders (GORM rebinds them), INSERT … ON CONFLICT …
+// RETURNING, no scalar MAX/GREATEST, no dialect-specific types.
+type dialect struct {
+	name  string
+	goose goose.Dialect
+	// forUpdate is appended to the SELECT that reads a head before deciding on it
+	// (" FOR UPDATE" on PostgreSQL). SQLite needs none: write transactions begin
+	// IMMEDIATE and so already hold the database write lock.
+	forUpdate string
+	// readTx opens the read transactions that must see one snapshot (ReadChanges, Stats).
+	// PostgreSQL needs REPEATABLE READ for that; SQLite gives it to any transaction.
+	readTx *sql.TxOptions
+	// unavailable reports driver errors that map to UNAVAILABLE.
+	unavailable func(error) bool
+	// gorm wraps an open pool in the dialect's GORM dialector.
+	gorm func(*sql.DB) gorm.Dialector
+}
+
+// Store is the awareness.Store of this package, on SQLite today (OpenSQLite) and written
+// so that a PostgreSQL dialect plugs in.
+//
+// Lock order. Every write is one transaction on the write pool. Inside it, an append
+// touches rows in this order: the session's head row (locked by the upsert that assigns
+// the sequence, or by the dedupe SELECT … FOR UPDATE), the new event, then the target's
+// cursors in watcher-key order (SELECT … FOR UPDATE). Watch and DeleteSession also take
+// the head first; Ack and Sweep lock only cursors, in primary-key order. On SQLite the
+// immediate transaction serialises all writers anyway. On PostgreSQL, ops of one batch
+// lock heads in op order, so two concurrent batches that touch the same sessions in
+// opposite orders can deadlock; that dialect must map deadlocks and serialization
+// failures to UNAVAILABLE so that the caller retries.
+//
+// Times are INTEGER unix nanoseconds UTC. Reads that must be consistent (ReadChanges,
+// Stats) run in one read transaction on the read pool.
+type Store struct {
+	d      dialect
+	w, r   *gorm.DB // write pool (one connection on SQLite) and read pool
+	wsql   *sql.DB
+	rsql   *sql.DB
+	status *goose.Provider // migration status, on the read pool, for Ping
+	log    *slog.Logger
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ awareness.Store = (*Store)(nil)
+
+func newStore(d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
+	w, err := openGorm(d, wdb, log)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openGorm(d, rdb, log)
+	if err != nil {
+		return nil, err
+	}
+	status, err := newMigrator(d, rdb, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, status: status, log: log}, nil
+}
+
+// write runs fn in one write transaction and maps its error.
+func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.closed.Load() {
+		return s.wrapErr(errClosed)
+	}
+	return s.wrapErr(s.w.WithContext(ctx).Transaction(fn))
+}
+
+// read runs fn in one read transaction (one snapshot) and maps its error.
+func (s *Store) read(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.closed.Load() {
+		return s.wrapErr(errClosed)
+	}
+	return s.wrapErr(s.r.WithContext(ctx).Transaction(fn, s.d.readTx))
+}
+
+// scanRow runs a query and scans its first row into dest. found is false when the
+// query returned no row. (gorm's Row() is avoided: with prepared statements it hides
+// prepare errors behind an empty *sql.Row.)
+func scanRow(tx *gorm.DB, dest []any, q string, args ...any) (found bool, err error) {
+	rows, err := tx.Raw(q, args...).Rows()
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return false, err
+	}
+	return true, rows.Close()
+}
+
+func exec(tx *gorm.DB, q string, args ...any) (int64, error) {
+	res := tx.Exec(q, args...)
+	return res.RowsAffected, res.Error
+}
+
+func checkNow(what string, now time.Time) error {
+	if now.IsZero() {
+		return awareness.Errorf(awareness.EINTERNAL, "%s: the service clock gave a zero time", what)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Append
+
+// Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2, WAT-2,
+// WAT-4). It also counts compactions: a recorded `compacted` event increments the
+// session's compaction count (REG-3). An op that ValidateRecord could not have produced
+// (unknown kind or actor type, empty session, zero times) fails the whole batch with
+// INVALID_ARGUMENT. On any error nothing is committed and every op's result fields are
+// zeroed, so no notice of a rolled-back append can be published.
+func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
+	reset := func() {
+		for _, op := range ops {
+			if op != nil {
+				op.Event, op.Recorded, op.Version, op.Opened = awareness.Event{}, false, 0, nil
+			}
+		}
+	}
+	reset()
+	if len(ops) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		for i, op := range ops {
+			if err := checkOp(i, op); err != nil {
+				return err
+			}
+			if err := s.appendOne(tx, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		reset()
+		return err
+	}
+	return nil
+}
+
+func checkOp(i int, op *awareness.AppendOp) error {
+	bad := func(format string, args ...any) error {
+		return awareness.Errorf(awareness.EINVALID, "append op %d: "+format, append([]any{i}, args...)...)
+	}
+	if op == nil {
+		return bad("op is nil")
+	}
+	ev := op.New.Event
+	switch {
+	case op.Now.IsZero():
+		return bad("Now is zero")
+	case ev.Session.AgentID == "" || ev.Session.Key == "":
+		return bad("session is empty")
+	case !ev.Kind.Valid():
+		return bad("kind %q is not an event kind", ev.Kind)
+	case !ev.ActorType.Valid():
+		return bad("actorType %q is not an actor type", ev.ActorType)
+	case ev.OccurredAt.IsZero():
+		return bad("occurredAt is zero")
+	}
+	return nil
+}
+
+func (s *Store) appendOne(tx *gorm.DB, op *awareness.AppendOp) error {
+	now := normTime(op.Now)
+	ev := op.New.Event
+	ref := ev.Session
+
+	if ev.DedupeKey != "" {
+		// Lock the head before looking the key up, so that on PostgreSQL two appends
+		// with one dedupe key serialise on the head row instead of racing (SIG-4).
+		version, _, err := s.head(tx, ref, true)
+		if err != nil {
+			return err
+		}
+		var rows []EventRow
+		err = tx.Raw("SELECT "+eventColumns+" FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?",
+			ref.AgentID, ref.Key, ev.DedupeKey).Scan(&rows).Error
+		if err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			first, err := rows[0].event()
+			if err != nil {
+				return err
+			}
+			op.Event, op.Recorded, op.Version = first, false, version
+			return nil
+		}
+	}
+
+	seq, err := s.bumpHead(tx, ref, ev.Kind, now)
+	if err != nil {
+		return err
+	}
+	ev.Sequence = seq
+	ev.OccurredAt = normTime(ev.OccurredAt)
+	ev.RecordedAt = now
+	row, err := eventRowOf(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := exec(tx, "INSERT INTO events ("+eventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		row.AgentID, row.SessionKey, row.Sequence, row.Kind, row.ActorType, row.ActorID, row.Summary,
+		row.OccurredAt, row.RunID, row.PayloadJSON, row.DedupeKey, row.RecordedAt); err != nil {
+		return err
+	}
+	op.Event, op.Recorded, op.Version = ev, true, seq
+
+	switch {
+	case ev.Kind == awareness.ChildSpawned:
+		return s.seedWatchers(tx, op, now)
+	case ev.Kind.Notifies():
+		return s.notifyWatchers(tx, op, now)
+	}
+	return nil // log-only kinds never touch cursors (NTC-4)
+}
+
+// head reads a session's state version (0 when it has no head). lock takes the row lock
+// on dialects that need one.
+func (s *Store) head(tx *gorm.DB, ref awareness.SessionRef, lock bool) (version int64, found bool, err error) {
+	q := "SELECT state_version FROM sessions WHERE agent_id = ? AND session_key = ?"
+	if lock {
+		q += s.d.forUpdate
+	}
+	found, err = scanRow(tx, []any{&version}, q, ref.AgentID, ref.Key)
+	return version, found, err
+}
+
+// bumpHead assigns the next dense sequence of a session (SIG-3): it creates the head at
+// 1 or increments it, in one statement that holds the head row for the rest of the
+// transaction (a row lock on PostgreSQL, the database write lock on SQLite). It also
+// revives a deleted session and counts compactions.
+func (s *Store) bumpHead(tx *gorm.DB, ref awareness.SessionRef, kind awareness.EventKind, now time.Time) (int64, error) {
+	var compactions int64
+	if kind == awareness.Compacted {
+		compactions = 1
+	}
+	var seq int64
+	found, err := scanRow(tx, []any{&seq}, `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+VALUES (?, ?, ?, 1, ?, ?, ?)
+ON CONFLICT (agent_id, session_key) DO UPDATE SET
+    kind = excluded.kind,
+    state_version = sessions.state_version + 1,
+    compaction_count = sessions.compaction_count + excluded.compaction_count,
+    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
+    updated_at = excluded.updated_at,
+    deleted_at = NULL
+RETURNING state_version`,
+		ref.AgentID, ref.Key, string(awareness.ClassifyKey(ref.Key)), compactions, nanos(now), nanos(now))
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, errors.New("head upsert returned no row")
+	}
+	return seq, nil
+}
+
+// canWatch reports whether watcher may hold a cursor on target: agent-qualified
+// (KEY-3) and not the target itself.
+func canWatch(watcher string, target awareness.SessionRef) bool {
+	p, ok := awareness.ParseSessionKey(watcher)
+	if !ok {
+		return false
+	}
+	return !(p.AgentID == target.AgentID && watcher == target.Key)
+}
+
+// seedWatchers applies child_spawned to the producer-passed watchers (WAT-2).
+func (s *Store) seedWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Time) error {
+	ev := op.Event
+	for _, w := range op.New.Watchers {
+		if !canWatch(w, ev.Session) {
+			continue
+		}
+		cur, err := s.getCursor(tx, w, ev.Session)
+		if err != nil {
+			return err
+		}
+		next, changed := awareness.SeedCursor(cur, w, ev.Session, ev.Sequence, now)
+		if changed {
+			if err := saveCursor(tx, next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// notifyWatchers applies a notifying event to every cursor on the target and to the
+// producer-passed watchers (NTC-2, WAT-4), collecting the notices it opens.
+func (s *Store) notifyWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Time) error {
+	ev := op.Event
+	curs, err := findCursors(tx, "target_agent_id = ? AND target_key = ?", []any{ev.Session.AgentID, ev.Session.Key},
+		"watcher_key", s.d.forUpdate)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(curs)+len(op.New.Watchers))
+	apply := func(cur *awareness.Cursor, w string) error {
+		if seen[w] {
+			return nil
+		}
+		seen[w] = true
+		if !canWatch(w, ev.Session) {
+			return nil
+		}
+		next, changed, opened := awareness.ApplyMaterial(cur, w, ev.Session, ev.Sequence, ev.ActorID, now)
+		if changed {
+			if err := saveCursor(tx, next); err != nil {
+				return err
+			}
+		}
+		if opened {
+			if n, ok := awareness.NoticeOf(next); ok {
+				op.Opened = append(op.Opened, n)
+			}
+		}
+		return nil
+	}
+	for i := range curs {
+		if err := apply(&curs[i], curs[i].Watcher); err != nil {
+			return err
+		}
+	}
+	for _, w := range op.New.Watchers {
+		if err := apply(nil, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Cursor rows
+
+func (s *Store) getCursor(tx *gorm.DB, watcher string, target awareness.SessionRef) (*awareness.Cursor, error) {
+	curs, err := findCursors(tx, "watcher_key = ? AND target_agent_id = ? AND target_key = ?",
+		[]any{watcher, target.AgentID, target.Key}, "", s.d.forUpdate)
+	if err != nil || len(curs) == 0 {
+		return nil, err
+	}
+	return &curs[0], nil
+}
+
+// findCursors selects cursors matching where, ordered by orderBy (primary key order
+// when empty). lock is appended to the query: pass the dialect's forUpdate when the
+// cursors are read to be rewritten in the same transaction.
+func findCursors(tx *gorm.DB, where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
+	if orderBy == "" {
+		orderBy = "watcher_key, target_agent_id, target_key"
+	}
+	q := "SELECT " + cursorColumns + " FROM cursors"
+	if where != "" {
+		q += " WHERE " + where
+	}
+	q += " ORDER BY " + orderBy + lock
+	var rows []CursorRow
+	if err := tx.Raw(q, args...).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make([]awareness.Cursor, len(rows))
+	for i, r := range rows {
+		out[i] = r.cursor()
+	}
+	return out, nil
+}
+
+// saveCursor writes a cursor, creating it when absent.
+func saveCursor(tx *gorm.DB, c awareness.Cursor) error {
+	if !c.Valid() {
+		return fmt.Errorf("cursor %s on %s/%s breaks L <= N <= M: %d, %d, %d",
+			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M)
+	}
+	_, err := exec(tx, `
+INSERT INTO cursors (`+cursorColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
+    l = excluded.l, n = excluded.n, m = excluded.m,
+    opened_at = excluded.opened_at, updated_at = excluded.updated_at`,
+		c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
+	return err
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads
+
+// ReadChanges returns the head and up to limit events after `after`, in one read
+// transaction (REC-1). limit <= 0 returns no events, with More telling whether any exist.
+func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
+	var ch awareness.Changes
+	err := s.read(ctx, func(tx *gorm.DB) error {
+		ch = awareness.Changes{Head: awareness.Head{Session: ref}}
+		var updated int64
+		found, err := scanRow(tx, []any{&ch.Head.Version, &ch.Head.PrunedThrough, &updated},
+			"SELECT state_version, pruned_through, updated_at FROM sessions WHERE agent_id = ? AND session_key = ?",
+			ref.AgentID, ref.Key)
+		if err != nil {
+			return err
+		}
+		if found {
+			ch.Head.UpdatedAt = fromNanos(updated)
+		}
+		page := max(limit, 0)
+		var rows []EventRow
+		err = tx.Raw("SELECT "+eventColumns+" FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? "+
+			"ORDER BY sequence LIMIT ?", ref.AgentID, ref.Key, after, page+1).Scan(&rows).Error
+		if err != nil {
+			return err
+		}
+		if len(rows) > page {
+			ch.More = true
+			rows = rows[:page]
+		}
+		ch.Events = make([]awareness.Event, 0, len(rows))
+		for _, r := range rows {
+			ev, err := r.event()
+			if err != nil {
+				return err
+			}
+			ch.Events = append(ch.Events, ev)
+		}
+		var earliest sql.NullInt64
+		if _, err := scanRow(tx, []any{&earliest},
+			"SELECT MIN(sequence) FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+			return err
+		}
+		ch.Earliest = ch.Head.PrunedThrough + 1
+		if earliest.Valid {
+			ch.Earliest = earliest.Int64
+		}
+		return nil
+	})
+	if err != nil {
+		return awareness.Changes{}, err
+	}
+	return ch, nil
+}
+
+// Session returns one session row; ok is false when there is none or it was deleted.
+func (s *Store) Session(ctx context.Context, ref awareness.SessionRef) (awareness.Session, bool, error) {
+	if s.closed.Load() {
+		return awareness.Session{}, false, s.wrapErr(errClosed)
+	}
+	var rows []SessionRow
+	err := s.r.WithContext(ctx).Raw("SELECT "+sessionColumns+" FROM sessions "+
+		"WHERE agent_id = ? AND session_key = ? AND deleted_at IS NULL", ref.AgentID, ref.Key).Scan(&rows).Error
+	if err != nil {
+		return awareness.Session{}, false, s.wrapErr(err)
+	}
+	if len(rows) == 0 {
+		return awareness.Session{}, false, nil
+	}
+	sess, err := rows[0].session()
+	if err != nil {
+		return awareness.Session{}, false, s.wrapErr(err)
+	}
+	return sess, true, nil
+}
+
+// ListSessions returns up to q.Limit sessions (all when q.Limit <= 0) strictly after
+// q.After in (agentId, key) order, excluding deleted ones. UpdatedSince is inclusive.
+// KeyPrefix is compared byte-wise with canonical keys, as a key range, so LIKE
+// wildcards in it have no special meaning.
+func (s *Store) ListSessions(ctx context.Context, q awareness.SessionQuery) ([]awareness.Session, error) {
+	if s.closed.Load() {
+		return nil, s.wrapErr(errClosed)
+	}
+	where := []string{"deleted_at IS NULL"}
+	var args []any
+	if q.AgentID != "" {
+		where = append(where, "agent_id = ?")
+		args = append(args, q.AgentID)
+	}
+	if len(q.Kinds) > 0 {
+		kinds := make([]string, len(q.Kinds))
+		for i, k := range q.Kinds {
+			kinds[i] = string(k)
+		}
+		where = append(where, "kind IN ?")
+		args = append(args, kinds)
+	}
+	if !q.UpdatedSince.IsZero() {
+		where = append(where, "updated_at >= ?")
+		args = append(args, nanos(q.UpdatedSince))
+	}
+	if q.KeyPrefix != "" {
+		where = append(where, "session_key >= ?")
+		args = append(args, q.KeyPrefix)
+		if end, ok := prefixEnd(q.KeyPrefix); ok {
+			where = append(where, "session_key < ?")
+			args = append(args, end)
+		}
+	}
+	if q.After != nil {
+		where = append(where, "(agent_id > ? OR (agent_id = ? AND session_key > ?))")
+		args = append(args, q.After.AgentID, q.After.AgentID, q.After.Key)
+	}
+	sqlText := "SELECT " + sessionColumns + " FROM sessions WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY agent_id, session_key"
+	if q.Limit > 0 {
+		sqlText += " LIMIT ?"
+		args = append(args, q.Limit)
+	}
+	var rows []SessionRow
+	if err := s.r.WithContext(ctx).Raw(sqlText, args...).Scan(&rows).Error; err != nil {
+		return nil, s.wrapErr(err)
+	}
+	out := make([]awareness.Session, 0, len(rows))
+	for _, r := range rows {
+		sess, err := r.session()
+		if err != nil {
+			return nil, s.wrapErr(err)
+		}
+		out = append(out, sess)
+	}
+	return out, nil
+}
+
+// prefixEnd returns the smallest string greater than every string with the given prefix
+// (in code point order, which is byte order for UTF-8): the prefix with its last rune
+// incremented. It stays valid UTF-8, so PostgreSQL accepts it as a parameter. ok is
+// false when no such string exists.
+func prefixEnd(prefix string) (string, bool) {
+	rs := []rune(strings.ToValidUTF8(prefix, string(utf8.RuneError)))
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i] + 1
+		if r >= 0xD800 && r <= 0xDFFF {
+			r = 0xE000
+		}
+		if r <= utf8.MaxRune {
+			rs[i] = r
+			return string(rs[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+// ---------------------------------------------------------------------------------------
+// Deletion
+
+// DeleteSession deletes the session's events, the cursors it holds (when its key is
+// agent-qualified) and the cursors on it, and its registry entry; the head row stays
+// with PrunedThrough raised to Version, marked deleted (WAT-5). A later append revives
+// the row. ok is false when no row exists or it is already deleted; the cursors in both
+// directions are deleted even then, since a watcher that never logged anything has no
+// row but may hold cursors.
+func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (bool, error) {
+	if err := checkNow("DeleteSession", now); err != nil {
+		return false, err
+	}
+	now = normTime(now)
+	var ok bool
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		ok = false
+		var deleted sql.NullInt64
+		found, err := scanRow(tx, []any{&deleted},
+			"SELECT deleted_at FROM sessions WHERE agent_id = ? AND session_key = ?"+s.d.forUpdate, ref.AgentID, ref.Key)
+		if err != nil {
+			return err
+		}
+		if _, err := exec(tx, "DELETE FROM cursors WHERE target_agent_id = ? AND target_key = ?", ref.AgentID, ref.Key); err != nil {
+			return err
+		}
+		if ref.Qualified() {
+			if _, err := exec(tx, "DELETE FROM cursors WHERE watcher_key = ?", ref.Key); err != nil {
+				return err
+			}
+		}
+		if !found || deleted.Valid {
+			return nil
+		}
+		if _, err := exec(tx, "DELETE FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+			return err
+		}
+		if _, err := exec(tx, `
+UPDATE sessions SET
+    pruned_through = state_version, compaction_count = 0, registered = ?,
+    session_id = NULL, parent_session_key = NULL, chat_type = NULL, provider = NULL, display_name = NULL,
+    input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, context_tokens = NULL,
+    memory_flush_at = NULL, memory_flush_compaction_count = NULL, extra_json = NULL,
+    updated_at = ?, deleted_at = ?
+WHERE agent_id = ? AND session_key = ?`, false, nanos(now), nanos(now), ref.AgentID, ref.Key); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Cursors
+
+// Watch registers watcher on target at the target's current version (WAT-3). The
+// version of a deleted target's head counts: history never notifies. The store does not
+// judge the pair (self-watch, bare watcher); the service does.
+func (s *Store) Watch(ctx context.Context, watcher string, target awareness.SessionRef, now time.Time) (awareness.Cursor, bool, error) {
+	if err := checkNow("Watch", now); err != nil {
+		return awareness.Cursor{}, false, err
+	}
+	now = normTime(now)
+	var (
+		c       awareness.Cursor
+		created bool
+	)
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		version, _, err := s.head(tx, target, true)
+		if err != nil {
+			return err
+		}
+		cur, err := s.getCursor(tx, watcher, target)
+		if err != nil {
+			return err
+		}
+		c, created = awareness.WatchCursor(cur, watcher, target, version, now)
+		if !created {
+			return nil
+		}
+		// Insert only if still absent: on PostgreSQL a concurrent Watch of a target
+		// without a head row has nothing to lock, and must not clobber the winner.
+		n, err := exec(tx, "INSERT INTO cursors ("+cursorColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
+			"ON CONFLICT (watcher_key, target_agent_id, target_key) DO NOTHING",
+			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
+		if err != nil || n == 1 {
+			return err
+		}
+		cur, err = s.getCursor(tx, watcher, target)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return errors.New("watch: cursor vanished after a conflicting insert")
+		}
+		c, created = *cur, false
+		return nil
+	})
+	if err != nil {
+		return awareness.Cursor{}, false, err
+	}
+	return c, created, nil
+}
+
+// Unwatch removes one cursor; ok is false when there was none.
+func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ? AND target_agent_id = ? AND target_key = ?",
+			watcher, target.AgentID, target.Key)
+		return err
+	})
+	return n > 0, err
+}
+
+// Ack acknowledges the watcher's pending notices (NTC-3) on the given canonical target
+// keys, under any target agent; targetKeys nil means every target, and an empty
+// non-nil slice means none. It returns the follow-up notices it opened, in (target
+// agent, target key) order.
+func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, now time.Time) ([]awareness.Notice, error) {
+	if err := checkNow("Ack", now); err != nil {
+		return nil, err
+	}
+	if targetKeys != nil && len(targetKeys) == 0 {
+		return nil, nil
+	}
+	now = normTime(now)
+	var opened []awareness.Notice
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		opened = nil
+		where := "watcher_key = ? AND n > l"
+		args := []any{watcher}
+		if targetKeys != nil {
+			where += " AND target_key IN ?"
+			args = append(args, targetKeys)
+		}
+		curs, err := findCursors(tx, where, args, "", s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		for _, c := range curs {
+			next, changed, op := awareness.AckCursor(c, now)
+			if changed {
+				if err := saveCursor(tx, next); err != nil {
+					return err
+				}
+			}
+			if op {
+				if n, ok := awareness.NoticeOf(next); ok {
+					opened = append(opened, n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return opened, nil
+}
+
+// Cursors lists cursors, ordered by (watcher, target agent, target key).
+func (s *Store) Cursors(ctx context.Context, q awareness.CursorQuery) ([]awareness.Cursor, error) {
+	if s.closed.Load() {
+		return nil, s.wrapErr(errClosed)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if q.Watcher != "" {
+		where, args = append(where, "watcher_key = ?"), append(args, q.Watcher)
+	}
+	if q.TargetAgent != "" {
+		where, args = append(where, "target_agent_id = ?"), append(args, q.TargetAgent)
+	}
+	if q.TargetKey != "" {
+		where, args = append(where, "target_key = ?"), append(args, q.TargetKey)
+	}
+	curs, err := findCursors(s.r.WithContext(ctx), strings.Join(where, " AND "), args, "", "")
+	return curs, s.wrapErr(err)
+}
+
+// Pending lists pending notices (N > L) of one watcher, or of every watcher when
+// watcher is "", ordered by (opened at, watcher, target agent, target key).
+func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice, error) {
+	if s.closed.Load() {
+		return nil, s.wrapErr(errClosed)
+	}
+	where, args := "n > l", []any(nil)
+	if watcher != "" {
+		where, args = "watcher_key = ? AND n > l", []any{watcher}
+	}
+	curs, err := findCursors(s.r.WithContext(ctx), where, args, "opened_at, watcher_key, target_agent_id, target_key", "")
+	if err != nil {
+		return nil, s.wrapErr(err)
+	}
+	out := make([]awareness.Notice, 0, len(curs))
+	for _, c := range curs {
+		if n, ok := awareness.NoticeOf(c); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many.
+func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ?", watcher)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Sweep re-freezes every cursor with M > L (N := M) and returns their notices, ordered
+// like Pending (NTC-5). A notice keeps its text and opening time, so its ID is stable
+// across sweeps and restarts.
+func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, error) {
+	if err := checkNow("Sweep", now); err != nil {
+		return nil, err
+	}
+	now = normTime(now)
+	var out []awareness.Notice
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		out = nil
+		curs, err := findCursors(tx, "m > l", nil, "", s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		for _, c := range curs {
+			next, changed, republish := awareness.RefreezeCursor(c, now)
+			// RefreezeCursor may stamp a missing opening time without reporting a change;
+			// persist it too, or the notice's identity would change on every sweep.
+			if changed || !next.OpenedAt.Equal(c.OpenedAt) {
+				if err := saveCursor(tx, next); err != nil {
+					return err
+				}
+			}
+			if republish {
+				if n, ok := awareness.NoticeOf(next); ok {
+					out = append(out, n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.OpenedAt.Equal(b.OpenedAt) {
+			return a.OpenedAt.Before(b.OpenedAt)
+		}
+		if a.Watcher != b.Watcher {
+			return a.Watcher < b.Watcher
+		}
+		if a.Target.AgentID != b.Target.AgentID {
+			return a.Target.AgentID < b.Target.AgentID
+		}
+		return a.Target.Key < b.Target.Key
+	})
+	return out, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Retention
+
+// pruneCut is the highest sequence of one session that a retention rule removes.
+type pruneCut struct {
+	AgentID    string `gorm:"column:agent_id"`
+	SessionKey string `gorm:"column:session_key"`
+	Sequence   int64  `gorm:"column:sequence"`
+}
+
+// Prune applies retention (SIG-6) and cursor expiry (WAT-5) in one write transaction.
+//
+// A session's log is always pruned as a prefix: when a rule selects sequence s of a
+// session, every lower sequence of that session goes too, and pruned_through is raised
+// to s before the rows are deleted. So the retained events of a session are exactly
+// (PrunedThrough, Version], history gaps are exact (REC-2), and heads never move.
+//
+//   - Age (MaxAge): events with occurred_at < now−MaxAge. occurred_at is the caller's
+//     time clamped into [recorded−24h, recorded] (SIG-5), so the prefix rule removes, at
+//     worst, events up to 24 hours younger than MaxAge that precede an old one.
+//   - Row cap (MaxRows), applied after the age rule: the oldest rows in recorded order
+//     (recorded_at, agent_id, session_key, sequence) beyond MaxRows. Recorded order is
+//     sequence order within a session while the service clock does not step back, and
+//     then exactly MaxRows rows remain; if it did step back, the prefix rule may remove
+//     a few more.
+//   - Cursors (CursorTTL): cursors with updated_at < now−CursorTTL.
+func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time.Time) (awareness.PruneResult, error) {
+	if err := checkNow("Prune", now); err != nil {
+		return awareness.PruneResult{}, err
+	}
+	now = normTime(now)
+	var res awareness.PruneResult
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		res = awareness.PruneResult{}
+		stamped := map[awareness.SessionRef]bool{}
+		if p.MaxAge > 0 {
+			var cuts []pruneCut
+			err := tx.Raw(`
+SELECT agent_id, session_key, MAX(sequence) AS sequence FROM events
+WHERE occurred_at < ?
+GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, nanos(now.Add(-p.MaxAge))).Scan(&cuts).Error
+			if err != nil {
+				return err
+			}
+			if err := prunePrefixes(tx, cuts, stamped, &res); err != nil {
+				return err
+			}
+		}
+		if p.MaxRows > 0 {
+			var total int64
+			if _, err := scanRow(tx, []any{&total}, "SELECT COUNT(*) FROM events"); err != nil {
+				return err
+			}
+			if excess := total - int64(p.MaxRows); excess > 0 {
+				var cuts []pruneCut
+				err := tx.Raw(`
+SELECT agent_id, session_key, MAX(sequence) AS sequence FROM (
+    SELECT agent_id, session_key, sequence FROM events
+    ORDER BY recorded_at, agent_id, session_key, sequence LIMIT ?
+) oldest
+GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess).Scan(&cuts).Error
+				if err != nil {
+					return err
+				}
+				if err := prunePrefixes(tx, cuts, stamped, &res); err != nil {
+					return err
+				}
+			}
+		}
+		if p.CursorTTL > 0 {
+			n, err := exec(tx, "DELETE FROM cursors WHERE updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+			if err != nil {
+				return err
+			}
+			res.CursorsExpired = n
+		}
+		_, err := exec(tx, "UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
+		return err
+	})
+	if err != nil {
+		return awareness.PruneResult{}, err
+	}
+	return res, nil
+}
+
+// prunePrefixes stamps each session's watermark, then deletes its prefix.
+func prunePrefixes(tx *gorm.DB, cuts []pruneCut, stamped map[awareness.SessionRef]bool, res *awareness.PruneResult) error {
+	for _, c := range cuts {
+		n, err := exec(tx, "UPDATE sessions SET pruned_through = ? WHERE agent_id = ? AND session_key = ? AND pruned_through < ?",
+			c.Sequence, c.AgentID, c.SessionKey, c.Sequence)
+		if err != nil {
+			return err
+		}
+		if ref := (awareness.SessionRef{AgentID: c.AgentID, Key: c.SessionKey}); n > 0 && !stamped[ref] {
+			stamped[ref] = true
+			res.SessionsStamped++
+		}
+		n, err = exec(tx, "DELETE FROM events WHERE agent_id = ? AND session_key = ? AND sequence <= ?",
+			c.AgentID, c.SessionKey, c.Sequence)
+		if err != nil {
+			return err
+		}
+		res.EventsDeleted += n
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Health
+
+// Stats summarises the database in one read transaction. Sessions counts rows that are
+// not deleted; OldestEvent is the lowest occurred_at (the time age retention uses).
+func (s *Store) Stats(ctx context.Context) (awareness.Stats, error) {
+	var st awareness.Stats
+	err := s.read(ctx, func(tx *gorm.DB) error {
+		st = awareness.Stats{}
+		var (
+			oldest, lastPrune sql.NullInt64
+		)
+		for _, q := range []struct {
+			dest []any
+			sql  string
+		}{
+			{[]any{&st.Sessions}, "SELECT COUNT(*) FROM sessions WHERE deleted_at IS NULL"},
+			{[]any{&st.Events, &oldest}, "SELECT COUNT(*), MIN(occurred_at) FROM events"},
+			{[]any{&st.Cursors}, "SELECT COUNT(*) FROM cursors"},
+			{[]any{&st.PendingNotices}, "SELECT COUNT(*) FROM cursors WHERE n > l"},
+			{[]any{&lastPrune}, "SELECT last_prune_at FROM meta WHERE id = 1"},
+		} {
+			if _, err := scanRow(tx, q.dest, q.sql); err != nil {
+				return err
+			}
+		}
+		if oldest.Valid {
+			t := fromNanos(oldest.Int64)
+			st.OldestEvent = &t
+		}
+		if lastPrune.Valid {
+			t := fromNanos(lastPrune.Int64)
+			st.LastPruneAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		return awareness.Stats{}, err
+	}
+	return st, nil
+}
+
+// Ping checks that both pools answer and that every migration is applied.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return s.wrapErr(errClosed)
+	}
+	if err := s.rsql.PingContext(ctx); err != nil {
+		return s.wrapErr(err)
+	}
+	if err := s.wsql.PingContext(ctx); err != nil {
+		return s.wrapErr(err)
+	}
+	if err := checkMigrated(ctx, s.status); err != nil {
+		return awareness.Unavailable(err)
+	}
+	return nil
+}
+
+// Close releases both pools. Calls after the first return the first result; every
+// other method then fails with UNAVAILABLE.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		// Closing the pools closes GORM's prepared statements with their connections.
+		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close())
+	})
+	return s.closeErr
+}

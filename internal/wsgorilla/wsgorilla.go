@@ -1,0 +1,286 @@
+// Package wsgorilla adapts github.com/gorilla/websocket to gqlgen's WebSocket transport
+// (transport.WebsocketImplementation). gqlgen ≥ v0.17.92 ships only a coder/websocket
+// adapter; this one adds what the service needs on top of the interface:
+//
+//   - a write deadline on every frame (WriteTimeout), so a client that stops reading
+//     cannot hold a writer forever;
+//   - the read limit (transport.WebsocketReadLimiter, fed from PayloadReadLimit) and
+//     read deadlines (transport.WebsocketReadDeadliner), so PingPongInterval detects
+//     dead peers;
+//   - a normal close (1000, 1001, 1005) mapped to transport.ErrWebsocketClosed;
+//   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
+//     with 1007;
+//   - the subprotocols graphql-transport-ws (preferred) and graphql-ws;
+//   - an origin allow-list with coder/websocket's rules (see OriginAllowed).
+package wsgorilla
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/gorilla/websocket"
+)
+
+const (
+	// WriteTimeout bounds the write of every frame, data or control. A peer that does
+	// not drain its socket within it loses the connection.
+	WriteTimeout = 10 * time.Second
+	// HandshakeTimeout bounds the opening handshake.
+	HandshakeTimeout = 10 * time.Second
+	// maxCloseReason is the longest close reason a close frame can carry (125 bytes of
+	// control payload minus the 2-byte code).
+	maxCloseReason = 123
+)
+
+// Subprotocols are the GraphQL subprotocols offered, in order of preference.
+var Subprotocols = []string{"graphql-transport-ws", "graphql-ws"}
+
+// Implementation accepts WebSocket connections for gqlgen with gorilla/websocket. The
+// zero value accepts requests without an Origin header and same-host origins only.
+type Implementation struct {
+	// AllowedOrigins are extra origins a browser may connect from. A pattern is matched
+	// with path.Match, case-insensitively, against the Origin's host ("*.example.com",
+	// "localhost:*"), or against scheme://host when it contains "://"
+	// ("https://dash.example.com"). Check patterns with ValidateOriginPatterns.
+	AllowedOrigins []string
+	// Logger receives refused handshakes at debug level; nil discards.
+	Logger *slog.Logger
+	// ReadBufferSize and WriteBufferSize are gorilla's I/O buffer sizes; 0 reuses the
+	// HTTP server's buffers.
+	ReadBufferSize, WriteBufferSize int
+}
+
+var _ transport.WebsocketImplementation = Implementation{}
+
+// ErrOriginNotAllowed is returned by Accept when the request's Origin is refused.
+var ErrOriginNotAllowed = errors.New("wsgorilla: request origin not allowed")
+
+// Accept upgrades the request. On failure nothing has been written to w: gqlgen
+// answers the request itself (400 "unable to upgrade"). Put Guard in front of the
+// handler to refuse foreign origins with 403 before gqlgen sees them.
+func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	if err := i.checkOrigin(r); err != nil {
+		i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
+		return nil, err
+	}
+	protocols := slices.Clone(Subprotocols)
+	for _, p := range opts.Subprotocols {
+		if !slices.Contains(protocols, p) {
+			protocols = append(protocols, p)
+		}
+	}
+	var handshakeErr error
+	up := websocket.Upgrader{
+		HandshakeTimeout: HandshakeTimeout,
+		ReadBufferSize:   i.ReadBufferSize,
+		WriteBufferSize:  i.WriteBufferSize,
+		Subprotocols:     protocols,
+		CheckOrigin:      func(*http.Request) bool { return true }, // checked above
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			// gqlgen writes the response after Accept fails; writing here too would
+			// produce a superfluous WriteHeader.
+			handshakeErr = fmt.Errorf("wsgorilla: handshake failed (%d): %w", status, reason)
+		},
+	}
+	ws, err := up.Upgrade(hijackable(w), r, opts.ResponseHeader)
+	if err != nil {
+		if handshakeErr != nil {
+			err = handshakeErr
+		}
+		i.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
+		return nil, err
+	}
+	return &Conn{ws: ws}, nil
+}
+
+// Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
+// GraphQL-shaped JSON body, before next runs. Other requests pass through.
+func (i Implementation) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			if err := i.checkOrigin(r); err != nil {
+				i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
+				type gqlError struct {
+					Message    string         `json:"message"`
+					Extensions map[string]any `json:"extensions"`
+				}
+				body, _ := json.Marshal(struct {
+					Errors []gqlError `json:"errors"`
+				}{[]gqlError{{Message: err.Error(), Extensions: map[string]any{"code": "FORBIDDEN"}}}})
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = w.Write(body)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (i Implementation) logger() *slog.Logger {
+	if i.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return i.Logger
+}
+
+func (i Implementation) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if OriginAllowed(origin, r.Host, i.AllowedOrigins) {
+		return nil
+	}
+	return fmt.Errorf("%w: origin %q may not connect to host %q", ErrOriginNotAllowed, origin, r.Host)
+}
+
+// OriginAllowed reports whether a request with the given Origin header may open a
+// WebSocket on host. The rules are coder/websocket's: no Origin header (a gateway or
+// another non-browser client) is allowed; an origin whose host equals the request's
+// host is allowed; otherwise one of patterns must match the origin's host (or
+// scheme://host for patterns containing "://"). An Origin that is not a URL with a
+// host ("null") is refused.
+func OriginAllowed(origin, host string, patterns []string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(target)); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateOriginPatterns reports the first malformed pattern of AllowedOrigins.
+func ValidateOriginPatterns(patterns []string) error {
+	for _, p := range patterns {
+		if strings.TrimSpace(p) == "" {
+			return errors.New("empty origin pattern")
+		}
+		if _, err := path.Match(strings.ToLower(p), ""); err != nil {
+			return fmt.Errorf("origin pattern %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Conn is one accepted connection. gqlgen serialises its writes; Conn serialises them
+// again (gorilla allows one concurrent writer) so that it is safe on its own.
+type Conn struct {
+	ws *websocket.Conn
+	mu sync.Mutex // guards data-frame writes
+}
+
+var (
+	_ transport.WebsocketConn          = (*Conn)(nil)
+	_ transport.WebsocketReadLimiter   = (*Conn)(nil)
+	_ transport.WebsocketReadDeadliner = (*Conn)(nil)
+)
+
+// NextReader returns the next message, read whole (the read limit bounds its size). A
+// normal close by the peer (1000, 1001 going away, 1005 no status) returns
+// transport.ErrWebsocketClosed. A text message that is not valid UTF-8 closes the
+// connection with 1007.
+func (c *Conn) NextReader() (int, io.Reader, error) {
+	typ, r, err := c.ws.NextReader()
+	if err != nil {
+		return typ, nil, mapReadError(err)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return typ, nil, mapReadError(err)
+	}
+	if typ == websocket.TextMessage && !utf8.Valid(data) {
+		_ = c.ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseInvalidFramePayloadData, "text message is not valid UTF-8"),
+			time.Now().Add(WriteTimeout))
+		return typ, nil, errors.New("wsgorilla: text message is not valid UTF-8")
+	}
+	return typ, bytes.NewReader(data), nil
+}
+
+func mapReadError(err error) error {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+		return transport.ErrWebsocketClosed
+	}
+	return err
+}
+
+// WriteJSON writes v as one text message, within WriteTimeout.
+func (c *Conn) WriteJSON(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
+		return err
+	}
+	return c.ws.WriteMessage(websocket.TextMessage, data)
+}
+
+// WriteClose sends a close frame, within WriteTimeout. It does not wait for the peer's
+// reply: gqlgen closes the connection right after.
+func (c *Conn) WriteClose(code int, reason string) error {
+	if len(reason) > maxCloseReason {
+		reason = strings.ToValidUTF8(reason[:maxCloseReason], "")
+	}
+	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(WriteTimeout))
+}
+
+// Close closes the underlying network connection.
+func (c *Conn) Close() error { return c.ws.Close() }
+
+// Subprotocol returns the negotiated subprotocol.
+func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }
+
+// SetReadLimit sets the largest message accepted; a larger one closes the connection
+// with 1009.
+func (c *Conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
+
+// SetReadDeadline sets the read deadline; the zero time clears it. After a deadline
+// passes the connection is unusable, which is how gqlgen's PingPongInterval ends a
+// dead peer.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
+
+// hijackable makes sure gorilla finds an http.Hijacker even behind middleware that
+// wraps the ResponseWriter: it only asserts the interface, while
+// http.ResponseController also follows Unwrap.
+func hijackable(w http.ResponseWriter) http.ResponseWriter {
+	if _, ok := w.(http.Hijacker); ok {
+		return w
+	}
+	return hijacker{w}
+}
+
+type hijacker struct{ http.ResponseWriter }
+
+func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(h.ResponseWriter).Hijack()
+}

@@ -1,0 +1,375 @@
+// Command awareness is the session state awareness service: a durable signal log of
+// typed session changes, watchers with one consolidated stale notice each, and
+// reconciliation through sessionStatus(changesSince:), served over GraphQL.
+//
+// Usage:
+//
+//	awareness [serve] [flags]   run the service (the default command)
+//	awareness help              print this help
+//
+// This file is the composition root: only it reads flags and environment variables,
+// validates them all before opening anything, wires the store, the service, the
+// pruner and the HTTP server, and shuts them down in order.
+package main
+
+//go:generate go run github.com/99designs/gqlgen generate
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/playground"
+
+	"github.com/awareness/awareness/graph"
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/wsgorilla"
+	"github.com/awareness/awareness/web"
+)
+
+// Exit codes of run.
+const (
+	exitOK    = 0
+	exitError = 1 // the service could not start or failed while running
+	exitUsage = 2 // bad command line or environment
+)
+
+// HTTP server timeouts. ReadTimeout bounds reading one request (net/http clears it
+// when a WebSocket hijacks the connection). There is no write timeout: WebSocket
+// streams are long-lived and bound their own writes (wsgorilla.WriteTimeout).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	readyzTimeout     = 2 * time.Second
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command and returns the process exit code. Cancelling ctx (SIGINT
+// or SIGTERM in main) shuts the service down gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := parseServeConfig(args, os.LookupEnv, stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "awareness serve: %v\nRun 'awareness serve -h' for the flags.\n", err)
+			return exitUsage
+		}
+		return serve(ctx, cfg, stderr)
+	case "help":
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "awareness: unknown command %q\n\n%s", cmd, usageText)
+		return exitUsage
+	}
+}
+
+const usageText = `awareness — session state awareness service
+
+Usage:
+  awareness [serve] [flags]   run the service (the default command)
+  awareness help              print this help
+
+Run 'awareness serve -h' for the flags of serve. Every flag can also be set through
+the environment variable named in its help; the flag wins over the variable.
+`
+
+// serveConfig is the validated configuration of serve.
+type serveConfig struct {
+	Addr            string
+	DB              string
+	Retention       time.Duration
+	MaxRows         int
+	PruneInterval   time.Duration
+	AllowedOrigins  []string
+	LogLevel        slog.Level
+	ShutdownTimeout time.Duration
+}
+
+// serveEnv names the environment variable of each flag of serve.
+var serveEnv = map[string]string{
+	"addr":             "AWARENESS_ADDR",
+	"db":               "AWARENESS_DB",
+	"retention":        "AWARENESS_RETENTION",
+	"max-rows":         "AWARENESS_MAX_ROWS",
+	"prune-interval":   "AWARENESS_PRUNE_INTERVAL",
+	"allowed-origins":  "AWARENESS_ALLOWED_ORIGINS",
+	"log-level":        "AWARENESS_LOG_LEVEL",
+	"shutdown-timeout": "AWARENESS_SHUTDOWN_TIMEOUT",
+}
+
+// parseServeConfig reads the flags of serve, then the environment for every flag not
+// given on the command line, and validates the result. It opens nothing.
+func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(usageOut)
+	var (
+		addr            = fs.String("addr", "127.0.0.1:8080", "listen address host:port ($AWARENESS_ADDR)")
+		db              = fs.String("db", "./awareness.db", "SQLite database file, created if missing ($AWARENESS_DB)")
+		retention       = fs.Duration("retention", awareness.DefaultRetention, "prune log rows and untouched cursors older than this; 0 keeps them ($AWARENESS_RETENTION)")
+		maxRows         = fs.Int("max-rows", awareness.DefaultMaxRows, "keep at most this many log rows in all; 0 means no cap ($AWARENESS_MAX_ROWS)")
+		pruneInterval   = fs.Duration("prune-interval", awareness.DefaultPruneInterval, "how often retention runs, after once at startup ($AWARENESS_PRUNE_INTERVAL)")
+		allowedOrigins  = fs.String("allowed-origins", "", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org' ($AWARENESS_ALLOWED_ORIGINS)")
+		logLevel        = fs.String("log-level", "info", "debug, info, warn or error ($AWARENESS_LOG_LEVEL)")
+		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests ($AWARENESS_SHUTDOWN_TIMEOUT)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return serveConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return serveConfig{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := serveEnv[f.Name]
+		if envErr != nil || given[f.Name] || name == "" {
+			return
+		}
+		if v, ok := lookupEnv(name); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return serveConfig{}, envErr
+	}
+
+	cfg := serveConfig{
+		Addr:            strings.TrimSpace(*addr),
+		DB:              strings.TrimSpace(*db),
+		Retention:       *retention,
+		MaxRows:         *maxRows,
+		PruneInterval:   *pruneInterval,
+		ShutdownTimeout: *shutdownTimeout,
+	}
+	for _, o := range strings.Split(*allowedOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
+		}
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return serveConfig{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	return cfg, cfg.validate()
+}
+
+func (c serveConfig) validate() error {
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: want host:port (e.g. 127.0.0.1:8080): %v", c.Addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("--addr %q: port %q is not a number between 0 and 65535", c.Addr, port)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("--addr %q: host %q is not a host name or IP address", c.Addr, host)
+	}
+	if c.DB == "" {
+		return errors.New("--db is empty: give the SQLite database file")
+	}
+	if c.DB == ":memory:" || strings.HasPrefix(c.DB, "file:") {
+		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", c.DB)
+	}
+	if fi, err := os.Stat(c.DB); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("--db %q exists and is not a regular file", c.DB)
+	}
+	if fi, err := os.Stat(filepath.Dir(c.DB)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--db %q: directory %q does not exist", c.DB, filepath.Dir(c.DB))
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("--retention %v is negative (0 keeps rows forever)", c.Retention)
+	}
+	if c.Retention > 0 && c.Retention < time.Minute {
+		return fmt.Errorf("--retention %v is shorter than a minute", c.Retention)
+	}
+	if c.MaxRows < 0 {
+		return fmt.Errorf("--max-rows %d is negative (0 means no cap)", c.MaxRows)
+	}
+	if c.PruneInterval < time.Second {
+		return fmt.Errorf("--prune-interval %v is shorter than a second", c.PruneInterval)
+	}
+	if err := wsgorilla.ValidateOriginPatterns(c.AllowedOrigins); err != nil {
+		return fmt.Errorf("--allowed-origins: %v", err)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout %v must be positive", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// serve runs the service until ctx is cancelled, then shuts it down: end WebSocket
+// streams, drain HTTP requests, stop the pruner, close the hub, close the database.
+func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	log.Info("starting",
+		"addr", cfg.Addr, "db", cfg.DB, "retention", cfg.Retention, "max_rows", cfg.MaxRows,
+		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
+		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout)
+
+	store, err := models.OpenSQLite(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
+	if err != nil {
+		log.Error("open database", "db", cfg.DB, "err", err)
+		return exitError
+	}
+	closeStore := func() {
+		if err := store.Close(); err != nil {
+			log.Error("shutdown: close database", "err", err)
+			return
+		}
+		log.Info("shutdown: database closed")
+	}
+	log.Info("database open", "db", cfg.DB)
+
+	hub := awareness.NewHub()
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service")})
+
+	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
+	n, err := svc.Sweep(ctx)
+	if err != nil {
+		log.Error("startup sweep", "err", err)
+		hub.Close()
+		closeStore()
+		return exitError
+	}
+	log.Info("startup sweep done", "notices_republished", n)
+
+	// Cancelled first at shutdown: every WebSocket stream ends, while plain requests
+	// finish under http.Server.Shutdown.
+	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer endStreams()
+	srv := &http.Server{
+		Handler:           routes(svc, store, cfg, log, streams),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error("listen", "addr", cfg.Addr, "err", err)
+		hub.Close()
+		closeStore()
+		return exitError
+	}
+
+	pruner := awareness.NewPruner(awareness.PrunerConfig{
+		Store:    store,
+		Policy:   awareness.RetentionPolicy{MaxAge: cfg.Retention, MaxRows: cfg.MaxRows, CursorTTL: cfg.Retention},
+		Interval: cfg.PruneInterval,
+		Logger:   log.With("component", "pruner"),
+	})
+	// The pruner ends on Stop, in shutdown order, not when ctx is cancelled.
+	pruner.Start(context.WithoutCancel(ctx))
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	code := exitOK
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown: signal received")
+	case err := <-serveErr:
+		log.Error("http server failed", "err", err)
+		code = exitError
+	}
+
+	endStreams()
+	log.Info("shutdown: WebSocket streams cancelled")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
+		_ = srv.Close()
+	} else {
+		log.Info("shutdown: http server stopped")
+	}
+	cancel()
+	pruner.Stop()
+	log.Info("shutdown: pruner stopped")
+	hub.Close()
+	log.Info("shutdown: notice hub closed")
+	closeStore()
+	log.Info("shutdown complete")
+	return code
+}
+
+// routes builds the HTTP routes.
+func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log *slog.Logger, streams context.Context) http.Handler {
+	mux := http.NewServeMux()
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins})
+	mux.Handle("/query", endWith(streams, query))
+	mux.Handle("GET /playground", playground.Handler("Session state awareness", "/query"))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := store.Ping(ctx); err != nil {
+			log.Warn("readyz: database not ready", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	static := http.FileServerFS(web.FS)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		static.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// endWith cancels WebSocket requests when streams ends. http.Server.Shutdown does not
+// track hijacked connections, so this is what ends them at shutdown.
+func endWith(streams context.Context, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(streams, cancel)
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

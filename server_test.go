@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gorilla/websocket"
+	"go.uber.org/goleak"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func waitReady(t *testing.T, client *http.Client, base string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			t.Fatal("the server exited before it was ready")
+		default:
+		}
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the server never became ready")
+}
+
+func postQuery(t *testing.T, client *http.Client, base, query string) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query})
+	resp, err := client.Post(base+"/query", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST /query: %v", err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out["errors"] != nil {
+		t.Fatalf("errors: %v", out["errors"])
+	}
+	return out["data"].(map[string]any)
+}
+
+// TestServeStartsServesAndShutsDown runs the composition root in-process on a fresh
+// database file and a free port: it becomes ready, answers GraphQL, ends an open
+// WebSocket at shutdown, exits 0, leaves the database file, and leaks no goroutine.
+func TestServeStartsServesAndShutsDown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("gorm.io/gorm/internal/lru.NewLRU[...].func1"))
+	dir := t.TempDir()
+	db := filepath.Join(dir, "awareness.db")
+	addr := freeAddr(t)
+	base := "http://" + addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan struct{})
+	code := -1
+	go func() {
+		defer close(exited)
+		code = run(ctx, []string{"serve", "--addr", addr, "--db", db, "--prune-interval", "1h"}, &stdout, &stderr)
+	}()
+	waitReady(t, client, base, exited)
+
+	data := postQuery(t, client, base, `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:child", kind: human_direct_message, actorType: human, channel: "telegram"}) { stateVersion } }`)
+	if diff := cmp.Diff(map[string]any{"recordEvent": map[string]any{"stateVersion": 1.0}}, data); diff != "" {
+		t.Errorf("recordEvent (-want +got):\n%s", diff)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/": 200, "/playground": 200, "/nope": 404} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+
+	// An open subscription must not hold shutdown up.
+	ws, _, err := (&websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}).Dial("ws://"+addr+"/query", nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer ws.Close()
+	if err := ws.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteJSON(map[string]any{"type": "subscribe", "id": "1", "payload": map[string]any{"query": `subscription { staleNotices { text } }`}}); err != nil {
+		t.Fatal(err)
+	}
+
+	cancel()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return after cancel; log:\n%s", stderr.String())
+	}
+	if code != exitOK {
+		t.Errorf("exit code = %d, want 0; log:\n%s", code, stderr.String())
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("the WebSocket is still open after shutdown")
+			}
+			break
+		}
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+	log := stderr.String()
+	for _, step := range []string{"msg=starting", "startup sweep done", "msg=listening", "shutdown: WebSocket streams cancelled",
+		"shutdown: http server stopped", "shutdown: pruner stopped", "shutdown: notice hub closed", "shutdown: database closed", "shutdown complete"} {
+		if !strings.Contains(log, step) {
+			t.Errorf("log lacks %q:\n%s", step, log)
+		}
+	}
+}
+
+// TestServeBinarySIGTERM builds the real binary, configures it through the environment,
+// and stops it with SIGTERM.
+func TestServeBinarySIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "awareness")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "state.db")
+	addr := freeAddr(t)
+	var stderr syncBuffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "AWARENESS_ADDR="+addr, "AWARENESS_DB="+db, "AWARENESS_LOG_LEVEL=debug")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	waitReady(t, client, "http://"+addr, exited)
+	data := postQuery(t, client, "http://"+addr, `{ sessionStatus(sessionKey: "global") { stateVersion agentId } }`)
+	if diff := cmp.Diff(map[string]any{"sessionStatus": map[string]any{"stateVersion": 0.0, "agentId": "main"}}, data); diff != "" {
+		t.Errorf("sessionStatus (-want +got):\n%s", diff)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no exit after SIGTERM; log:\n%s", stderr.String())
+	}
+	if waitErr != nil {
+		t.Errorf("exit: %v; log:\n%s", waitErr, stderr.String())
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "shutdown complete") {
+		t.Errorf("log lacks the shutdown:\n%s", stderr.String())
+	}
+}
+
+func TestParseServeConfig(t *testing.T) {
+	dir := t.TempDir()
+	defaults := serveConfig{
+		Addr: "127.0.0.1:8080", DB: "./awareness.db", Retention: 720 * time.Hour, MaxRows: 50000,
+		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    func(c *serveConfig)
+		wantErr string
+	}{
+		{name: "defaults", want: func(c *serveConfig) {}},
+		{
+			name: "flags",
+			args: []string{"--addr", ":9000", "--db", filepath.Join(dir, "x.db"), "--retention", "48h", "--max-rows", "10", "--prune-interval", "5m", "--allowed-origins", " a.example.com, https://*.b.org ,", "--log-level", "debug"},
+			want: func(c *serveConfig) {
+				c.Addr, c.DB, c.Retention, c.MaxRows, c.PruneInterval = ":9000", filepath.Join(dir, "x.db"), 48*time.Hour, 10, 5*time.Minute
+				c.AllowedOrigins, c.LogLevel = []string{"a.example.com", "https://*.b.org"}, -4
+			},
+		},
+		{
+			name: "environment",
+			env:  map[string]string{"AWARENESS_ADDR": "0.0.0.0:81", "AWARENESS_RETENTION": "0", "AWARENESS_MAX_ROWS": "0", "AWARENESS_ALLOWED_ORIGINS": "x.org"},
+			want: func(c *serveConfig) {
+				c.Addr, c.Retention, c.MaxRows, c.AllowedOrigins = "0.0.0.0:81", 0, 0, []string{"x.org"}
+			},
+		},
+		{
+			name: "flag beats environment",
+			args: []string{"--max-rows", "7"},
+			env:  map[string]string{"AWARENESS_MAX_ROWS": "9"},
+			want: func(c *serveConfig) { c.MaxRows = 7 },
+		},
+		{name: "bad environment value", env: map[string]string{"AWARENESS_RETENTION": "a month"}, wantErr: "AWARENESS_RETENTION"},
+		{name: "bad addr", args: []string{"--addr", "8080"}, wantErr: "--addr"},
+		{name: "bad port", args: []string{"--addr", "localhost:http"}, wantErr: "port"},
+		{name: "negative retention", args: []string{"--retention", "-1h"}, wantErr: "--retention"},
+		{name: "negative max rows", args: []string{"--max-rows", "-1"}, wantErr: "--max-rows"},
+		{name: "zero prune interval", args: []string{"--prune-interval", "0s"}, wantErr: "--prune-interval"},
+		{name: "bad origin pattern", args: []string{"--allowed-origins", "[a"}, wantErr: "--allowed-origins"},
+		{name: "missing db directory", args: []string{"--db", filepath.Join(dir, "no", "such", "x.db")}, wantErr: "does not exist"},
+		{name: "db is a directory", args: []string{"--db", dir}, wantErr: "not a regular file"},
+		{name: "memory db", args: []string{"--db", ":memory:"}, wantErr: "--db"},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "unknown flag", args: []string{"--port", "1"}, wantErr: "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			got, err := parseServeConfig(tt.args, lookup, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := defaults
+			tt.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunUsageErrorsExit2AndOpenNothing(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "awareness.db")
+	for _, args := range [][]string{
+		{"frobnicate"},
+		{"serve", "--db", db, "--retention", "-5m"},
+		{"--db", db, "--addr", "nohost"},
+	} {
+		var stderr bytes.Buffer
+		if got := run(context.Background(), args, io.Discard, &stderr); got != exitUsage {
+			t.Errorf("run(%q) = %d, want %d", args, got, exitUsage)
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("run(%q) printed no message", args)
+		}
+		if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("run(%q) created the database (stat: %v)", args, err)
+		}
+	}
+	if got := run(context.Background(), []string{"serve", "-h"}, io.Discard, io.Discard); got != exitOK {
+		t.Errorf("serve -h = %d, want 0", got)
+	}
+	if got := run(context.Background(), []string{"help"}, io.Discard, io.Discard); got != exitOK {
+		t.Errorf("help = %d, want 0", got)
+	}
+}
