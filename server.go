@@ -31,10 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/playground"
-
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/demo"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/wsgorilla"
 	"github.com/awareness/awareness/web"
@@ -82,6 +81,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return serve(ctx, cfg, stderr)
+	case "demo":
+		cfg, err := parseServeConfig(append([]string{"--demo"}, args...), os.LookupEnv, stderr)
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "awareness demo: %v\nRun 'awareness demo -h' for the flags.\n", err)
+			return exitUsage
+		}
+		return serve(ctx, cfg, stderr)
 	case "help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -95,6 +104,7 @@ const usageText = `awareness — session state awareness service
 
 Usage:
   awareness [serve] [flags]   run the service (the default command)
+  awareness demo [flags]      run the service with a live demo scene (serve --demo)
   awareness help              print this help
 
 Run 'awareness serve -h' for the flags of serve. Every flag can also be set through
@@ -111,6 +121,8 @@ type serveConfig struct {
 	AllowedOrigins  []string
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
+	Demo            bool
+	DemoPace        time.Duration
 }
 
 // serveEnv names the environment variable of each flag of serve.
@@ -123,6 +135,8 @@ var serveEnv = map[string]string{
 	"allowed-origins":  "AWARENESS_ALLOWED_ORIGINS",
 	"log-level":        "AWARENESS_LOG_LEVEL",
 	"shutdown-timeout": "AWARENESS_SHUTDOWN_TIMEOUT",
+	"demo":             "AWARENESS_DEMO",
+	"demo-pace":        "AWARENESS_DEMO_PACE",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
@@ -139,6 +153,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		allowedOrigins  = fs.String("allowed-origins", "", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org' ($AWARENESS_ALLOWED_ORIGINS)")
 		logLevel        = fs.String("log-level", "info", "debug, info, warn or error ($AWARENESS_LOG_LEVEL)")
 		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests ($AWARENESS_SHUTDOWN_TIMEOUT)")
+		demoMode        = fs.Bool("demo", false, "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively ($AWARENESS_DEMO)")
+		demoPace        = fs.Duration("demo-pace", 3*time.Second, "how often the demo records activity ($AWARENESS_DEMO_PACE)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
@@ -171,6 +187,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		MaxRows:         *maxRows,
 		PruneInterval:   *pruneInterval,
 		ShutdownTimeout: *shutdownTimeout,
+		Demo:            *demoMode,
+		DemoPace:        *demoPace,
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -221,6 +239,9 @@ func (c serveConfig) validate() error {
 	if err := wsgorilla.ValidateOriginPatterns(c.AllowedOrigins); err != nil {
 		return fmt.Errorf("--allowed-origins: %v", err)
 	}
+	if c.Demo && c.DemoPace < 100*time.Millisecond {
+		return fmt.Errorf("--demo-pace %v is shorter than 100ms", c.DemoPace)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %v must be positive", c.ShutdownTimeout)
 	}
@@ -234,7 +255,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	log.Info("starting",
 		"addr", cfg.Addr, "db", cfg.DB, "retention", cfg.Retention, "max_rows", cfg.MaxRows,
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
-		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout)
+		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo)
 
 	store, err := models.OpenSQLite(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
 	if err != nil {
@@ -292,6 +313,19 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	// The pruner ends on Stop, in shutdown order, not when ctx is cancelled.
 	pruner.Start(context.WithoutCancel(ctx))
 
+	demoDone := make(chan struct{})
+	if cfg.Demo {
+		go func() {
+			defer close(demoDone)
+			if err := demo.Run(streams, svc, log.With("component", "demo"), cfg.DemoPace); err != nil {
+				log.Error("demo", "err", err)
+			}
+		}()
+		log.Info("demo scene running", "pace", cfg.DemoPace)
+	} else {
+		close(demoDone)
+	}
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
@@ -315,6 +349,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		log.Info("shutdown: http server stopped")
 	}
 	cancel()
+	<-demoDone
 	pruner.Stop()
 	log.Info("shutdown: pruner stopped")
 	hub.Close()
@@ -329,7 +364,7 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 	mux := http.NewServeMux()
 	query := graph.NewHandler(graph.Config{Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins})
 	mux.Handle("/query", endWith(streams, query))
-	mux.Handle("GET /playground", playground.Handler("Session state awareness", "/query"))
+	mux.Handle("GET /playground", web.Playground())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

@@ -140,11 +140,13 @@ type ComplexityRoot struct {
 	StateEvent struct {
 		ActorID    func(childComplexity int) int
 		ActorType  func(childComplexity int) int
+		AgentID    func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
 		Payload    func(childComplexity int) int
 		RunID      func(childComplexity int) int
 		Sequence   func(childComplexity int) int
+		SessionKey func(childComplexity int) int
 		Summary    func(childComplexity int) int
 	}
 
@@ -730,6 +732,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StateEvent.ActorType(childComplexity), true
+	case "StateEvent.agentId":
+		if e.ComplexityRoot.StateEvent.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StateEvent.AgentID(childComplexity), true
 	case "StateEvent.kind":
 		if e.ComplexityRoot.StateEvent.Kind == nil {
 			break
@@ -760,6 +768,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StateEvent.Sequence(childComplexity), true
+	case "StateEvent.sessionKey":
+		if e.ComplexityRoot.StateEvent.SessionKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StateEvent.SessionKey(childComplexity), true
 	case "StateEvent.summary":
 		if e.ComplexityRoot.StateEvent.Summary == nil {
 			break
@@ -1302,6 +1316,16 @@ type Subscription {
   "Live log of one session, or of all sessions when omitted."
   stateEvents(sessionKey: String, agentId: String): StateEvent!
 }
+
+# ---------------------------------------------------------------------------------
+# Additions beyond the public contract (allowed: new fields, types and arguments).
+# ---------------------------------------------------------------------------------
+
+extend type StateEvent {
+  "The session the event belongs to, so that a live feed of every session is self-describing."
+  sessionKey: String!
+  agentId: String!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1472,6 +1496,10 @@ func (ec *executionContext) childFields_StateEvent(ctx context.Context, field gr
 		return ec.fieldContext_StateEvent_runId(ctx, field)
 	case "payload":
 		return ec.fieldContext_StateEvent_payload(ctx, field)
+	case "sessionKey":
+		return ec.fieldContext_StateEvent_sessionKey(ctx, field)
+	case "agentId":
+		return ec.fieldContext_StateEvent_agentId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StateEvent", field.Name)
 }
@@ -4262,6 +4290,52 @@ func (ec *executionContext) fieldContext_StateEvent_payload(_ context.Context, f
 	return graphql.NewScalarFieldContext("StateEvent", field, true, true, "JSON")
 }
 
+func (ec *executionContext) _StateEvent_sessionKey(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StateEvent_sessionKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionKey(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StateEvent_sessionKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "String")
+}
+
+func (ec *executionContext) _StateEvent_agentId(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StateEvent_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StateEvent_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "String")
+}
+
 func (ec *executionContext) _Subscription_staleNotices(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -7016,6 +7090,16 @@ func (ec *executionContext) _StateEvent(ctx context.Context, sel ast.SelectionSe
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._StateEvent_payload(ctx, field, obj)
 				})
+		case "sessionKey":
+			out.Values[i] = ec._StateEvent_sessionKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "agentId":
+			out.Values[i] = ec._StateEvent_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -345,3 +345,9 @@ func checkLine(what, s string, maxBytes int) error {
 	}
 	return nil
 }
+
+// SessionKey returns the canonical key of the event's session.
+func (e Event) SessionKey() string { return e.Session.Key }
+
+// AgentID returns the agent of the event's session.
+func (e Event) AgentID() string { return e.Session.AgentID }

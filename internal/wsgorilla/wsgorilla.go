@@ -231,7 +231,13 @@ func mapReadError(err error) error {
 	return err
 }
 
-// WriteJSON writes v as one text message, within WriteTimeout.
+// WriteJSON writes v as one text message, within WriteTimeout. A failed write closes
+// the connection: gorilla's write errors are permanent (a timed-out write may have
+// sent half a frame), and gqlgen only reports write errors, so without the close the
+// connection would stay open, dropping every later frame, until the ping/pong read
+// deadline. Closing ends gqlgen's read loop at once, which cancels every operation of
+// the connection; the client sees the connection end and resubscribes from durable
+// state (NTC-5).
 func (c *Conn) WriteJSON(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -239,10 +245,11 @@ func (c *Conn) WriteJSON(v any) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
-		return err
+	err = c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	if err == nil {
+		err = c.ws.WriteMessage(websocket.TextMessage, data)
 	}
-	return c.ws.WriteMessage(websocket.TextMessage, data)
+	return err
 }
 
 // WriteClose sends a close frame, within WriteTimeout. It does not wait for the peer's

@@ -103,9 +103,15 @@ export function isQualified(key) {
   return parts.length >= 3 && parts[0] === 'agent';
 }
 
+/** keyText is a key with line-break opportunities after its colons. */
+export function keyText(key) {
+  const parts = String(key).split(':');
+  return parts.map((p, i) => (i < parts.length - 1 ? [p + ':', h('wbr')] : p));
+}
+
 /** sessionLink links to a session page with the key in monospace. */
 export function sessionLink(key, agentId, params) {
-  return h('a', { class: 'key', href: sessionHref(agentId || agentOf(key), key, params) }, key);
+  return h('a', { class: 'key', href: sessionHref(agentId || agentOf(key), key, params) }, keyText(key));
 }
 
 /** toast shows a short message in the corner for a few seconds. */

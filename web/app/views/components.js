@@ -38,6 +38,7 @@ export function noticeCard(n, store) {
     h('span', { class: 'actions' },
       h('a', { class: 'btn', href: sessionHref(n.targetAgentId, n.target, { since: n.changesSince }) }, 'Reconcile'),
       ackBtn)));
+  if (n.fresh) setTimeout(() => card.classList.remove('fresh'), 2500);
   ackBtn.addEventListener('click', async () => {
     ackBtn.disabled = true;
     card.classList.add('leaving');

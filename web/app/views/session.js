@@ -3,7 +3,7 @@
 // watchers on it and the targets it watches with their cursors, its pending notices
 // with Acknowledge, a watch/unwatch form, and its upstream link.
 
-import { h, fill, eventItem, sessionLink, sessionHref, timeEl, throttle, toast, isQualified, agentOf } from '../dom.js';
+import { h, fill, eventItem, sessionLink, sessionHref, timeEl, throttle, toast, isQualified, agentOf, keyText } from '../dom.js';
 import { gql, errorText, EVENT_FIELDS, CURSOR_FIELDS } from '../gql.js';
 import { noticeCard, upstreamPanel } from './components.js';
 
@@ -15,7 +15,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
   const sinceParam = query.has('since') && /^\d+$/.test(query.get('since')) ? Number(query.get('since')) : null;
 
   // Header.
-  const title = h('h1', { tabindex: '-1' }, key);
+  const title = h('h1', { tabindex: '-1' }, keyText(key));
   const sub = h('p', { class: 'sub' }, `agent ${agentId}`);
   const facts = h('dl', { class: 'facts' });
   const headBadges = h('div', { class: 'chips' });

@@ -2,7 +2,7 @@
 // every session with a log (sessionsList), with filters and keyset paging. The page
 // refreshes itself when events arrive.
 
-import { h, fill, sessionHref, timeEl, throttle } from '../dom.js';
+import { h, fill, sessionHref, timeEl, throttle, keyText } from '../dom.js';
 import { gql, errorText, SESSION_FIELDS } from '../gql.js';
 
 export const SESSION_KINDS = ['main', 'subagent', 'acp', 'direct', 'group', 'room', 'channel', 'cron', 'hook', 'global', 'other'];
@@ -165,7 +165,7 @@ export function sessionsView(root, { bus, query }) {
 function sessionRow(s) {
   return h('tr', { dataset: { key: s.sessionKey, agent: s.agentId } },
     h('td', null,
-      h('a', { class: 'key', href: sessionHref(s.agentId, s.sessionKey) }, s.sessionKey),
+      h('a', { class: 'key', href: sessionHref(s.agentId, s.sessionKey) }, keyText(s.sessionKey)),
       s.displayName ? h('div', { class: 'small muted' }, s.displayName) : null),
     h('td', null, h('span', { class: 'badge accent' }, s.kind)),
     h('td', { class: 'hide-sm mono' }, s.agentId),
