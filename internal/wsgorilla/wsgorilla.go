@@ -249,6 +249,9 @@ func (c *Conn) WriteJSON(v any) error {
 	if err == nil {
 		err = c.ws.WriteMessage(websocket.TextMessage, data)
 	}
+	if err != nil {
+		_ = c.ws.Close()
+	}
 	return err
 }
 
