@@ -5,9 +5,12 @@
 // Usage:
 //
 //	awareness [serve] [flags]   run the service (the default command)
+//	awareness status [--json]   print the database's state (cli.go)
+//	awareness sessions [--json] list the sessions registry (cli.go)
+//	awareness import --agent ID FILE   import a gateway's sessions.json (cli.go)
 //	awareness help              print this help
 //
-// This file is the composition root: only it reads flags and environment variables,
+// This file is the composition root: only it (and the tools of cli.go) read flags and environment variables,
 // validates them all before opening anything, wires the store, the service, the
 // pruner and the HTTP server, and shuts them down in order.
 package main
@@ -32,9 +35,11 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/graph"
+	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/demo"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/upstream"
 	"github.com/awareness/awareness/internal/wsgorilla"
 	"github.com/awareness/awareness/web"
 )
@@ -91,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return serve(ctx, cfg, stderr)
+	case "status", "sessions", "import":
+		return runTool(ctx, cmd, args, processToolEnv(stdout, stderr))
 	case "help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -105,10 +112,17 @@ const usageText = `awareness — session state awareness service
 Usage:
   awareness [serve] [flags]   run the service (the default command)
   awareness demo [flags]      run the service with a live demo scene (serve --demo)
+  awareness status [--json]   print the database's state: counts, retention, last prune
+  awareness sessions [--json] [--agent ID] [--active MINUTES]
+                              list the sessions registry with state versions
+  awareness import --agent ID FILE
+                              import a gateway's sessions.json into the registry
   awareness help              print this help
 
-Run 'awareness serve -h' for the flags of serve. Every flag can also be set through
-the environment variable named in its help; the flag wins over the variable.
+Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
+'awareness <command> --help' for its flags. Every flag can also be set through the
+environment variable named in its help; the flag wins over the variable. Exit
+status: 0 ok, 1 failure, 2 bad command line.
 `
 
 // serveConfig is the validated configuration of serve.
@@ -123,20 +137,45 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	Demo            bool
 	DemoPace        time.Duration
+	// Catalogs are the catalogs sessions can be adopted from (UPS-1).
+	Catalogs           []catalogSpec
+	UpstreamFirstCheck time.Duration
+	UpstreamInterval   time.Duration
+	// Auth holds the tokens of --auth-file; nil serves without authentication, which
+	// is refused on a non-loopback address unless Insecure.
+	Auth         *auth.Keyring
+	AuthFile     string
+	AuthWarnings []string
+	Insecure     bool
+	// WSPingInterval and WSInitTimeout are the WebSocket ping cadence (a peer silent
+	// for twice it is dropped) and the connection_init deadline.
+	WSPingInterval time.Duration
+	WSInitTimeout  time.Duration
+	// NoticePoll is the safety poll of the cross-process notice listener
+	// (PostgreSQL only).
+	NoticePoll time.Duration
 }
 
 // serveEnv names the environment variable of each flag of serve.
 var serveEnv = map[string]string{
-	"addr":             "AWARENESS_ADDR",
-	"db":               "AWARENESS_DB",
-	"retention":        "AWARENESS_RETENTION",
-	"max-rows":         "AWARENESS_MAX_ROWS",
-	"prune-interval":   "AWARENESS_PRUNE_INTERVAL",
-	"allowed-origins":  "AWARENESS_ALLOWED_ORIGINS",
-	"log-level":        "AWARENESS_LOG_LEVEL",
-	"shutdown-timeout": "AWARENESS_SHUTDOWN_TIMEOUT",
-	"demo":             "AWARENESS_DEMO",
-	"demo-pace":        "AWARENESS_DEMO_PACE",
+	"addr":                 "AWARENESS_ADDR",
+	"db":                   "AWARENESS_DB",
+	"retention":            "AWARENESS_RETENTION",
+	"max-rows":             "AWARENESS_MAX_ROWS",
+	"prune-interval":       "AWARENESS_PRUNE_INTERVAL",
+	"allowed-origins":      "AWARENESS_ALLOWED_ORIGINS",
+	"log-level":            "AWARENESS_LOG_LEVEL",
+	"shutdown-timeout":     "AWARENESS_SHUTDOWN_TIMEOUT",
+	"demo":                 "AWARENESS_DEMO",
+	"demo-pace":            "AWARENESS_DEMO_PACE",
+	"catalog":              "AWARENESS_CATALOGS",
+	"upstream-first-check": "AWARENESS_UPSTREAM_FIRST_CHECK",
+	"upstream-interval":    "AWARENESS_UPSTREAM_INTERVAL",
+	"auth-file":            "AWARENESS_AUTH_FILE",
+	"insecure":             "AWARENESS_INSECURE",
+	"ws-ping-interval":     "AWARENESS_WS_PING_INTERVAL",
+	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
+	"notice-poll":          "AWARENESS_NOTICE_POLL",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
@@ -146,7 +185,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 	fs.SetOutput(usageOut)
 	var (
 		addr            = fs.String("addr", "127.0.0.1:8080", "listen address host:port ($AWARENESS_ADDR)")
-		db              = fs.String("db", "./awareness.db", "SQLite database file, created if missing ($AWARENESS_DB)")
+		db              = fs.String("db", "./awareness.db", "SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share ($AWARENESS_DB)")
 		retention       = fs.Duration("retention", awareness.DefaultRetention, "prune log rows and untouched cursors older than this; 0 keeps them ($AWARENESS_RETENTION)")
 		maxRows         = fs.Int("max-rows", awareness.DefaultMaxRows, "keep at most this many log rows in all; 0 means no cap ($AWARENESS_MAX_ROWS)")
 		pruneInterval   = fs.Duration("prune-interval", awareness.DefaultPruneInterval, "how often retention runs, after once at startup ($AWARENESS_PRUNE_INTERVAL)")
@@ -155,7 +194,20 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests ($AWARENESS_SHUTDOWN_TIMEOUT)")
 		demoMode        = fs.Bool("demo", false, "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively ($AWARENESS_DEMO)")
 		demoPace        = fs.Duration("demo-pace", 3*time.Second, "how often the demo records activity ($AWARENESS_DEMO_PACE)")
+		firstCheck      = fs.Duration("upstream-first-check", upstream.DefaultFirstCheck, "delay of the first check of adopted sessions' upstream transcripts ($AWARENESS_UPSTREAM_FIRST_CHECK)")
+		upInterval      = fs.Duration("upstream-interval", upstream.DefaultInterval, "how often adopted sessions' upstream transcripts are checked ($AWARENESS_UPSTREAM_INTERVAL)")
+		authFile        = fs.String("auth-file", "", "JSON file of bearer tokens and their roles, mode 600 (see internal/auth); without it every caller is admin ($AWARENESS_AUTH_FILE)")
+		insecure        = fs.Bool("insecure", false, "allow serving without --auth-file on a non-loopback address ($AWARENESS_INSECURE)")
+		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
+		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
+		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
+		catalogs        []catalogSpec
 	)
+	fs.Func("catalog", "ID=DIR: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
+		specs, err := parseCatalogSpecs(v)
+		catalogs = append(catalogs, specs...)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -181,14 +233,22 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 	}
 
 	cfg := serveConfig{
-		Addr:            strings.TrimSpace(*addr),
-		DB:              strings.TrimSpace(*db),
-		Retention:       *retention,
-		MaxRows:         *maxRows,
-		PruneInterval:   *pruneInterval,
-		ShutdownTimeout: *shutdownTimeout,
-		Demo:            *demoMode,
-		DemoPace:        *demoPace,
+		Addr:               strings.TrimSpace(*addr),
+		DB:                 strings.TrimSpace(*db),
+		Retention:          *retention,
+		MaxRows:            *maxRows,
+		PruneInterval:      *pruneInterval,
+		ShutdownTimeout:    *shutdownTimeout,
+		Demo:               *demoMode,
+		DemoPace:           *demoPace,
+		Catalogs:           catalogs,
+		UpstreamFirstCheck: *firstCheck,
+		UpstreamInterval:   *upInterval,
+		AuthFile:           strings.TrimSpace(*authFile),
+		Insecure:           *insecure,
+		WSPingInterval:     *wsPing,
+		WSInitTimeout:      *wsInit,
+		NoticePoll:         *noticePoll,
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -198,7 +258,27 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return serveConfig{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return serveConfig{}, err
+	}
+	if cfg.AuthFile != "" {
+		k, warnings, err := auth.Load(cfg.AuthFile)
+		if err != nil {
+			return serveConfig{}, fmt.Errorf("--auth-file: %v", err)
+		}
+		cfg.Auth, cfg.AuthWarnings = k, warnings
+	}
+	return cfg, nil
+}
+
+// loopbackHost reports whether host (of --addr) only accepts connections from this
+// machine.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c serveConfig) validate() error {
@@ -212,17 +292,11 @@ func (c serveConfig) validate() error {
 	if strings.ContainsAny(host, " /") {
 		return fmt.Errorf("--addr %q: host %q is not a host name or IP address", c.Addr, host)
 	}
-	if c.DB == "" {
-		return errors.New("--db is empty: give the SQLite database file")
+	if err := validateDB(c.DB); err != nil {
+		return err
 	}
-	if c.DB == ":memory:" || strings.HasPrefix(c.DB, "file:") {
-		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", c.DB)
-	}
-	if fi, err := os.Stat(c.DB); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("--db %q exists and is not a regular file", c.DB)
-	}
-	if fi, err := os.Stat(filepath.Dir(c.DB)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--db %q: directory %q does not exist", c.DB, filepath.Dir(c.DB))
+	if c.NoticePoll < 100*time.Millisecond {
+		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)
 	}
 	if c.Retention < 0 {
 		return fmt.Errorf("--retention %v is negative (0 keeps rows forever)", c.Retention)
@@ -242,8 +316,44 @@ func (c serveConfig) validate() error {
 	if c.Demo && c.DemoPace < 100*time.Millisecond {
 		return fmt.Errorf("--demo-pace %v is shorter than 100ms", c.DemoPace)
 	}
+	if err := validateCatalogs(c.Catalogs); err != nil {
+		return err
+	}
+	if c.UpstreamFirstCheck <= 0 || c.UpstreamInterval < time.Second {
+		return fmt.Errorf("--upstream-first-check %v must be positive and --upstream-interval %v at least a second", c.UpstreamFirstCheck, c.UpstreamInterval)
+	}
+	if c.AuthFile == "" && !c.Insecure && !loopbackHost(host) {
+		return fmt.Errorf("--addr %q accepts connections from other machines, and no --auth-file is given: every caller would be admin; give --auth-file, listen on 127.0.0.1, or pass --insecure to serve without authentication anyway", c.Addr)
+	}
+	if c.WSPingInterval < 10*time.Millisecond || c.WSInitTimeout < 10*time.Millisecond {
+		return fmt.Errorf("--ws-ping-interval %v and --ws-init-timeout %v must be at least 10ms", c.WSPingInterval, c.WSInitTimeout)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %v must be positive", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// validateDB checks --db: a postgres:// URL that parses, or a plain SQLite file path
+// in an existing directory.
+func validateDB(db string) error {
+	if models.IsPostgresDSN(db) {
+		if err := models.CheckPostgresDSN(db); err != nil {
+			return fmt.Errorf("--db: %v", err)
+		}
+		return nil
+	}
+	if db == "" {
+		return errors.New("--db is empty: give the SQLite database file or a postgres:// URL")
+	}
+	if db == ":memory:" || strings.HasPrefix(db, "file:") {
+		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", db)
+	}
+	if fi, err := os.Stat(db); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("--db %q exists and is not a regular file", db)
+	}
+	if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--db %q: directory %q does not exist", db, filepath.Dir(db))
 	}
 	return nil
 }
@@ -253,26 +363,61 @@ func (c serveConfig) validate() error {
 func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	log.Info("starting",
-		"addr", cfg.Addr, "db", cfg.DB, "retention", cfg.Retention, "max_rows", cfg.MaxRows,
+		"addr", cfg.Addr, "db", models.RedactDSN(cfg.DB), "retention", cfg.Retention, "max_rows", cfg.MaxRows,
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
-		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo)
+		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
+		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
+		"notice_poll", cfg.NoticePoll)
 
-	store, err := models.OpenSQLite(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
+	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
 	if err != nil {
-		log.Error("open database", "db", cfg.DB, "err", err)
+		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
 		return exitError
 	}
+	log.Info("database open", "db", models.RedactDSN(cfg.DB), "dialect", store.Dialect())
+	hub := awareness.NewHub()
+	// PostgreSQL: other processes may share the database; the listener carries their
+	// notices and events to this process's hub. It listens before the sweep below.
+	var listener *models.Listener
+	if store.Dialect() == "postgres" {
+		listener, err = models.NewListener(models.ListenerConfig{
+			Store: store, Hub: hub, Poll: cfg.NoticePoll, Logger: log.With("component", "listener"),
+		})
+		if err != nil {
+			log.Error("notice listener", "err", err)
+			_ = store.Close()
+			return exitError
+		}
+		listener.Start(context.WithoutCancel(ctx))
+	}
+	stopListener := func() {
+		if listener != nil {
+			listener.Stop()
+			listener = nil
+			log.Info("shutdown: notice listener stopped")
+		}
+	}
 	closeStore := func() {
+		stopListener()
 		if err := store.Close(); err != nil {
 			log.Error("shutdown: close database", "err", err)
 			return
 		}
 		log.Info("shutdown: database closed")
 	}
-	log.Info("database open", "db", cfg.DB)
 
-	hub := awareness.NewHub()
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service")})
+	var catalogs []awareness.Catalog
+	for _, c := range cfg.Catalogs {
+		cat, err := upstream.NewDirCatalog(c.ID, c.Dir)
+		if err != nil {
+			log.Error("open catalog", "err", err)
+			hub.Close()
+			closeStore()
+			return exitError
+		}
+		catalogs = append(catalogs, cat)
+	}
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs})
 
 	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
 	n, err := svc.Sweep(ctx)
@@ -312,6 +457,21 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	})
 	// The pruner ends on Stop, in shutdown order, not when ctx is cancelled.
 	pruner.Start(context.WithoutCancel(ctx))
+	// UPS-2: the upstream monitor starts after the sweep and ends on Stop, before the
+	// hub closes.
+	monitor, err := upstream.New(upstream.Config{
+		Service: svc, FirstCheck: cfg.UpstreamFirstCheck, Interval: cfg.UpstreamInterval,
+		Logger: log.With("component", "upstream"),
+	})
+	if err != nil {
+		log.Error("upstream monitor", "err", err)
+		pruner.Stop()
+		_ = ln.Close()
+		hub.Close()
+		closeStore()
+		return exitError
+	}
+	monitor.Start(context.WithoutCancel(ctx))
 
 	demoDone := make(chan struct{})
 	if cfg.Demo {
@@ -352,6 +512,9 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	<-demoDone
 	pruner.Stop()
 	log.Info("shutdown: pruner stopped")
+	monitor.Stop()
+	log.Info("shutdown: upstream monitor stopped")
+	stopListener()
 	hub.Close()
 	log.Info("shutdown: notice hub closed")
 	closeStore()
@@ -362,7 +525,20 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 // routes builds the HTTP routes.
 func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log *slog.Logger, streams context.Context) http.Handler {
 	mux := http.NewServeMux()
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins})
+	if cfg.Auth != nil {
+		log.Info("authentication on", "auth_file", cfg.AuthFile, "tokens", cfg.Auth.Roles())
+		for _, w := range cfg.AuthWarnings {
+			log.Warn(w)
+		}
+	} else if cfg.Insecure {
+		log.Warn("authentication off on a non-loopback address (--insecure): every caller is admin", "addr", cfg.Addr)
+	} else {
+		log.Info("authentication off: every caller is admin (loopback only; give --auth-file to require tokens)")
+	}
+	query := graph.NewHandler(graph.Config{
+		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
+		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout,
+	})
 	mux.Handle("/query", endWith(streams, query))
 	mux.Handle("GET /playground", web.Playground())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -407,4 +583,47 @@ func endWith(streams context.Context, next http.Handler) http.Handler {
 		defer stop()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// catalogSpec is one --catalog ID=DIR.
+type catalogSpec struct {
+	ID  string
+	Dir string
+}
+
+func (c catalogSpec) String() string { return c.ID + "=" + c.Dir }
+
+// parseCatalogSpecs parses "id=dir[,id2=dir2…]" (a DIR cannot contain a comma).
+func parseCatalogSpecs(v string) ([]catalogSpec, error) {
+	var out []catalogSpec
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		id, dir, ok := strings.Cut(part, "=")
+		id, dir = strings.ToLower(strings.TrimSpace(id)), strings.TrimSpace(dir)
+		if !ok || id == "" || dir == "" {
+			return out, fmt.Errorf("%q: want ID=DIR", part)
+		}
+		out = append(out, catalogSpec{ID: id, Dir: dir})
+	}
+	return out, nil
+}
+
+// validateCatalogs checks ids (agent-id-like, unique) and directories (they exist).
+func validateCatalogs(cs []catalogSpec) error {
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if !awareness.ValidAgentID(c.ID) {
+			return fmt.Errorf("--catalog %s: id %q is not a valid id ([a-z0-9][a-z0-9_-]{0,63})", c, c.ID)
+		}
+		if seen[c.ID] {
+			return fmt.Errorf("--catalog %s: id %q is given twice", c, c.ID)
+		}
+		seen[c.ID] = true
+		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--catalog %s: %q is not an existing directory", c, c.Dir)
+		}
+	}
+	return nil
 }

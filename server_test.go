@@ -165,7 +165,7 @@ func TestServeStartsServesAndShutsDown(t *testing.T) {
 	}
 	log := stderr.String()
 	for _, step := range []string{"msg=starting", "startup sweep done", "msg=listening", "shutdown: WebSocket streams cancelled",
-		"shutdown: http server stopped", "shutdown: pruner stopped", "shutdown: notice hub closed", "shutdown: database closed", "shutdown complete"} {
+		"shutdown: http server stopped", "shutdown: pruner stopped", "shutdown: upstream monitor stopped", "shutdown: notice hub closed", "shutdown: database closed", "shutdown complete"} {
 		if !strings.Contains(log, step) {
 			t.Errorf("log lacks %q:\n%s", step, log)
 		}
@@ -235,6 +235,8 @@ func TestParseServeConfig(t *testing.T) {
 	defaults := serveConfig{
 		Addr: "127.0.0.1:8080", DB: "./awareness.db", Retention: 720 * time.Hour, MaxRows: 50000,
 		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
+		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
+		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
 	}
 	tests := []struct {
 		name    string
@@ -246,16 +248,18 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "defaults", want: func(c *serveConfig) {}},
 		{
 			name: "flags",
-			args: []string{"--addr", ":9000", "--db", filepath.Join(dir, "x.db"), "--retention", "48h", "--max-rows", "10", "--prune-interval", "5m", "--allowed-origins", " a.example.com, https://*.b.org ,", "--log-level", "debug"},
+			args: []string{"--addr", ":9000", "--insecure", "--db", filepath.Join(dir, "x.db"), "--retention", "48h", "--max-rows", "10", "--prune-interval", "5m", "--allowed-origins", " a.example.com, https://*.b.org ,", "--log-level", "debug"},
 			want: func(c *serveConfig) {
+				c.Insecure = true
 				c.Addr, c.DB, c.Retention, c.MaxRows, c.PruneInterval = ":9000", filepath.Join(dir, "x.db"), 48*time.Hour, 10, 5*time.Minute
 				c.AllowedOrigins, c.LogLevel = []string{"a.example.com", "https://*.b.org"}, -4
 			},
 		},
 		{
 			name: "environment",
-			env:  map[string]string{"AWARENESS_ADDR": "0.0.0.0:81", "AWARENESS_RETENTION": "0", "AWARENESS_MAX_ROWS": "0", "AWARENESS_ALLOWED_ORIGINS": "x.org"},
+			env:  map[string]string{"AWARENESS_ADDR": "0.0.0.0:81", "AWARENESS_INSECURE": "true", "AWARENESS_RETENTION": "0", "AWARENESS_MAX_ROWS": "0", "AWARENESS_ALLOWED_ORIGINS": "x.org"},
 			want: func(c *serveConfig) {
+				c.Insecure = true
 				c.Addr, c.Retention, c.MaxRows, c.AllowedOrigins = "0.0.0.0:81", 0, 0, []string{"x.org"}
 			},
 		},
@@ -267,6 +271,10 @@ func TestParseServeConfig(t *testing.T) {
 		},
 		{name: "bad environment value", env: map[string]string{"AWARENESS_RETENTION": "a month"}, wantErr: "AWARENESS_RETENTION"},
 		{name: "bad addr", args: []string{"--addr", "8080"}, wantErr: "--addr"},
+		{name: "non-loopback without auth", args: []string{"--addr", "0.0.0.0:9000"}, wantErr: "--auth-file"},
+		{name: "all interfaces without auth", args: []string{"--addr", ":9000"}, wantErr: "--insecure"},
+		{name: "missing auth file", args: []string{"--auth-file", filepath.Join(dir, "none.json")}, wantErr: "--auth-file"},
+		{name: "short ws ping interval", args: []string{"--ws-ping-interval", "1ms"}, wantErr: "--ws-ping-interval"},
 		{name: "bad port", args: []string{"--addr", "localhost:http"}, wantErr: "port"},
 		{name: "negative retention", args: []string{"--retention", "-1h"}, wantErr: "--retention"},
 		{name: "negative max rows", args: []string{"--max-rows", "-1"}, wantErr: "--max-rows"},
@@ -275,6 +283,15 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "missing db directory", args: []string{"--db", filepath.Join(dir, "no", "such", "x.db")}, wantErr: "does not exist"},
 		{name: "db is a directory", args: []string{"--db", dir}, wantErr: "not a regular file"},
 		{name: "memory db", args: []string{"--db", ":memory:"}, wantErr: "--db"},
+		{
+			name: "postgres db and notice poll",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--notice-poll", "2s"},
+			want: func(c *serveConfig) {
+				c.DB, c.NoticePoll = "postgres://u:pw@db.example:5432/aw?sslmode=disable", 2*time.Second
+			},
+		},
+		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
+		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--port", "1"}, wantErr: "flag provided but not defined"},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
+	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
@@ -42,10 +43,16 @@ const (
 	// APQCacheSize is the number of automatic persisted queries kept (LRU).
 	APQCacheSize = 100
 
-	// WSInitTimeout is how long a client has to send connection_init.
+	// MaxQueryDepth bounds the nesting of an operation's selections (fragments
+	// included). The deepest useful query of the schema has depth 4; GraphiQL's
+	// introspection query about 15.
+	MaxQueryDepth = 20
+
+	// WSInitTimeout is the default time a client has to send connection_init
+	// (closed with 4408 after it).
 	WSInitTimeout = 10 * time.Second
-	// WSPingPongInterval is the graphql-transport-ws ping cadence; a client that does
-	// not pong within twice the interval is dropped (dead-peer detection).
+	// WSPingPongInterval is the default graphql-transport-ws ping cadence; a client
+	// that does not pong within twice the interval is dropped (dead-peer detection).
 	WSPingPongInterval = 20 * time.Second
 	// WSKeepAliveInterval is the legacy graphql-ws `ka` cadence.
 	WSKeepAliveInterval = 15 * time.Second
@@ -59,12 +66,21 @@ type Config struct {
 	// (wsgorilla.Implementation.AllowedOrigins); requests without Origin and
 	// same-host origins are always allowed.
 	AllowedOrigins []string
+	// Auth, when set, requires a bearer token on every request (see Authenticate);
+	// nil serves without authentication.
+	Auth *auth.Keyring
+	// WSInitTimeout and WSPingPongInterval override the defaults of the same names
+	// when positive.
+	WSInitTimeout      time.Duration
+	WSPingPongInterval time.Duration
 }
 
 // NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), OPTIONS,
 // GET and POST transports, with a query cache, automatic persisted queries, a
-// complexity limit, a parser token limit, introspection (the playground needs it), the
-// ErrorPresenter and RecoverFunc of package resolvers, and StreamErrors.
+// complexity limit, a depth limit (DepthLimit), a parser token limit, introspection
+// (the playground needs it), the ErrorPresenter and RecoverFunc of package resolvers,
+// and StreamErrors. With cfg.Auth set, every request needs a bearer token (see
+// authenticate and wsInit).
 //
 // In front of gqlgen it refuses WebSocket upgrades from foreign origins (403), request
 // bodies over MaxRequestBytes (413) and request text that is not valid UTF-8 or that
@@ -76,18 +92,30 @@ func NewHandler(cfg Config) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	present := resolvers.ErrorPresenter(log)
-	ws := wsgorilla.Implementation{AllowedOrigins: cfg.AllowedOrigins, Logger: log}
+	initTimeout, pingPong := WSInitTimeout, WSPingPongInterval
+	if cfg.WSInitTimeout > 0 {
+		initTimeout = cfg.WSInitTimeout
+	}
+	if cfg.WSPingPongInterval > 0 {
+		pingPong = cfg.WSPingPongInterval
+	}
+	// The adapter enforces the init timeout (closing with 4408, as graphql-transport-ws
+	// asks); gqlgen's own InitTimeout stays 0, as it would close with 1002.
+	ws := wsgorilla.Implementation{AllowedOrigins: cfg.AllowedOrigins, Logger: log, InitTimeout: initTimeout}
 	readLimit := int64(MaxRequestBytes)
 
 	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
 	srv.AddTransport(transport.Websocket{
 		Implementation:        ws,
-		InitTimeout:           WSInitTimeout,
-		PingPongInterval:      WSPingPongInterval,
+		InitFunc:              wsInit(cfg.Auth, log),
+		PingPongInterval:      pingPong,
 		KeepAlivePingInterval: WSKeepAliveInterval,
 		PayloadReadLimit:      &readLimit,
 		ErrorFunc: func(_ context.Context, err error) {
 			log.Debug("websocket error", "err", err)
+		},
+		CloseFunc: func(_ context.Context, code int) {
+			log.Debug("websocket closed", "code", code)
 		},
 	})
 	srv.AddTransport(transport.Options{})
@@ -100,9 +128,10 @@ func NewHandler(cfg Config) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](APQCacheSize)})
 	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))
+	srv.Use(DepthLimit{Max: MaxQueryDepth})
 	srv.Use(resolvers.StreamErrors{Present: present})
 
-	return ws.Guard(checkBody(srv))
+	return ws.Guard(authenticate(cfg.Auth, log, checkBody(srv)))
 }
 
 // checkBody enforces MaxRequestBytes and text validity on POST bodies and GET query
@@ -149,15 +178,22 @@ func checkBody(next http.Handler) http.Handler {
 	})
 }
 
-// writeError answers a request refused before gqlgen, in the GraphQL response shape.
+// writeError answers a request refused before gqlgen, in the GraphQL response shape,
+// with code INVALID_ARGUMENT.
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeCodedError(w, status, awareness.EINVALID, msg)
+}
+
+// writeCodedError answers a request refused before gqlgen, in the GraphQL response
+// shape, with the given extensions.code.
+func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
 	type gqlError struct {
 		Message    string         `json:"message"`
 		Extensions map[string]any `json:"extensions"`
 	}
 	body, _ := json.Marshal(struct {
 		Errors []gqlError `json:"errors"`
-	}{[]gqlError{{Message: msg, Extensions: map[string]any{"code": awareness.EINVALID}}}})
+	}{[]gqlError{{Message: msg, Extensions: map[string]any{"code": code}}}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

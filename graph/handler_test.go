@@ -319,29 +319,6 @@ func TestERR2InvalidUTF8AtServiceLevel(t *testing.T) {
 	}
 }
 
-func TestUnimplementedOperationsAnswerUNIMPLEMENTED(t *testing.T) {
-	e := newEnv(t)
-	ops := map[string]string{
-		"upsertSession":    `mutation { upsertSession(input: {sessionKey: "agent:main:main"}) { sessionKey } }`,
-		"importSessions":   `mutation { importSessions(agentId: "main", sessionsJson: "{}") }`,
-		"adoptSession":     `mutation { adoptSession(input: {sessionKey: "agent:main:main", catalogId: "claude", threadId: "t"}) { marker } }`,
-		"recordOwnPrompt":  `mutation { recordOwnPrompt(sessionKey: "agent:main:main", text: "hi") }`,
-		"upstreamLinks":    `{ upstreamLinks { sessionKey } }`,
-		"compactionPolicy": `{ compactionPolicy(sessionKey: "agent:main:main", contextWindow: 200000) { compactionDue } }`,
-	}
-	for op, q := range ops {
-		t.Run(op, func(t *testing.T) {
-			_, r, raw := e.post(t, q, nil)
-			if got := r.code(); got != awareness.EUNIMPLEMENTED {
-				t.Fatalf("code = %q, want %q: %s", got, awareness.EUNIMPLEMENTED, raw)
-			}
-			if !strings.Contains(r.Errors[0].Message, op) {
-				t.Errorf("message %q does not name the operation", r.Errors[0].Message)
-			}
-		})
-	}
-}
-
 func TestERR1InternalErrorsDoNotLeak(t *testing.T) {
 	e := newEnv(t)
 	e.store.Close() // every query now fails inside the store

@@ -44,23 +44,27 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	CompactionPolicy struct {
-		CompactionCount func(childComplexity int) int
-		CompactionDue   func(childComplexity int) int
-		ContextTokens   func(childComplexity int) int
-		MemoryFlushDue  func(childComplexity int) int
+		CompactionCount            func(childComplexity int) int
+		CompactionDue              func(childComplexity int) int
+		CompactionThreshold        func(childComplexity int) int
+		ContextTokens              func(childComplexity int) int
+		MemoryFlushCompactionCount func(childComplexity int) int
+		MemoryFlushDue             func(childComplexity int) int
+		MemoryFlushThreshold       func(childComplexity int) int
 	}
 
 	Mutation struct {
-		AckNotices      func(childComplexity int, watcher string, targets []string) int
-		AdoptSession    func(childComplexity int, input gqlmodel.AdoptInput) int
-		DeleteSession   func(childComplexity int, sessionKey string, agentID *string) int
-		ImportSessions  func(childComplexity int, agentID string, sessionsJSON string) int
-		RecordEvent     func(childComplexity int, input gqlmodel.RecordEventInput) int
-		RecordOwnPrompt func(childComplexity int, sessionKey string, agentID *string, text string) int
-		ResetSession    func(childComplexity int, sessionKey string, agentID *string) int
-		Unwatch         func(childComplexity int, watcher string, target string, targetAgentID *string) int
-		UpsertSession   func(childComplexity int, input gqlmodel.SessionInput) int
-		Watch           func(childComplexity int, input gqlmodel.WatchInput) int
+		AckNotices        func(childComplexity int, watcher string, targets []string) int
+		AdoptSession      func(childComplexity int, input gqlmodel.AdoptInput) int
+		DeleteSession     func(childComplexity int, sessionKey string, agentID *string) int
+		ImportSessions    func(childComplexity int, agentID string, sessionsJSON string) int
+		RecordEvent       func(childComplexity int, input gqlmodel.RecordEventInput) int
+		RecordMemoryFlush func(childComplexity int, sessionKey string, agentID *string) int
+		RecordOwnPrompt   func(childComplexity int, sessionKey string, agentID *string, text string) int
+		ResetSession      func(childComplexity int, sessionKey string, agentID *string) int
+		Unwatch           func(childComplexity int, watcher string, target string, targetAgentID *string) int
+		UpsertSession     func(childComplexity int, input gqlmodel.SessionInput) int
+		Watch             func(childComplexity int, input gqlmodel.WatchInput) int
 	}
 
 	PageInfo struct {
@@ -90,6 +94,7 @@ type ComplexityRoot struct {
 		CompactionCount            func(childComplexity int) int
 		ContextTokens              func(childComplexity int) int
 		DisplayName                func(childComplexity int) int
+		Extra                      func(childComplexity int) int
 		InputTokens                func(childComplexity int) int
 		Kind                       func(childComplexity int) int
 		MemoryFlushAt              func(childComplexity int) int
@@ -199,6 +204,7 @@ type MutationResolver interface {
 	ImportSessions(ctx context.Context, agentID string, sessionsJSON string) (int, error)
 	AdoptSession(ctx context.Context, input gqlmodel.AdoptInput) (gqlmodel.UpstreamLink, error)
 	RecordOwnPrompt(ctx context.Context, sessionKey string, agentID *string, text string) (bool, error)
+	RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error)
 }
 type QueryResolver interface {
 	SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error)
@@ -257,18 +263,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CompactionPolicy.CompactionDue(childComplexity), true
+	case "CompactionPolicy.compactionThreshold":
+		if e.ComplexityRoot.CompactionPolicy.CompactionThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionPolicy.CompactionThreshold(childComplexity), true
 	case "CompactionPolicy.contextTokens":
 		if e.ComplexityRoot.CompactionPolicy.ContextTokens == nil {
 			break
 		}
 
 		return e.ComplexityRoot.CompactionPolicy.ContextTokens(childComplexity), true
+	case "CompactionPolicy.memoryFlushCompactionCount":
+		if e.ComplexityRoot.CompactionPolicy.MemoryFlushCompactionCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionPolicy.MemoryFlushCompactionCount(childComplexity), true
 	case "CompactionPolicy.memoryFlushDue":
 		if e.ComplexityRoot.CompactionPolicy.MemoryFlushDue == nil {
 			break
 		}
 
 		return e.ComplexityRoot.CompactionPolicy.MemoryFlushDue(childComplexity), true
+	case "CompactionPolicy.memoryFlushThreshold":
+		if e.ComplexityRoot.CompactionPolicy.MemoryFlushThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionPolicy.MemoryFlushThreshold(childComplexity), true
 
 	case "Mutation.ackNotices":
 		if e.ComplexityRoot.Mutation.AckNotices == nil {
@@ -325,6 +349,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RecordEvent(childComplexity, args["input"].(gqlmodel.RecordEventInput)), true
+	case "Mutation.recordMemoryFlush":
+		if e.ComplexityRoot.Mutation.RecordMemoryFlush == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_recordMemoryFlush_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RecordMemoryFlush(childComplexity, args["sessionKey"].(string), args["agentId"].(*string)), true
 	case "Mutation.recordOwnPrompt":
 		if e.ComplexityRoot.Mutation.RecordOwnPrompt == nil {
 			break
@@ -517,6 +552,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Session.DisplayName(childComplexity), true
+	case "Session.extra":
+		if e.ComplexityRoot.Session.Extra == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Session.Extra(childComplexity), true
 	case "Session.inputTokens":
 		if e.ComplexityRoot.Session.InputTokens == nil {
 			break
@@ -1326,6 +1367,25 @@ extend type StateEvent {
   sessionKey: String!
   agentId: String!
 }
+
+extend type Session {
+  "REG-1, REG-2. Every other SessionEntry field of the gateway's store (sessionFile, subject, toggles, overrides, spawnedBy, unknown fields …), as the gateway wrote it."
+  extra: JSON
+}
+
+extend type CompactionPolicy {
+  "contextWindow − reserveTokens − softThresholdTokens: a memory flush needs contextTokens above it."
+  memoryFlushThreshold: Int!
+  "contextWindow − reserveTokens: compaction needs contextTokens above it."
+  compactionThreshold: Int!
+  "The compaction count when the last memory flush ran; null when none ran. memoryFlushDue is false while it equals compactionCount."
+  memoryFlushCompactionCount: Int
+}
+
+extend type Mutation {
+  "REG-3. A pre-compaction memory flush ran now: sets memoryFlushAt to now and memoryFlushCompactionCount to compactionCount, so no flush is due again until the next compaction. NOT_FOUND when the session is not registered."
+  recordMemoryFlush(sessionKey: String!, agentId: String): Session!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1344,6 +1404,12 @@ func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, fi
 		return ec.fieldContext_CompactionPolicy_compactionDue(ctx, field)
 	case "compactionCount":
 		return ec.fieldContext_CompactionPolicy_compactionCount(ctx, field)
+	case "memoryFlushThreshold":
+		return ec.fieldContext_CompactionPolicy_memoryFlushThreshold(ctx, field)
+	case "compactionThreshold":
+		return ec.fieldContext_CompactionPolicy_compactionThreshold(ctx, field)
+	case "memoryFlushCompactionCount":
+		return ec.fieldContext_CompactionPolicy_memoryFlushCompactionCount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CompactionPolicy", field.Name)
 }
@@ -1408,6 +1474,8 @@ func (ec *executionContext) childFields_Session(ctx context.Context, field graph
 		return ec.fieldContext_Session_memoryFlushAt(ctx, field)
 	case "memoryFlushCompactionCount":
 		return ec.fieldContext_Session_memoryFlushCompactionCount(ctx, field)
+	case "extra":
+		return ec.fieldContext_Session_extra(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Session", field.Name)
 }
@@ -1767,6 +1835,28 @@ func (ec *executionContext) field_Mutation_recordEvent_args(ctx context.Context,
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_recordMemoryFlush_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
 	return args, nil
 }
 
@@ -2260,6 +2350,75 @@ func (ec *executionContext) fieldContext_CompactionPolicy_compactionCount(_ cont
 	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
 }
 
+func (ec *executionContext) _CompactionPolicy_memoryFlushThreshold(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.CompactionPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionPolicy_memoryFlushThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemoryFlushThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionPolicy_memoryFlushThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionPolicy_compactionThreshold(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.CompactionPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionPolicy_compactionThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CompactionThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionPolicy_compactionThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionPolicy_memoryFlushCompactionCount(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.CompactionPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionPolicy_memoryFlushCompactionCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemoryFlushCompactionCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionPolicy_memoryFlushCompactionCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Mutation_recordEvent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2694,6 +2853,50 @@ func (ec *executionContext) fieldContext_Mutation_recordOwnPrompt(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_recordOwnPrompt_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_recordMemoryFlush(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_recordMemoryFlush(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RecordMemoryFlush(ctx, fc.Args["sessionKey"].(string), fc.Args["agentId"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.Session) graphql.Marshaler {
+			return ec.marshalNSession2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_recordMemoryFlush(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Session(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_recordMemoryFlush_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3576,6 +3779,29 @@ func (ec *executionContext) _Session_memoryFlushCompactionCount(ctx context.Cont
 }
 func (ec *executionContext) fieldContext_Session_memoryFlushCompactionCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Session", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Session_extra(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Session_extra(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Extra, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalOJSON2map(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Session_extra(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Session", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _SessionList_sessions(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionList) (ret graphql.Marshaler) {
@@ -6409,6 +6635,21 @@ func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "memoryFlushThreshold":
+			out.Values[i] = ec._CompactionPolicy_memoryFlushThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "compactionThreshold":
+			out.Values[i] = ec._CompactionPolicy_compactionThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "memoryFlushCompactionCount":
+			out.Values[i] = ec._CompactionPolicy_memoryFlushCompactionCount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6511,6 +6752,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "recordOwnPrompt":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_recordOwnPrompt(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recordMemoryFlush":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_recordMemoryFlush(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -6797,6 +7045,11 @@ func (ec *executionContext) _Session(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "memoryFlushCompactionCount":
 			out.Values[i] = ec._Session_memoryFlushCompactionCount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "extra":
+			out.Values[i] = ec._Session_extra(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

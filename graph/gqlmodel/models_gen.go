@@ -21,6 +21,12 @@ type CompactionPolicy struct {
 	MemoryFlushDue  bool `json:"memoryFlushDue"`
 	CompactionDue   bool `json:"compactionDue"`
 	CompactionCount int  `json:"compactionCount"`
+	// contextWindow − reserveTokens − softThresholdTokens: a memory flush needs contextTokens above it.
+	MemoryFlushThreshold int `json:"memoryFlushThreshold"`
+	// contextWindow − reserveTokens: compaction needs contextTokens above it.
+	CompactionThreshold int `json:"compactionThreshold"`
+	// The compaction count when the last memory flush ran; null when none ran. memoryFlushDue is false while it equals compactionCount.
+	MemoryFlushCompactionCount *int `json:"memoryFlushCompactionCount,omitempty"`
 }
 
 type Mutation struct {
@@ -82,6 +88,8 @@ type Session struct {
 	CompactionCount            int        `json:"compactionCount"`
 	MemoryFlushAt              *time.Time `json:"memoryFlushAt,omitempty"`
 	MemoryFlushCompactionCount *int       `json:"memoryFlushCompactionCount,omitempty"`
+	// REG-1, REG-2. Every other SessionEntry field of the gateway's store (sessionFile, subject, toggles, overrides, spawnedBy, unknown fields …), as the gateway wrote it.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 type SessionFilter struct {

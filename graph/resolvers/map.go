@@ -94,6 +94,7 @@ func session(s awareness.Session) gqlmodel.Session {
 		CompactionCount:            int(s.CompactionCount),
 		MemoryFlushAt:              s.Entry.MemoryFlushAt,
 		MemoryFlushCompactionCount: intPtr(s.Entry.MemoryFlushCompactionCount),
+		Extra:                      extraMap(s.Entry.Extra),
 	}
 	if s.StateVersion > 0 {
 		v := int(s.StateVersion)

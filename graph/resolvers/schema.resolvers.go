@@ -51,19 +51,23 @@ func (r *mutationResolver) DeleteSession(ctx context.Context, sessionKey string,
 }
 
 func (r *mutationResolver) UpsertSession(ctx context.Context, input gqlmodel.SessionInput) (gqlmodel.Session, error) {
-	return gqlmodel.Session{}, unimplemented("upsertSession", "the sessions registry (REG-1)")
+	return upsertSession(ctx, r.Service, input)
 }
 
 func (r *mutationResolver) ImportSessions(ctx context.Context, agentID string, sessionsJSON string) (int, error) {
-	return 0, unimplemented("importSessions", "sessions.json import (REG-2)")
+	return importSessions(ctx, r.Service, agentID, sessionsJSON)
 }
 
 func (r *mutationResolver) AdoptSession(ctx context.Context, input gqlmodel.AdoptInput) (gqlmodel.UpstreamLink, error) {
-	return gqlmodel.UpstreamLink{}, unimplemented("adoptSession", "catalog adoption and upstream monitoring (UPS-1)")
+	return r.adoptSession(ctx, input)
 }
 
 func (r *mutationResolver) RecordOwnPrompt(ctx context.Context, sessionKey string, agentID *string, text string) (bool, error) {
-	return false, unimplemented("recordOwnPrompt", "upstream self-echo detection (UPS-3)")
+	return r.Service.RecordOwnPrompt(ctx, sessionKey, agentID, text)
+}
+
+func (r *mutationResolver) RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error) {
+	return recordMemoryFlush(ctx, r.Service, sessionKey, agentID)
 }
 
 func (r *queryResolver) SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error) {
@@ -95,11 +99,11 @@ func (r *queryResolver) Watches(ctx context.Context, watcher *string, target *st
 }
 
 func (r *queryResolver) UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error) {
-	return nil, unimplemented("upstreamLinks", "catalog adoption and upstream monitoring (UPS-1..5)")
+	return r.upstreamLinks(ctx, agentID)
 }
 
 func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error) {
-	return gqlmodel.CompactionPolicy{}, unimplemented("compactionPolicy", "compaction bookkeeping (REG-3)")
+	return compactionPolicy(ctx, r.Service, sessionKey, agentID, contextWindow, reserveTokens, softThresholdTokens)
 }
 
 func (r *staleNoticeResolver) Target(ctx context.Context, obj *awareness.Notice) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the service clock (SIG-5); nil means time.Now.
 	Now func() time.Time
+	// Catalogs are the catalogs sessions can be adopted from (UPS-1), by unique ID.
+	Catalogs []Catalog
 }
 
 // Service is the domain API: every resolver and command calls one of its methods.
@@ -30,6 +33,9 @@ type Service struct {
 	hub   *Hub
 	log   *slog.Logger
 	now   func() time.Time
+	ups   upstreamState
+	// commit batches concurrent appends into one transaction (group commit).
+	commit *committer
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -44,6 +50,8 @@ func NewService(cfg Config) *Service {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.ups.init(cfg.Catalogs)
+	s.commit = newCommitter(s.store, MaxGroupCommit)
 	return s
 }
 
@@ -72,8 +80,14 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 	if err != nil {
 		return RecordResult{}, err
 	}
+	if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+		return RecordResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return RecordResult{}, Unavailable(err)
+	}
 	op := &AppendOp{New: ne, Now: now}
-	if err := s.store.Append(ctx, []*AppendOp{op}); err != nil {
+	if err := s.commit.append(op); err != nil {
 		return RecordResult{}, err
 	}
 	if op.Recorded {
@@ -105,6 +119,9 @@ type Status struct {
 func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string, changesSince *int64, limit *int) (Status, error) {
 	ref, err := ResolveSession(key, agentID)
 	if err != nil {
+		return Status{}, err
+	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
 		return Status{}, err
 	}
 	lim := MaxChangesLimit
@@ -187,6 +204,11 @@ func (s *Service) SessionsList(ctx context.Context, f SessionFilter, first int, 
 		}
 		q.AgentID = a
 	}
+	scoped, err := s.scopeAgent(ctx, q.AgentID)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	q.AgentID = scoped
 	for _, k := range f.Kinds {
 		if !k.Valid() {
 			return SessionPage{}, Errorf(EINVALID, "filter.kinds: %q is not a session kind", truncateForMessage(string(k)))
@@ -260,6 +282,9 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 	if err != nil {
 		return WatchResult{Watched: false, Reason: ErrorMessage(err)}, nil
 	}
+	if err := s.authorize(ctx, w.AgentID); err != nil {
+		return WatchResult{}, err
+	}
 	if w.Key == t.Key && w.AgentID == t.AgentID {
 		return WatchResult{Watched: false, Reason: "a session cannot watch itself"}, nil
 	}
@@ -278,6 +303,9 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 	}
 	t, err := ResolveSession(target, targetAgentID)
 	if err != nil {
+		return false, err
+	}
+	if err := s.authorize(ctx, w.AgentID); err != nil {
 		return false, err
 	}
 	return s.store.Unwatch(ctx, w.Key, t)
@@ -301,6 +329,9 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 			keys = append(keys, ref.Key)
 		}
 	}
+	if err := s.authorize(ctx, w.AgentID); err != nil {
+		return nil, err
+	}
 	follow, err := s.store.Ack(ctx, w.Key, keys, s.Now())
 	if err != nil {
 		return nil, err
@@ -318,18 +349,25 @@ func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.authorize(ctx, w.AgentID); err != nil {
+		return nil, err
+	}
 	return s.store.Pending(ctx, w.Key)
 }
 
 // Watches lists cursors held by a watcher and/or on a target.
 func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Cursor, error) {
 	var q CursorQuery
+	// The watcher's agent owns its cursors; without a watcher, the target's agent may
+	// see who watches it; with neither, only an admin lists every cursor.
+	var owners []string
 	if watcher != nil {
 		w, err := ResolveWatcher(*watcher)
 		if err != nil {
 			return nil, err
 		}
 		q.Watcher = w.Key
+		owners = append(owners, w.AgentID)
 	}
 	if target != nil {
 		t, err := ResolveSession(*target, nil)
@@ -340,6 +378,12 @@ func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Curso
 		if t.Qualified() {
 			q.TargetAgent = t.AgentID
 		}
+		if watcher == nil {
+			owners = append(owners, t.AgentID)
+		}
+	}
+	if err := s.authorize(ctx, owners...); err != nil {
+		return nil, err
 	}
 	return s.store.Cursors(ctx, q)
 }
@@ -349,6 +393,9 @@ func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Curso
 func (s *Service) ResetSession(ctx context.Context, key string, agentID *string) (bool, error) {
 	ref, err := ResolveSession(key, agentID)
 	if err != nil {
+		return false, err
+	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
 		return false, err
 	}
 	if !ref.Qualified() {
@@ -365,6 +412,9 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	if err != nil {
 		return false, err
 	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
+		return false, err
+	}
 	return s.store.DeleteSession(ctx, ref, s.Now())
 }
 
@@ -379,6 +429,10 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return len(ns), nil
 }
 
+// sentPerPair is how many recent notice IDs per pair a subscription remembers to drop
+// repeats (see SubscribeNotices).
+const sentPerPair = 4
+
 // SubscribeNotices streams a watcher's notices ("" = every watcher): first every
 // notice pending now, then each notice as it opens (NTC-5, NTC-7). The same opened
 // notice is never sent twice on one subscription. The channel closes when ctx ends or
@@ -391,6 +445,11 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 			return nil, nil, err
 		}
 		w = ref.Key
+		if err := s.authorize(ctx, ref.AgentID); err != nil {
+			return nil, nil, err
+		}
+	} else if err := s.authorize(ctx); err != nil {
+		return nil, nil, err
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed.
 	sub := s.hub.SubscribeNotices(w)
@@ -406,16 +465,23 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 		defer close(out)
 		defer close(done)
 		defer sub.Unsubscribe()
-		sent := map[string]string{} // pair → ID of the last notice sent
+		// pair → IDs of the last notices sent, newest last. More than the last one:
+		// with several processes a stale copy of a notice (read before an ack, published
+		// after the follow-up) can arrive after its successor.
+		sent := map[string][]string{}
 		send := func(n Notice) bool {
 			pair := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key
 			id := n.ID()
-			if sent[pair] == id {
+			if slices.Contains(sent[pair], id) {
 				return true
 			}
 			select {
 			case out <- n:
-				sent[pair] = id
+				ids := append(sent[pair], id)
+				if len(ids) > sentPerPair {
+					ids = ids[1:]
+				}
+				sent[pair] = ids
 				return true
 			case <-ctx.Done():
 				return false
@@ -456,6 +522,13 @@ func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-
 		ref = &r
 	} else if agentID != nil {
 		return nil, nil, Errorf(EINVALID, "agentId needs a sessionKey")
+	}
+	if ref != nil {
+		if err := s.authorize(ctx, ref.AgentID); err != nil {
+			return nil, nil, err
+		}
+	} else if err := s.authorize(ctx); err != nil {
+		return nil, nil, err
 	}
 	sub := s.hub.SubscribeEvents(ref)
 	out := make(chan Event, 1)

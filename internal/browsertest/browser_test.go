@@ -195,7 +195,7 @@ func TestDashboardSceneAndPhoneWidth(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="connected"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#notice-list .notice`)),
 		chromedp.WaitVisible(chromedp.CSS(`#activity li[data-seq]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-unavailable]`)), // upstreamLinks: UNIMPLEMENTED
+		chromedp.WaitVisible(chromedp.CSS(`[data-upstream-empty]`)), // upstreamLinks answered: no adopted session
 	)
 	if n := b.count(t, `#notice-list .notice`); n != 3 {
 		t.Errorf("pending notices on the dashboard = %d, want 3", n)

@@ -28,15 +28,18 @@ func MigrationsFS(dialect string) (fs.FS, error) {
 }
 
 // newMigrator returns a goose provider over db for the dialect's embedded migrations.
-func newMigrator(d dialect, db *sql.DB, log *slog.Logger) (*goose.Provider, error) {
+// extra adds provider options (PostgreSQL: a session locker, so that processes starting
+// together apply each migration once).
+func newMigrator(d dialect, db *sql.DB, log *slog.Logger, extra ...goose.ProviderOption) (*goose.Provider, error) {
 	fsys, err := MigrationsFS(d.name)
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(d.goose, db, fsys,
+	opts := append([]goose.ProviderOption{
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithSlog(log),
-	)
+	}, extra...)
+	return goose.NewProvider(d.goose, db, fsys, opts...)
 }
 
 // migrate applies every pending migration and logs what it applied.

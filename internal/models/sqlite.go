@@ -41,6 +41,7 @@ var sqliteDialect = dialect{
 	readTx:      &sql.TxOptions{ReadOnly: true},
 	unavailable: sqliteUnavailable,
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
+	gormPrepare: true,
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
@@ -107,11 +108,12 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 }
 
 // openGorm wraps an open pool with the project's GORM discipline: no implicit
-// transactions, prepared statements, translated errors, slog for slow queries.
+// transactions, prepared statements (GORM's cache on SQLite, pgx's own on PostgreSQL),
+// translated errors, slog for slow queries.
 func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
 	return gorm.Open(d.gorm(db), &gorm.Config{
 		SkipDefaultTransaction: true,
-		PrepareStmt:            true,
+		PrepareStmt:            d.gormPrepare,
 		TranslateError:         true,
 		Logger: logger.NewSlogLogger(log, logger.Config{
 			SlowThreshold:             200 * time.Millisecond,

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
 
@@ -34,22 +37,37 @@ type dialect struct {
 	readTx *sql.TxOptions
 	// unavailable reports driver errors that map to UNAVAILABLE.
 	unavailable func(error) bool
+	// retryable reports errors after which the whole write transaction is run again
+	// (serialization failures and deadlocks on PostgreSQL); nil: none.
+	retryable func(error) bool
+	// notify: write transactions that open notices or record events send one
+	// wake-up hint to the other processes (PostgreSQL NOTIFY, see notify.go).
+	notify bool
 	// gorm wraps an open pool in the dialect's GORM dialector.
 	gorm func(*sql.DB) gorm.Dialector
+	// gormPrepare turns on GORM's prepared statement cache. PostgreSQL leaves it off:
+	// pgx already prepares every statement once per connection and reuses it, while
+	// GORM re-prepares (and pgx then deallocates) a statement first used inside a
+	// transaction on every use, three round trips instead of one.
+	gormPrepare bool
 }
 
-// Store is the awareness.Store of this package, on SQLite today (OpenSQLite) and written
-// so that a PostgreSQL dialect plugs in.
+// Store is the awareness.Store of this package, on SQLite (OpenSQLite) or PostgreSQL
+// (OpenPostgres).
 //
 // Lock order. Every write is one transaction on the write pool. Inside it, an append
-// touches rows in this order: the session's head row (locked by the upsert that assigns
-// the sequence, or by the dedupe SELECT … FOR UPDATE), the new event, then the target's
-// cursors in watcher-key order (SELECT … FOR UPDATE). Watch and DeleteSession also take
-// the head first; Ack and Sweep lock only cursors, in primary-key order. On SQLite the
-// immediate transaction serialises all writers anyway. On PostgreSQL, ops of one batch
-// lock heads in op order, so two concurrent batches that touch the same sessions in
-// opposite orders can deadlock; that dialect must map deadlocks and serialization
-// failures to UNAVAILABLE so that the caller retries.
+// touches rows in this order: the session heads, the new events, then the cursors.
+// A head is locked by the upsert that assigns the sequence, or, for an append with a
+// dedupe key, by lockHead, which creates a version-0 head when there is none so that two
+// first appends of one session serialise on a row instead of racing into a unique
+// violation. On PostgreSQL a batch that touches several sessions first locks all their
+// heads in (agent, key) order and then all their cursors in primary-key order, the
+// order Ack and Sweep use, so two batches, or a batch and an Ack, cannot deadlock on
+// each other. Watch and DeleteSession also take the head first. On SQLite the
+// immediate transaction serialises all writers anyway. What remains (a producer-passed
+// watcher's new cursor row, registry and upstream rows) is covered by the write
+// helper: a deadlock or serialization failure runs the transaction again, a bounded
+// number of times, and after that maps to UNAVAILABLE.
 //
 // Times are INTEGER unix nanoseconds UTC. Reads that must be consistent (ReadChanges,
 // Stats) run in one read transaction on the read pool.
@@ -60,6 +78,11 @@ type Store struct {
 	rsql   *sql.DB
 	status *goose.Provider // migration status, on the read pool, for Ping
 	log    *slog.Logger
+	// origin identifies this store instance in the hints it sends (notify.go).
+	origin string
+	// pg is the parsed connection configuration of a PostgreSQL store (nil on SQLite),
+	// from which the Listener opens its own connection.
+	pg *pgx.ConnConfig
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -81,15 +104,53 @@ func newStore(d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, status: status, log: log}, nil
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, status: status, log: log, origin: newOrigin()}, nil
 }
 
-// write runs fn in one write transaction and maps its error.
+// Dialect returns "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
+
+// Write retries (PostgreSQL): a transaction that failed with a deadlock or a
+// serialization failure runs again, at most maxWriteAttempts times in all, after a
+// jittered, doubling pause starting at retryBaseDelay.
+const (
+	maxWriteAttempts = 5
+	retryBaseDelay   = 5 * time.Millisecond
+)
+
+// write runs fn in one write transaction and maps its error. fn may run more than once
+// (see maxWriteAttempts): it must set its results afresh on every run.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.writeHint(ctx, func(tx *gorm.DB, _ *hint) error { return fn(tx) })
+}
+
+// writeHint is write for transactions that wake other processes: fn adds to a fresh
+// hint on every run, and the hint is sent inside the transaction, after fn, so that it
+// is delivered if and only if the transaction commits.
+func (s *Store) writeHint(ctx context.Context, fn func(tx *gorm.DB, h *hint) error) error {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
-	return s.wrapErr(s.w.WithContext(ctx).Transaction(fn))
+	for attempt := 1; ; attempt++ {
+		err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var h hint
+			if err := fn(tx, &h); err != nil {
+				return err
+			}
+			return s.sendHint(tx, &h)
+		})
+		if err == nil || attempt == maxWriteAttempts || s.d.retryable == nil || !s.d.retryable(err) {
+			return s.wrapErr(err)
+		}
+		s.log.Debug("write transaction conflicted; retrying", "attempt", attempt, "err", err)
+		pause := retryBaseDelay << (attempt - 1)
+		pause += time.Duration(rand.Int64N(int64(pause)))
+		select {
+		case <-ctx.Done():
+			return s.wrapErr(ctx.Err())
+		case <-time.After(pause):
+		}
+	}
 }
 
 // read runs fn in one read transaction (one snapshot) and maps its error.
@@ -138,7 +199,9 @@ func checkNow(what string, now time.Time) error {
 // session's compaction count (REG-3). An op that ValidateRecord could not have produced
 // (unknown kind or actor type, empty session, zero times) fails the whole batch with
 // INVALID_ARGUMENT. On any error nothing is committed and every op's result fields are
-// zeroed, so no notice of a rolled-back append can be published.
+// zeroed, so no notice of a rolled-back append can be published. On PostgreSQL the
+// transaction sends one hint naming the watchers of the notices it opened and the
+// events it recorded (notify.go).
 func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	reset := func() {
 		for _, op := range ops {
@@ -151,13 +214,25 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		for i, op := range ops {
-			if err := checkOp(i, op); err != nil {
-				return err
-			}
+	for i, op := range ops {
+		if err := checkOp(i, op); err != nil {
+			return err
+		}
+	}
+	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
+		reset() // a retried transaction starts over
+		if err := s.lockBatch(tx, ops); err != nil {
+			return err
+		}
+		for _, op := range ops {
 			if err := s.appendOne(tx, op); err != nil {
 				return err
+			}
+			if op.Recorded {
+				h.addEvent(op.Event.Session, op.Event.Sequence)
+			}
+			for _, n := range op.Opened {
+				h.addWatcher(n.Watcher)
 			}
 		}
 		return nil
@@ -165,6 +240,51 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	if err != nil {
 		reset()
 		return err
+	}
+	return nil
+}
+
+// lockBatch takes, on PostgreSQL, the locks of a batch that touches more than one
+// session up front and in a global order: every head in (agent, key) order, then every
+// cursor on those sessions in primary-key order. Without it two batches (or a batch and
+// an Ack) that meet the same rows in opposite orders could deadlock. A single-session
+// batch needs none: its first statement locks the head, and a target's cursors are
+// read in primary-key order.
+func (s *Store) lockBatch(tx *gorm.DB, ops []*awareness.AppendOp) error {
+	if s.d.forUpdate == "" {
+		return nil
+	}
+	seen := make(map[awareness.SessionRef]bool, len(ops))
+	var refs []awareness.SessionRef
+	for _, op := range ops {
+		if r := op.New.Event.Session; !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) < 2 {
+		return nil
+	}
+	slices.SortFunc(refs, func(a, b awareness.SessionRef) int {
+		if c := strings.Compare(a.AgentID, b.AgentID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	now := normTime(ops[0].Now)
+	pairs := make([][]any, len(refs))
+	for i, r := range refs {
+		if _, err := s.lockHead(tx, r, now); err != nil {
+			return err
+		}
+		pairs[i] = []any{r.AgentID, r.Key}
+	}
+	for c := range slices.Chunk(pairs, 500) {
+		var locked []int64
+		if err := tx.Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
+			"ORDER BY watcher_key, target_agent_id, target_key"+s.d.forUpdate, c).Scan(&locked).Error; err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -199,8 +319,9 @@ func (s *Store) appendOne(tx *gorm.DB, op *awareness.AppendOp) error {
 
 	if ev.DedupeKey != "" {
 		// Lock the head before looking the key up, so that on PostgreSQL two appends
-		// with one dedupe key serialise on the head row instead of racing (SIG-4).
-		version, _, err := s.head(tx, ref, true)
+		// with one dedupe key serialise on the head row instead of racing (SIG-4), even
+		// when the session has no head yet.
+		version, err := s.lockHead(tx, ref, now)
 		if err != nil {
 			return err
 		}
@@ -256,6 +377,30 @@ func (s *Store) head(tx *gorm.DB, ref awareness.SessionRef, lock bool) (version 
 	}
 	found, err = scanRow(tx, []any{&version}, q, ref.AgentID, ref.Key)
 	return version, found, err
+}
+
+// lockHead returns a session's state version holding its head for the rest of the
+// transaction. On PostgreSQL it creates a version-0 head when there is none (the next
+// bumpHead of the transaction moves it to 1, or the rollback removes it), so that
+// concurrent first appends of a session find a row to wait on; an existing head is
+// left unchanged (a no-op update takes its row lock). SQLite's immediate transaction
+// already holds the database write lock, so there it only reads.
+func (s *Store) lockHead(tx *gorm.DB, ref awareness.SessionRef, now time.Time) (int64, error) {
+	if s.d.forUpdate == "" {
+		version, _, err := s.head(tx, ref, false)
+		return version, err
+	}
+	var version int64
+	found, err := scanRow(tx, []any{&version}, `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+VALUES (?, ?, ?, 0, 0, ?, ?)
+ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version
+RETURNING state_version`,
+		ref.AgentID, ref.Key, string(awareness.ClassifyKey(ref.Key)), nanos(now), nanos(now))
+	if err == nil && !found {
+		err = errors.New("head lock upsert returned no row")
+	}
+	return version, err
 }
 
 // bumpHead assigns the next dense sequence of a session (SIG-3): it creates the head at
@@ -599,6 +744,9 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 				return err
 			}
 		}
+		if err := deleteUpstream(tx, ref); err != nil {
+			return err
+		}
 		if !found || deleted.Valid {
 			return nil
 		}
@@ -690,7 +838,7 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 // Ack acknowledges the watcher's pending notices (NTC-3) on the given canonical target
 // keys, under any target agent; targetKeys nil means every target, and an empty
 // non-nil slice means none. It returns the follow-up notices it opened, in (target
-// agent, target key) order.
+// agent, target key) order, and hints their watcher to the other processes.
 func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, now time.Time) ([]awareness.Notice, error) {
 	if err := checkNow("Ack", now); err != nil {
 		return nil, err
@@ -700,7 +848,7 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 	}
 	now = normTime(now)
 	var opened []awareness.Notice
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
 		opened = nil
 		where := "watcher_key = ? AND n > l"
 		args := []any{watcher}
@@ -722,6 +870,7 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 			if op {
 				if n, ok := awareness.NoticeOf(next); ok {
 					opened = append(opened, n)
+					h.addWatcher(n.Watcher)
 				}
 			}
 		}
@@ -792,7 +941,7 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, error)
 }
 
 // Sweep re-freezes every cursor with M > L (N := M) and returns their notices, ordered
-// like Pending (NTC-5). A notice keeps its text and opening time, so its ID is stable
+// like Pending (NTC-5), and hints their watchers to the other processes. A notice keeps its text and opening time, so its ID is stable
 // across sweeps and restarts.
 func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, error) {
 	if err := checkNow("Sweep", now); err != nil {
@@ -800,7 +949,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	}
 	now = normTime(now)
 	var out []awareness.Notice
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
 		out = nil
 		curs, err := findCursors(tx, "m > l", nil, "", s.d.forUpdate)
 		if err != nil {
@@ -818,6 +967,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 			if republish {
 				if n, ok := awareness.NoticeOf(next); ok {
 					out = append(out, n)
+					h.addWatcher(n.Watcher)
 				}
 			}
 		}

@@ -11,7 +11,12 @@
 //   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
 //     with 1007;
 //   - the subprotocols graphql-transport-ws (preferred) and graphql-ws;
-//   - an origin allow-list with coder/websocket's rules (see OriginAllowed).
+//   - an origin allow-list with coder/websocket's rules (see OriginAllowed);
+//   - the close codes of graphql-transport-ws that gqlgen does not send (see
+//     protocol.go): 4400 invalid message, 4401 subscribe before connection_init,
+//     4408 initialisation timeout, 4409 duplicate subscription id, 4429 second
+//     connection_init; and a cap on the operations active on one connection
+//     (MaxSubscriptionsPerConn).
 package wsgorilla
 
 import (
@@ -29,6 +34,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -63,6 +69,13 @@ type Implementation struct {
 	// ReadBufferSize and WriteBufferSize are gorilla's I/O buffer sizes; 0 reuses the
 	// HTTP server's buffers.
 	ReadBufferSize, WriteBufferSize int
+	// InitTimeout is how long a client has to send connection_init before the
+	// connection is closed with 4408; 0 waits forever. Leave gqlgen's own
+	// transport.Websocket.InitTimeout at 0: it would close with 1002 instead.
+	InitTimeout time.Duration
+	// MaxSubscriptions caps the operations active at once on one connection; 0 means
+	// MaxSubscriptionsPerConn.
+	MaxSubscriptions int
 }
 
 var _ transport.WebsocketImplementation = Implementation{}
@@ -105,7 +118,7 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 		i.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
 		return nil, err
 	}
-	return &Conn{ws: ws}, nil
+	return i.newConn(ws), nil
 }
 
 // Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
@@ -194,6 +207,9 @@ func ValidateOriginPatterns(patterns []string) error {
 type Conn struct {
 	ws *websocket.Conn
 	mu sync.Mutex // guards data-frame writes
+
+	closeSent atomic.Bool // a close frame was written; later ones are dropped
+	proto     protocolState
 }
 
 var (
@@ -206,22 +222,33 @@ var (
 // normal close by the peer (1000, 1001 going away, 1005 no status) returns
 // transport.ErrWebsocketClosed. A text message that is not valid UTF-8 closes the
 // connection with 1007.
+//
+// Every message is checked against the negotiated protocol before gqlgen sees it
+// (protocol.go): a message that breaks graphql-transport-ws closes the connection with
+// the protocol's close code and NextReader returns a *CloseError; a message the
+// adapter answers itself (a ping before connection_init, a subscribe over the cap) is
+// not returned.
 func (c *Conn) NextReader() (int, io.Reader, error) {
-	typ, r, err := c.ws.NextReader()
-	if err != nil {
-		return typ, nil, mapReadError(err)
+	for {
+		typ, r, err := c.ws.NextReader()
+		if err != nil {
+			return typ, nil, mapReadError(err)
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, mapReadError(err)
+		}
+		if typ == websocket.TextMessage && !utf8.Valid(data) {
+			return typ, nil, c.closeWith(websocket.CloseInvalidFramePayloadData, "text message is not valid UTF-8")
+		}
+		deliver, err := c.inspect(typ, data)
+		if err != nil {
+			return typ, nil, err
+		}
+		if deliver {
+			return typ, bytes.NewReader(data), nil
+		}
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return typ, nil, mapReadError(err)
-	}
-	if typ == websocket.TextMessage && !utf8.Valid(data) {
-		_ = c.ws.WriteControl(websocket.CloseMessage,
-			websocket.FormatCloseMessage(websocket.CloseInvalidFramePayloadData, "text message is not valid UTF-8"),
-			time.Now().Add(WriteTimeout))
-		return typ, nil, errors.New("wsgorilla: text message is not valid UTF-8")
-	}
-	return typ, bytes.NewReader(data), nil
 }
 
 func mapReadError(err error) error {
@@ -243,9 +270,16 @@ func (c *Conn) WriteJSON(v any) error {
 	if err != nil {
 		return err
 	}
+	c.sent(v)
+	return c.writeText(data)
+}
+
+// writeText writes one text message within WriteTimeout; a failed write closes the
+// connection (see WriteJSON).
+func (c *Conn) writeText(data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err = c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	err := c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if err == nil {
 		err = c.ws.WriteMessage(websocket.TextMessage, data)
 	}
@@ -256,8 +290,13 @@ func (c *Conn) WriteJSON(v any) error {
 }
 
 // WriteClose sends a close frame, within WriteTimeout. It does not wait for the peer's
-// reply: gqlgen closes the connection right after.
+// reply: gqlgen closes the connection right after. Only the first close frame is
+// sent: when the adapter closed the connection with a protocol code, gqlgen's own
+// close (1000 or 1002) that follows is dropped.
 func (c *Conn) WriteClose(code int, reason string) error {
+	if !c.closeSent.CompareAndSwap(false, true) {
+		return nil
+	}
 	if len(reason) > maxCloseReason {
 		reason = strings.ToValidUTF8(reason[:maxCloseReason], "")
 	}
@@ -265,7 +304,10 @@ func (c *Conn) WriteClose(code int, reason string) error {
 }
 
 // Close closes the underlying network connection.
-func (c *Conn) Close() error { return c.ws.Close() }
+func (c *Conn) Close() error {
+	c.proto.stop()
+	return c.ws.Close()
+}
 
 // Subprotocol returns the negotiated subprotocol.
 func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }

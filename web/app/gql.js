@@ -20,17 +20,38 @@ export class NetworkError extends Error {
   }
 }
 
+// Bearer token for a server started with --auth-file, kept in localStorage. Without an
+// auth file the server needs none and the dashboard never asks.
+const TOKEN_KEY = 'awareness.token';
+let tokenDeclined = false;
+
+/** authToken returns the stored bearer token, or ''. */
+export function authToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+
+/** askToken asks the person for a token once per page load and stores it. */
+function askToken() {
+  if (tokenDeclined) return false;
+  const t = (window.prompt('This server needs an access token (a token of its --auth-file):') || '').trim();
+  if (!t) { tokenDeclined = true; return false; }
+  try { localStorage.setItem(TOKEN_KEY, t); } catch { /* private mode: keep it for this call only */ }
+  return true;
+}
+
 /**
  * gql runs one operation and resolves with its data. Any GraphQL error rejects with a
  * GraphQLRequestError (even with partial data): the dashboard never shows half an answer
  * as if it were whole.
  */
-export async function gql(query, variables = {}, { signal } = {}) {
+export async function gql(query, variables = {}, { signal } = {}, retried = false) {
   let res;
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
+  if (authToken()) headers.Authorization = `Bearer ${authToken()}`;
   try {
     res = await fetch('/query', {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      headers,
       body: JSON.stringify({ query, variables }),
       signal,
     });
@@ -38,6 +59,7 @@ export async function gql(query, variables = {}, { signal } = {}) {
     if (err && err.name === 'AbortError') throw err;
     throw new NetworkError(err);
   }
+  if (res.status === 401 && !retried && askToken()) return gql(query, variables, { signal }, true);
   let body;
   try {
     body = await res.json();

@@ -8,6 +8,8 @@
 // ('connecting' | 'connected' | 'reconnecting' | 'waiting' | 'offline') and are told
 // on every reconnection, so views can re-read what they may have missed.
 
+import { authToken } from './gql.js';
+
 const PING_EVERY_MS = 10000;
 const PONG_WITHIN_MS = 5000;
 const MAX_BACKOFF_MS = 15000;
@@ -77,6 +79,7 @@ export class Live {
     const current = () => gen === this.generation;
     const client = window.graphqlWs.createClient({
       url: wsURL(),
+      connectionParams: () => (authToken() ? { Authorization: `Bearer ${authToken()}` } : {}),
       lazy: false,
       keepAlive: PING_EVERY_MS,
       retryAttempts: Infinity,

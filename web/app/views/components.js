@@ -58,8 +58,7 @@ export function noticeCard(n, store) {
 
 /**
  * upstreamPanel lists adopted sessions' upstream links and their health (UPS-*),
- * all of them or those of one session. A server without upstream monitoring answers
- * UNIMPLEMENTED: the panel then says it is not available yet.
+ * all of them or those of one session: marker, misses, last check and blocked reason.
  */
 export function upstreamPanel({ agentId, sessionKey } = {}) {
   const body = h('div', null, h('p', { class: 'skeleton' }, 'Loading…'));
@@ -76,7 +75,8 @@ export function upstreamPanel({ agentId, sessionKey } = {}) {
       let links = d.upstreamLinks;
       if (sessionKey) links = links.filter((l) => l.sessionKey === sessionKey);
       if (!links.length) {
-        fill(body, h('p', { class: 'empty' }, sessionKey ? 'This session is not adopted from a catalog.' : 'No adopted sessions.'));
+        fill(body, h('p', { class: 'empty', dataset: { upstreamEmpty: '' } },
+          sessionKey ? 'This session is not adopted from a catalog.' : 'No adopted sessions.'));
         return;
       }
       fill(body, h('div', { class: 'table-wrap' }, h('table', { class: 'stacked' },
@@ -90,12 +90,7 @@ export function upstreamPanel({ agentId, sessionKey } = {}) {
           h('td', { class: 'num hide-sm', 'data-label': 'marker' }, `${l.marker} B`),
           h('td', { class: 'hide-sm' }, l.lastCheckedAt ? timeEl(l.lastCheckedAt) : 'not yet')))))));
     } catch (err) {
-      if (err.code === 'UNIMPLEMENTED') {
-        fill(body, h('p', { class: 'empty', dataset: { unavailable: '' } },
-          'Not available yet: this server does not monitor upstream catalogs.'));
-      } else {
-        fill(body, h('p', { class: 'empty' }, `Could not load upstream links: ${errorText(err)}`));
-      }
+      fill(body, h('p', { class: 'empty' }, `Could not load upstream links: ${errorText(err)}`));
     }
   };
   load();

@@ -1,0 +1,257 @@
+// Command wsbaseline is the bare gorilla/websocket broadcast server that the notice
+// latency (L1) and idle memory (L2) runs compare the service with. It speaks just
+// enough graphql-transport-ws for bench/cmd/wsload: connection_init → connection_ack,
+// subscribe (variables.w names the watcher), ping → pong, complete.
+//
+// It is the leanest correct gorilla server: one goroutine per connection (the read
+// loop, in the HTTP handler's goroutine), no per-connection queue; frames are written
+// synchronously, under the connection's write mutex, with a write deadline. A
+// broadcast marshals the frame once and writes it to each subscriber in turn.
+//
+//	POST /notify     {"watcher": i, "target": T}   one frame to subscriber i (L1 a)
+//	POST /broadcast  {"target": T, "count": n}     one frame to subscribers 0..n-1 (L1 b)
+//	GET  /readyz, /healthz                         ok
+//	GET  /debug/stats                              goroutines, heap, stack, frames
+//
+// Frames are padded to -frame-bytes, the mean size of the service's notice frames. Both
+// triggers answer first (flushed) and then write, as the service answers recordEvent
+// while its subscribers' frames are still being written.
+//
+// Usage: wsbaseline -addr 127.0.0.1:PORT -frame-bytes N
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/awareness/awareness/bench/internal/loadkeys"
+)
+
+const writeTimeout = 10 * time.Second
+
+type client struct {
+	conn *websocket.Conn
+	mu   sync.Mutex // serialises writes
+	id   string     // subscription id
+}
+
+type server struct {
+	frameBytes int
+	mu         sync.RWMutex
+	subs       map[int]*client
+	failed     atomic.Int64
+	sent       atomic.Int64
+	upgrader   websocket.Upgrader
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8090", "listen address")
+	frameBytes := flag.Int("frame-bytes", 420, "size of each notice frame")
+	flag.Parse()
+	s := &server{frameBytes: *frameBytes, subs: map[int]*client{}}
+	s.upgrader = websocket.Upgrader{
+		Subprotocols: []string{"graphql-transport-ws"},
+		CheckOrigin:  func(*http.Request) bool { return true },
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/query", s.serveWS)
+	mux.HandleFunc("POST /notify", s.notify)
+	mux.HandleFunc("POST /broadcast", s.broadcast)
+	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
+	mux.HandleFunc("GET /readyz", ok)
+	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /debug/stats", s.stats)
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}
+
+type inMsg struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Payload struct {
+		Variables struct {
+			W string `json:"w"`
+		} `json:"variables"`
+	} `json:"payload"`
+}
+
+// serveWS upgrades and runs the connection's read loop in this goroutine.
+func (s *server) serveWS(w http.ResponseWriter, r *http.Request) {
+	conn, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &client{conn: conn}
+	idx := -1
+	defer func() {
+		s.mu.Lock()
+		if idx >= 0 && s.subs[idx] == c {
+			delete(s.subs, idx)
+		}
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	conn.SetReadLimit(1 << 20)
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var m inMsg
+		if err := json.Unmarshal(data, &m); err != nil {
+			return
+		}
+		switch m.Type {
+		case "connection_init":
+			if c.write([]byte(`{"type":"connection_ack"}`)) != nil {
+				return
+			}
+		case "ping":
+			if c.write([]byte(`{"type":"pong"}`)) != nil {
+				return
+			}
+		case "subscribe":
+			i, ok := loadkeys.ParseWatcher(m.Payload.Variables.W)
+			if !ok {
+				return
+			}
+			c.mu.Lock()
+			c.id = m.ID
+			c.mu.Unlock()
+			idx = i
+			s.mu.Lock()
+			s.subs[i] = c
+			s.mu.Unlock()
+		case "complete":
+			s.mu.Lock()
+			if s.subs[idx] == c {
+				delete(s.subs, idx)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (c *client) write(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	err := c.conn.WriteMessage(websocket.TextMessage, msg)
+	if err != nil {
+		c.conn.Close() // the read loop ends and unregisters
+	}
+	return err
+}
+
+func (s *server) deliver(c *client, msg []byte) {
+	if c.write(msg) != nil {
+		s.failed.Add(1)
+		return
+	}
+	s.sent.Add(1)
+}
+
+// frame builds a next frame of exactly frameBytes bytes (or the unpadded size if that
+// is larger), padding the text field.
+func (s *server) frame(id, watcher, target string) []byte {
+	head := `{"id":"` + id + `","type":"next","payload":{"data":{"staleNotices":{`
+	if watcher != "" {
+		head += `"watcher":"` + watcher + `",`
+	}
+	head += `"target":"` + target + `","text":"`
+	tail := `"}}}}`
+	pad := max(0, s.frameBytes-len(head)-len(tail))
+	return []byte(head + strings.Repeat("x", pad) + tail)
+}
+
+// answer writes the trigger's answer and flushes it before the frames are written.
+func answer(w http.ResponseWriter, n int) {
+	fmt.Fprintf(w, `{"sent":%d}`, n)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *server) notify(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Watcher int    `json:"watcher"`
+		Target  string `json:"target"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.RLock()
+	c := s.subs[req.Watcher]
+	s.mu.RUnlock()
+	if c == nil {
+		answer(w, 0)
+		return
+	}
+	c.mu.Lock()
+	id := c.id
+	c.mu.Unlock()
+	msg := s.frame(id, loadkeys.Watcher(req.Watcher), req.Target)
+	answer(w, 1)
+	s.deliver(c, msg)
+}
+
+func (s *server) broadcast(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Target string `json:"target"`
+		Count  int    `json:"count"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	msg := s.frame("1", "", req.Target) // every wsload subscription has id "1"
+	targets := make([]*client, 0, req.Count)
+	s.mu.RLock()
+	for i := range req.Count {
+		if c := s.subs[i]; c != nil {
+			targets = append(targets, c)
+		}
+	}
+	s.mu.RUnlock()
+	answer(w, len(targets))
+	for _, c := range targets {
+		s.deliver(c, msg)
+	}
+}
+
+func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.mu.RLock()
+	subs := len(s.subs)
+	s.mu.RUnlock()
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"goroutines": runtime.NumGoroutine(), "heap_inuse": ms.HeapInuse, "stack_inuse": ms.StackInuse,
+		"sys": ms.Sys, "subscriptions": subs, "frames_sent": s.sent.Load(), "frames_failed": s.failed.Load(),
+	})
+}

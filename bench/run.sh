@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs the performance benchmark suite and writes bench/RESULTS.md.
+#
+#   bench/run.sh                      # everything, ~13 minutes on 2 cores
+#   TEST_DATABASE_URL=postgres://… bench/run.sh   # also PostgreSQL (a fresh database:
+#                                                 # the benchmarks truncate its tables)
+#
+# Environment (all optional):
+#   BENCH_OUT      directory for databases, raw outputs and profiles (default: a new
+#                  directory under /var/tmp, kept and printed at the end)
+#   BENCH_COUNT    runs of the Go benchmarks, interleaved (4)   BENCH_TIME  -benchtime (1s)
+#   BENCH_SUBS     WebSocket subscribers (10000)          BENCH_SMALL small broadcast (1000)
+#   BENCH_PROFILE  0 skips the profiling pass of the WebSocket runs (1)
+#   BENCH_RESULTS  where to write the report (bench/RESULTS.md)
+# Every step is bounded: go test -timeout, wsload -timeout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+start=$(date +%s)
+
+out=${BENCH_OUT:-$(mktemp -d /var/tmp/awareness-bench.XXXXXX)}
+mkdir -p "$out/db" "$out/prof"
+count=${BENCH_COUNT:-4}
+btime=${BENCH_TIME:-1s}
+subs=${BENCH_SUBS:-10000}
+small=${BENCH_SMALL:-1000}
+results=${BENCH_RESULTS:-$root/bench/RESULTS.md}
+export BENCH_DIR="$out/db"
+export PATH="$PATH:$(go env GOPATH)/bin"
+
+step() { printf '\n== %s (%ds) ==\n' "$*" $(( $(date +%s) - start )); }
+
+# 10k WebSocket clients need ~10k descriptors in the load generator's process.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((subs + 1000)) ]; then
+  echo "run.sh: the file descriptor limit $(ulimit -n) is below $((subs + 1000)); lower BENCH_SUBS" >&2
+  exit 1
+fi
+
+step "build"
+go build -o "$out/awareness" .
+for c in wsload wsbaseline profserve benchreport; do go build -o "$out/$c" "./bench/cmd/$c"; done
+go test -c -o "$out/bench.test" ./bench/
+
+step "machine facts"
+{
+  echo "date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "nproc:    $(nproc)"
+  echo "cpu:      $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "memory:   $(free -m | awk '/Mem:/ {print $2 " MiB"}')"
+  echo "kernel:   $(uname -r)"
+  echo "go:       $(go version | cut -d' ' -f3-)"
+  echo "disk:     $(df -T "$out" | awk 'NR==2 {print $2 " on " $1}') (databases in $out/db)"
+  echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, at start)"
+  echo "ulimit-n: $(ulimit -n)"
+  (cd "$out" && BENCH_VERSIONS=1 ./bench.test -test.run '^TestVersions$' -test.v | grep -E '^(sqlite|postgres):')
+} | tee "$out/facts.txt"
+
+# -count would run each sub-benchmark's repetitions back to back; separate runs
+# interleave raw and svc, so that the machine's drift hits both alike.
+step "Go benchmarks: append (B1, B3) and sessionStatus (B4), $count interleaved runs"
+: >"$out/bench.txt"
+for i in $(seq "$count"); do
+  (cd "$out" && ./bench.test -test.run '^$' -test.bench '^Benchmark(AppendOne|AppendConcurrent|SessionStatus)$' \
+    -test.benchtime="$btime" -test.count=1 -test.timeout=10m) | tee -a "$out/bench.txt"
+done
+
+step "Go benchmarks: restart (B7), 3 interleaved runs"
+: >"$out/bench-restart.txt"
+for i in 1 2 3; do
+  (cd "$out" && ./bench.test -test.run '^$' -test.bench '^BenchmarkRestart$' \
+    -test.benchtime=3x -test.count=1 -test.timeout=10m) | tee -a "$out/bench-restart.txt"
+done
+
+step "CPU profiles of the service side of B1, B3, B4, B7"
+prof() { # id pattern benchtime db
+  (cd "$out" && ./bench.test -test.run '^$' -test.bench "$2" -test.benchtime="$3" -test.timeout=5m \
+    -test.cpuprofile "prof/cpu-$1.pprof" >/dev/null)
+  go tool pprof -top -cum -nodecount=40 -ignore='seed|fresh|openSQLiteStore|openPGStore' \
+    "$out/bench.test" "$out/prof/cpu-$1.pprof" 2>/dev/null | sed -n '4,50p' >"$out/prof/top-$1.txt" || true
+}
+prof B1-sqlite 'AppendOne/^impl=svc$/^db=sqlite$' 1000x
+prof B3-sqlite 'AppendConcurrent/^impl=svc$/^db=sqlite$' 4000x
+prof B4-sqlite 'SessionStatus/^impl=svc$/^db=sqlite$' 500x
+prof B7-sqlite 'Restart/^impl=svc$/^db=sqlite$/^refreeze=all$' 3x
+if [ -n "${TEST_DATABASE_URL:-}" ]; then
+  prof B1-postgres 'AppendOne/^impl=svc$/^db=postgres$' 300x
+  prof B3-postgres 'AppendConcurrent/^impl=svc$/^db=postgres$' 1000x
+  prof B4-postgres 'SessionStatus/^impl=svc$/^db=postgres$' 300x
+fi
+
+step "WebSocket: service (real binary), L1 L2 L3"
+"$out/wsload" -mode service -bin "$out/awareness" -db "$out/db/ws-service.db" -subs "$subs" -small "$small" \
+  -rounds-small 6 -save-template "$out/db/ws-template.db" \
+  -out "$out/ws-service.json" -server-log "$out/server-service.log" -timeout 6m || echo "wsload service failed (see above)"
+frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
+[ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
+
+step "WebSocket: bare gorilla baseline, frames of $frame bytes"
+"$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 \
+  -out "$out/ws-baseline.json" -server-log "$out/server-baseline.log" -timeout 4m || echo "wsload baseline failed (see above)"
+
+profjson=""
+if [ "${BENCH_PROFILE:-1}" = 1 ]; then
+  step "WebSocket: profiling pass (bench/cmd/profserve, same handler, pprof), b_big and a_l3"
+  if [ -f "$out/db/ws-template.db" ] && "$out/wsload" -mode service -bin "$out/profserve" -db "$out/db/ws-prof.db" \
+    -from-template "$out/db/ws-template.db" -subs "$subs" -small "$small" -phases b_big,a_l3 -rounds-big 2 \
+    -out "$out/ws-prof.json" -server-log "$out/server-prof.log" -profile-dir "$out/prof" -timeout 4m; then
+    profjson="$out/ws-prof.json"
+  fi
+  for p in b_small b_big a a_l3; do
+    [ -f "$out/prof/cpu-$p.pprof" ] && go tool pprof -top -cum -nodecount=40 "$out/profserve" "$out/prof/cpu-$p.pprof" 2>/dev/null \
+      | sed -n '4,50p' >"$out/prof/top-L-$p.txt" || true
+  done
+  [ -f "$out/prof/heap-idle.pprof" ] && go tool pprof -top -sample_index=inuse_space -nodecount=30 "$out/profserve" \
+    "$out/prof/heap-idle.pprof" 2>/dev/null | sed -n '4,40p' >"$out/prof/top-L-heap-idle.txt" || true
+fi
+
+step "report"
+stat=""
+if command -v benchstat >/dev/null 2>&1; then
+  cat "$out/bench.txt" "$out/bench-restart.txt" >"$out/bench-all.txt"
+  benchstat -col /impl "$out/bench-all.txt" >"$out/benchstat.txt" 2>&1 || true
+  stat="$out/benchstat.txt"
+fi
+elapsed=$(( $(date +%s) - start ))
+"$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
+  -base "$out/ws-baseline.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
+  -benchstat "$stat" -out "$results" \
+  -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
+step "done: $results (raw outputs and profiles in $out)"

@@ -1,0 +1,108 @@
+package awareness
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// MaxGroupCommit bounds how many concurrent appends share one write transaction.
+const MaxGroupCommit = 128
+
+// groupCommitTimeout bounds one shared commit. It is not the caller's context: a batch
+// carries other callers' appends, which must not fail because one caller went away.
+const groupCommitTimeout = 30 * time.Second
+
+// errLead hands the leadership of the queue to a waiting append.
+var errLead = errors.New("lead the next batch")
+
+// committer commits concurrent appends together (group commit). Appends queue up; the
+// first one to find no commit in flight becomes the leader, takes up to MaxGroupCommit
+// queued appends (its own first), commits them in one Store.Append transaction, hands
+// the leadership to the oldest append still queued, and returns. So an append waits at
+// most for the commit in flight and then its own: there is no timer, and a lone append
+// commits at once. Every append is acknowledged only after its transaction committed
+// (SIG-7); the caller publishes its notices after that (NTC-7). No goroutine is owned.
+type committer struct {
+	store Store
+	max   int
+
+	mu    sync.Mutex
+	busy  bool
+	queue []*pendingAppend
+}
+
+type pendingAppend struct {
+	op   *AppendOp
+	done chan error // buffered: errLead or the commit's result
+}
+
+func newCommitter(store Store, max int) *committer {
+	if max < 1 {
+		max = 1
+	}
+	return &committer{store: store, max: max}
+}
+
+// append commits op, possibly together with concurrent appends. It waits for the
+// commit even when ctx ends, since the append may already be durable: the caller must
+// never be told "failed" about a committed append.
+func (c *committer) append(op *AppendOp) error {
+	me := &pendingAppend{op: op, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, me)
+	lead := !c.busy
+	c.busy = true
+	c.mu.Unlock()
+	if !lead {
+		if err := <-me.done; err != errLead {
+			return err
+		}
+	}
+
+	c.mu.Lock()
+	n := min(len(c.queue), c.max)
+	batch := make([]*pendingAppend, n)
+	copy(batch, c.queue)
+	c.queue = append(c.queue[:0], c.queue[n:]...)
+	c.mu.Unlock()
+
+	c.commit(batch)
+
+	c.mu.Lock()
+	if len(c.queue) > 0 {
+		c.queue[0].done <- errLead
+	} else {
+		c.busy = false
+	}
+	c.mu.Unlock()
+	return <-me.done
+}
+
+// commit runs one transaction for the batch. If a shared transaction fails for a reason
+// other than the database being unavailable, each append is retried on its own so that
+// one bad append cannot fail its neighbours.
+func (c *committer) commit(batch []*pendingAppend) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
+	defer cancel()
+	ops := make([]*AppendOp, len(batch))
+	for i, p := range batch {
+		ops[i] = p.op
+	}
+	err := c.store.Append(ctx, ops)
+	if err == nil || len(batch) == 1 || ErrorCode(err) == EUNAVAILABLE {
+		for _, p := range batch {
+			p.done <- err
+		}
+		return
+	}
+	for _, p := range batch {
+		resetAppendResult(p.op)
+		p.done <- c.store.Append(ctx, []*AppendOp{p.op})
+	}
+}
+
+func resetAppendResult(op *AppendOp) {
+	op.Event, op.Recorded, op.Version, op.Opened = Event{}, false, 0, nil
+}

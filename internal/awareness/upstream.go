@@ -1,0 +1,386 @@
+package awareness
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+// OwnPromptWindow is how many of the gateway's own prompts per session are kept (as
+// salted hashes) for self-echo detection (UPS-3).
+const OwnPromptWindow = 10
+
+// Catalog is a source of external sessions that can be adopted (UPS-1) and monitored
+// (UPS-2..5). The product ships one implementation, a directory of JSONL transcripts
+// (package upstream); the monitor only ever reads a thread through this interface.
+// Implementations must be safe for concurrent use.
+type Catalog interface {
+	// ID is the catalog id: a token shaped like an agent id (KEY-4). It is the channel
+	// of the events the catalog causes.
+	ID() string
+	// Resolve validates threadID and locates the thread now. Errors: INVALID_ARGUMENT
+	// for a malformed thread id, NOT_FOUND when the thread does not exist.
+	Resolve(ctx context.Context, threadID string) (CatalogThread, error)
+	// Scan classifies the thread's complete lines after req.Marker, reading at most
+	// req.MaxBytes. A definitive "the thread is gone" is ScanResult.Missing; an error is
+	// inconclusive (neither a miss nor a success). Error messages are shown to operators
+	// (UpstreamLink.BlockedReason) and must not contain file paths.
+	Scan(ctx context.Context, req ScanRequest) (ScanResult, error)
+}
+
+// CatalogThread is a thread as Resolve found it.
+type CatalogThread struct {
+	// ThreadID is the canonical thread id.
+	ThreadID string
+	// Source identifies where the thread is read from (for a directory catalog, the
+	// file). Adopting again from the same source keeps the link's marker.
+	Source string
+	// End is the marker of the end of the thread's last complete line: what adoption
+	// treats as history (UPS-1).
+	End int64
+}
+
+// ScanRequest asks a catalog to classify a thread from a marker.
+type ScanRequest struct {
+	ThreadID string
+	Marker   int64
+	MaxBytes int64
+	// IsOwn reports whether a human prompt's text is an echo of a prompt the gateway
+	// itself sent into the session (UPS-3). Nil means none is.
+	IsOwn func(text string) bool
+}
+
+// ScanResult is the outcome of one Scan.
+type ScanResult struct {
+	// Missing is true when the thread definitively does not exist any more (UPS-4).
+	Missing bool
+	// Next is the marker after the classified bytes; Next >= the request's Marker.
+	Next int64
+	// Turns counts the external human prompts in [Marker, Next).
+	Turns int
+	// LastAt is the time the transcript gives for the last external prompt; zero when
+	// it gives none.
+	LastAt time.Time
+	// Blocked says why the scan cannot advance past Next (UPS-5); "" when it can.
+	Blocked string
+}
+
+// UpstreamLink links an adopted session to its upstream thread (UPS-1). There is at
+// most one link per session.
+type UpstreamLink struct {
+	Session SessionRef
+	// ID identifies this link: adopting again from the same source keeps it (and the
+	// marker); any other adoption, and every adoption after the link was removed,
+	// creates a new link with a new ID. Dedupe keys of the link's events contain it.
+	ID        string
+	CatalogID string
+	ThreadID  string
+	Source    string
+	// Marker is the offset up to which the upstream thread is classified: observed up
+	// to, but not including, this byte.
+	Marker int64
+	// ConsecutiveMisses counts checks in a row that did not find the thread (UPS-4).
+	// It is durable, so a restart does not reset the streak.
+	ConsecutiveMisses int
+	LastCheckedAt     time.Time // zero: never checked
+	BlockedReason     string    // "" when the scan can advance
+	CreatedAt         time.Time
+	// UpdatedAt changes when the link is adopted again, never on a check: a check
+	// compares it to notice a re-adoption during its scan.
+	UpdatedAt time.Time
+}
+
+// SameSource reports whether o reads the same upstream thread as l.
+func (l UpstreamLink) SameSource(o UpstreamLink) bool {
+	return l.CatalogID == o.CatalogID && l.ThreadID == o.ThreadID && l.Source == o.Source
+}
+
+// UpstreamCheck is the settlement of one check of a link: the link as the check read
+// it (Expect) and its new state. It applies only if the link is still exactly the one
+// read (same ID, marker, miss count and UpdatedAt); a marker never moves backwards.
+type UpstreamCheck struct {
+	Expect            UpstreamLink
+	Marker            int64
+	ConsecutiveMisses int
+	BlockedReason     string
+	CheckedAt         time.Time
+}
+
+// UpstreamQuery selects links.
+type UpstreamQuery struct {
+	AgentID string // "": every agent
+	// Watched keeps only links of sessions that at least one cursor targets (UPS-2).
+	Watched bool
+}
+
+// UpstreamStore is the durable state of adoption and monitoring (UPS-1..5). The store
+// of package models implements it next to Store; the service finds it by a type
+// assertion on its Store.
+type UpstreamStore interface {
+	// AdoptUpstream creates the session's link from l, or, when a link with the same
+	// source exists, keeps that link (ID, marker) and restarts its miss streak. A link
+	// with another source is replaced by l. created is true when l was written.
+	AdoptUpstream(ctx context.Context, l UpstreamLink, now time.Time) (stored UpstreamLink, created bool, err error)
+	// UpstreamLink returns the session's link.
+	UpstreamLink(ctx context.Context, ref SessionRef) (l UpstreamLink, ok bool, err error)
+	// UpstreamLinks lists links ordered by (catalog, agent, key).
+	UpstreamLinks(ctx context.Context, q UpstreamQuery) ([]UpstreamLink, error)
+	// SettleUpstream applies checks in one transaction; applied[i] is false when check
+	// i's link changed since it was read (compare-and-set).
+	SettleUpstream(ctx context.Context, checks []UpstreamCheck) (applied []bool, err error)
+	// RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
+	RemoveUpstream(ctx context.Context, expect UpstreamLink) (ok bool, err error)
+	// ForgetUnwatchedMisses restarts the miss streak of links no cursor targets.
+	ForgetUnwatchedMisses(ctx context.Context) (n int64, err error)
+	// UpstreamSalt returns the database's random salt for own-prompt hashes, creating
+	// it on first use. It never changes afterwards.
+	UpstreamSalt(ctx context.Context) ([]byte, error)
+	// AddOwnPrompt appends a prompt hash to the session's window and keeps the last
+	// `keep`. ok is false (and nothing is written) when the session has no link.
+	AddOwnPrompt(ctx context.Context, ref SessionRef, hash string, now time.Time, keep int) (ok bool, err error)
+	// OwnPrompts returns the session's kept prompt hashes, oldest first.
+	OwnPrompts(ctx context.Context, ref SessionRef) ([]string, error)
+}
+
+// upstreamState is the Service's part of UPS: the configured catalogs and the cached
+// own-prompt salt.
+type upstreamState struct {
+	catalogs map[string]Catalog
+	mu       sync.Mutex
+	salt     []byte
+}
+
+func (u *upstreamState) init(cs []Catalog) {
+	u.catalogs = make(map[string]Catalog, len(cs))
+	for _, c := range cs {
+		if c != nil {
+			u.catalogs[c.ID()] = c
+		}
+	}
+}
+
+// Catalog returns the configured catalog with the given id.
+func (s *Service) Catalog(id string) (Catalog, bool) {
+	c, ok := s.ups.catalogs[strings.ToLower(strings.TrimSpace(id))]
+	return c, ok
+}
+
+// UpstreamStore returns the service's store as an UpstreamStore, or UNIMPLEMENTED when
+// the store does not keep upstream links.
+func (s *Service) UpstreamStore() (UpstreamStore, error) {
+	us, ok := s.store.(UpstreamStore)
+	if !ok {
+		return nil, Errorf(EUNIMPLEMENTED, "this store does not keep upstream links (UPS-1)")
+	}
+	return us, nil
+}
+
+// AdoptSession links a session to a catalog thread and records `adopted` (UPS-1). The
+// marker starts at the end of the thread's last complete line: existing history is not
+// new activity. Adopting again from the same source keeps the link and its marker and
+// records nothing new (the event's dedupe key names the link); after upstream_missing
+// removed the link, adopting creates a new one.
+func (s *Service) AdoptSession(ctx context.Context, key string, agentID *string, catalogID, threadID string) (UpstreamLink, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return UpstreamLink{}, err
+	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
+		return UpstreamLink{}, err
+	}
+	cat, ok := s.Catalog(catalogID)
+	if !ok {
+		return UpstreamLink{}, Errorf(EINVALID, "catalogId %q is not a configured catalog", truncateForMessage(catalogID))
+	}
+	us, err := s.UpstreamStore()
+	if err != nil {
+		return UpstreamLink{}, err
+	}
+	th, err := cat.Resolve(ctx, threadID)
+	if err != nil {
+		return UpstreamLink{}, err
+	}
+	id, err := newLinkID()
+	if err != nil {
+		return UpstreamLink{}, Internal(err)
+	}
+	link, created, err := us.AdoptUpstream(ctx, UpstreamLink{
+		Session: ref, ID: id, CatalogID: cat.ID(), ThreadID: th.ThreadID, Source: th.Source, Marker: th.End,
+	}, s.Now())
+	if err != nil {
+		return UpstreamLink{}, err
+	}
+	channel, dedupe := cat.ID(), "adopted:"+link.ID
+	_, err = s.RecordEvent(ctx, RecordInput{
+		SessionKey: ref.Key, AgentID: &ref.AgentID, Kind: Adopted, ActorType: ActorSystem,
+		Channel: &channel, DedupeKey: &dedupe,
+	})
+	if err != nil {
+		if created {
+			// ERR-2: a failed adoption leaves no link behind. A kept link stays: it
+			// existed before this call.
+			if _, rerr := us.RemoveUpstream(context.WithoutCancel(ctx), link); rerr != nil {
+				s.log.Warn("adopt: could not remove the link of a failed adoption", "session", ref.Key, "agent", ref.AgentID, "err", rerr)
+			}
+		}
+		return UpstreamLink{}, err
+	}
+	return link, nil
+}
+
+// RecordOwnPrompt keeps a salted hash of a prompt the gateway sent into an adopted
+// session, so that its echo upstream is not taken for a human (UPS-3). Only the last
+// OwnPromptWindow hashes per session are kept, never the text. It returns false, and
+// keeps nothing, when the text is empty once normalized or the session has no link.
+func (s *Service) RecordOwnPrompt(ctx context.Context, key string, agentID *string, text string) (bool, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return false, err
+	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
+		return false, err
+	}
+	us, err := s.UpstreamStore()
+	if err != nil {
+		return false, err
+	}
+	norm := NormalizePrompt(text)
+	if norm == "" {
+		return false, nil
+	}
+	salt, err := s.upstreamSalt(ctx, us)
+	if err != nil {
+		return false, err
+	}
+	return us.AddOwnPrompt(ctx, ref, promptHash(salt, norm), s.Now(), OwnPromptWindow)
+}
+
+// UpstreamLinks lists links, of one agent when agentID is given.
+func (s *Service) UpstreamLinks(ctx context.Context, agentID *string) ([]UpstreamLink, error) {
+	var q UpstreamQuery
+	if agentID != nil {
+		a := strings.ToLower(strings.TrimSpace(*agentID))
+		if !ValidAgentID(a) {
+			return nil, Errorf(EINVALID, "agentId %q is not a valid agent id", truncateForMessage(*agentID))
+		}
+		q.AgentID = a
+	}
+	scoped, err := s.scopeAgent(ctx, q.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	q.AgentID = scoped
+	us, err := s.UpstreamStore()
+	if err != nil {
+		return nil, err
+	}
+	return us.UpstreamLinks(ctx, q)
+}
+
+// OwnPromptMatcher returns the self-echo test of one session (UPS-3): whether a text,
+// once normalized, equals one of the session's kept own prompts.
+func (s *Service) OwnPromptMatcher(ctx context.Context, ref SessionRef) (func(text string) bool, error) {
+	us, err := s.UpstreamStore()
+	if err != nil {
+		return nil, err
+	}
+	hashes, err := us.OwnPrompts(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(hashes) == 0 {
+		return func(string) bool { return false }, nil
+	}
+	salt, err := s.upstreamSalt(ctx, us)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(hashes))
+	for _, h := range hashes {
+		set[h] = true
+	}
+	return func(text string) bool {
+		n := NormalizePrompt(text)
+		return n != "" && set[promptHash(salt, n)]
+	}, nil
+}
+
+func (s *Service) upstreamSalt(ctx context.Context, us UpstreamStore) ([]byte, error) {
+	s.ups.mu.Lock()
+	defer s.ups.mu.Unlock()
+	if s.ups.salt != nil {
+		return s.ups.salt, nil
+	}
+	salt, err := us.UpstreamSalt(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(salt) < 16 {
+		return nil, Internal(errors.New("upstream salt is shorter than 16 bytes"))
+	}
+	s.ups.salt = salt
+	return salt, nil
+}
+
+// NormalizePrompt is the comparison form of a prompt (UPS-3): trimmed, with every run
+// of white space collapsed to one space.
+func NormalizePrompt(text string) string {
+	return strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
+}
+
+// promptHash is HMAC-SHA256 of a normalized prompt under the database's salt, in hex.
+func promptHash(salt []byte, normalized string) string {
+	m := hmac.New(sha256.New, salt)
+	m.Write([]byte(normalized))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// newLinkID returns 16 random hex digits.
+func newLinkID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// RecordEvents validates and appends several events in one write transaction (group
+// commit) and publishes their notices after the commit. It is all or nothing: one
+// invalid input, or one failing append, writes none of them (ERR-2). The results are
+// in input order.
+func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]RecordResult, error) {
+	now := s.Now()
+	ops := make([]*AppendOp, len(ins))
+	for i, in := range ins {
+		ne, err := ValidateRecord(in, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+			return nil, err
+		}
+		ops[i] = &AppendOp{New: ne, Now: now}
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	if err := s.store.Append(ctx, ops); err != nil {
+		return nil, err
+	}
+	out := make([]RecordResult, len(ops))
+	for i, op := range ops {
+		if op.Recorded {
+			s.hub.PublishEvents(op.Event)
+			s.hub.PublishNotices(op.Opened...)
+		}
+		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}
+	}
+	return out, nil
+}

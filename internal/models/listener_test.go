@@ -1,0 +1,266 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/models/pgtest"
+)
+
+// The Listener tests stand two processes up as two stores on one PostgreSQL database:
+// process A has a hub, a service and a listener; process B only writes.
+
+const (
+	lsWatcher = "agent:main:main"
+	lsWait    = 15 * time.Second
+	lsQuiet   = 300 * time.Millisecond
+)
+
+type listenerRig struct {
+	t      *testing.T
+	dsn    string
+	a, b   *Store
+	svcA   *awareness.Service
+	svcB   *awareness.Service
+	lis    *Listener
+	notesA <-chan awareness.Notice
+	eventA <-chan awareness.Event
+}
+
+func newListenerRig(t *testing.T, poll time.Duration) *listenerRig {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	r := &listenerRig{t: t, dsn: dsn, a: mustOpenPostgresAt(t, dsn), b: mustOpenPostgresAt(t, dsn)}
+	hubA := awareness.NewHub()
+	t.Cleanup(hubA.Close)
+	r.svcA = awareness.NewService(awareness.Config{Store: r.a, Hub: hubA})
+	r.svcB = awareness.NewService(awareness.Config{Store: r.b})
+	lis, err := NewListener(ListenerConfig{Store: r.a, Hub: hubA, Poll: poll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lis = lis
+	lis.Start(context.Background())
+	t.Cleanup(lis.Stop)
+	r.waitConnects(1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := lsWatcher
+	r.notesA, _, err = r.svcA.SubscribeNotices(ctx, &w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eventA, _, err = r.svcA.SubscribeEvents(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *listenerRig) waitConnects(n int64) {
+	r.t.Helper()
+	deadline := time.Now().Add(lsWait)
+	for r.lis.Connects() < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("listener connects: %d, want %d", r.lis.Connects(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// record records on B a human turn into target with lsWatcher as producer-passed
+// watcher (WAT-4), and returns the result.
+func (r *listenerRig) record(svc *awareness.Service, target string) awareness.RecordResult {
+	r.t.Helper()
+	res, err := svc.RecordEvent(context.Background(), awareness.RecordInput{SessionKey: target,
+		Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Watchers: []string{lsWatcher}})
+	if err != nil {
+		r.t.Fatalf("RecordEvent %s: %v", target, err)
+	}
+	return res
+}
+
+func (r *listenerRig) nextNotice() awareness.Notice {
+	r.t.Helper()
+	select {
+	case n, ok := <-r.notesA:
+		if !ok {
+			r.t.Fatal("notice subscription ended")
+		}
+		return n
+	case <-time.After(lsWait):
+		r.t.Fatalf("no notice within %v", lsWait)
+	}
+	return awareness.Notice{}
+}
+
+func (r *listenerRig) noNotice() {
+	r.t.Helper()
+	select {
+	case n := <-r.notesA:
+		r.t.Fatalf("unexpected notice %+v", n)
+	case <-time.After(lsQuiet):
+	}
+}
+
+func (r *listenerRig) nextEvent() awareness.Event {
+	r.t.Helper()
+	select {
+	case e := <-r.eventA:
+		return e
+	case <-time.After(lsWait):
+		r.t.Fatalf("no event within %v", lsWait)
+	}
+	return awareness.Event{}
+}
+
+// A notice opened on B reaches A's subscriber exactly once; B's ack opens the
+// follow-up, which reaches A once; an event recorded on B reaches A's event stream.
+func TestListener_CrossProcessNoticesAndAcks(t *testing.T) {
+	r := newListenerRig(t, time.Minute)
+	target := "agent:main:subagent:x"
+
+	res := r.record(r.svcB, target)
+	if res.NoticesOpened != 1 {
+		t.Fatalf("opened %d notices", res.NoticesOpened)
+	}
+	if e := r.nextEvent(); e.Session.Key != target || e.Sequence != 1 {
+		t.Fatalf("event on A: %+v", e)
+	}
+	n := r.nextNotice()
+	if n.Target.Key != target || n.ChangesSince != 0 || n.NotifiedVersion != 1 {
+		t.Fatalf("notice on A: %+v", n)
+	}
+	r.noNotice()
+
+	// M > N on B, then the ack on B opens exactly one follow-up, seen once on A.
+	r.record(r.svcB, target)
+	follow, err := r.svcB.AckNotices(context.Background(), lsWatcher, nil)
+	if err != nil || len(follow) != 1 {
+		t.Fatalf("ack on B: %v, %+v", err, follow)
+	}
+	n2 := r.nextNotice()
+	if n2.ID() != follow[0].ID() || n2.ChangesSince != 1 {
+		t.Fatalf("follow-up on A: %+v, want %+v", n2, follow[0])
+	}
+	r.noNotice()
+
+	// An ack on A; the next foreign change on A notifies once, locally.
+	if _, err := r.svcA.AckNotices(context.Background(), lsWatcher, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.record(r.svcA, target)
+	if n3 := r.nextNotice(); n3.ChangesSince != 2 || n3.NotifiedVersion != 3 {
+		t.Fatalf("next notice on A: %+v", n3)
+	}
+	r.noNotice()
+}
+
+// Listener loss: the listener's backend is terminated while B appends; every notice
+// opened meanwhile reaches A after the reconnect (LISTEN, then scan), none twice.
+func TestListener_TerminatedConnectionLosesNothing(t *testing.T) {
+	r := newListenerRig(t, time.Minute)
+	const targets = 30
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range targets {
+			r.record(r.svcB, fmt.Sprintf("agent:main:subagent:t%02d", i))
+			if i == targets/3 {
+				if n := terminateListener(t, r.dsn, r.lis.appName); n != 1 {
+					t.Errorf("terminated %d listener backends, want 1", n)
+				}
+			}
+		}
+	}()
+	got := map[string]int{}
+	for range targets {
+		n := r.nextNotice()
+		got[n.Target.Key]++
+	}
+	<-done
+	r.noNotice()
+	for k, c := range got {
+		if c != 1 {
+			t.Errorf("%s: %d notices", k, c)
+		}
+	}
+	if len(got) != targets {
+		t.Errorf("notices for %d targets, want %d", len(got), targets)
+	}
+	r.waitConnects(2)
+}
+
+// The safety poll finds notices whose hint never came (here: a writer that sends
+// none) within the poll interval.
+func TestListener_SafetyPoll(t *testing.T) {
+	r := newListenerRig(t, 300*time.Millisecond)
+	r.b.d.notify = false
+	start := time.Now()
+	r.record(r.svcB, "agent:main:subagent:quiet")
+	n := r.nextNotice()
+	if n.Target.Key != "agent:main:subagent:quiet" {
+		t.Fatalf("notice %+v", n)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("found after %v, poll is 300ms", d)
+	}
+	r.noNotice()
+}
+
+// A hint too long for NOTIFY asks for a rescan instead; event spans that do not fit
+// are left out.
+func TestHintEncoding(t *testing.T) {
+	var h hint
+	h.addWatcher("agent:main:main")
+	h.addEvent(awareness.SessionRef{AgentID: "main", Key: "agent:main:x"}, 3)
+	h.addEvent(awareness.SessionRef{AgentID: "main", Key: "agent:main:x"}, 5)
+	got, dropped := h.encode("o1")
+	if want := `{"o":"o1","w":["agent:main:main"],"e":[["main","agent:main:x",3,5]]}`; got != want || dropped != 0 {
+		t.Errorf("encode: got %s (%d dropped), want %s", got, dropped, want)
+	}
+	var big hint
+	for i := range 400 {
+		big.addWatcher(fmt.Sprintf("agent:main:subagent:watcher-%04d", i))
+		big.addEvent(awareness.SessionRef{AgentID: "main", Key: fmt.Sprintf("agent:main:subagent:session-%04d", i)}, 1)
+	}
+	got, dropped = big.encode("o1")
+	if len(got) > maxHintBytes {
+		t.Fatalf("hint of %d bytes", len(got))
+	}
+	var p hintPayload
+	if err := json.Unmarshal([]byte(got), &p); err != nil {
+		t.Fatalf("decode %s: %v", got, err)
+	}
+	if !p.All || len(p.Watchers) != 0 || dropped == 0 || len(p.Events)+dropped != 400 {
+		t.Errorf("big hint: all %v, %d watchers, %d events, %d dropped", p.All, len(p.Watchers), len(p.Events), dropped)
+	}
+}
+
+// terminateListener ends the listener backends of this process on the database at dsn
+// and returns how many it ended.
+func terminateListener(t *testing.T, dsn, appName string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lsWait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("connect: %v", err)
+		return 0
+	}
+	defer conn.Close(context.Background())
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = $1 AND datname = current_database()`, appName).Scan(&n)
+	if err != nil {
+		t.Errorf("terminate: %v", err)
+	}
+	return n
+}

@@ -1,0 +1,153 @@
+package models
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// Cross-process wake-up hints (PostgreSQL).
+//
+// A write transaction that opens notices (Append, Ack, Sweep) or records events
+// (Append) sends at most one NOTIFY on hintChannel, inside the transaction, so the hint
+// is delivered when and only when the transaction commits, after its rows are visible.
+// A hint is not data: it names the watchers whose pending notices changed and the
+// session sequences that were recorded, and every Listener reads the rows themselves.
+// NOTIFY takes a global lock at commit, so a transaction sends one small hint, never
+// one per event. A hint that would exceed maxHintBytes asks for a rescan of every
+// pending notice instead of naming watchers, and drops the event spans that do not fit
+// (the live event stream is best effort; changesSince is the durable path).
+const (
+	hintChannel  = "awareness_hints"
+	maxHintBytes = 7000 // PostgreSQL refuses payloads of 8000 bytes and more
+)
+
+// hint collects what one write transaction has to announce.
+type hint struct {
+	watchers map[string]struct{}
+	events   map[awareness.SessionRef][2]int64 // first and last recorded sequence
+}
+
+func (h *hint) addWatcher(w string) {
+	if h.watchers == nil {
+		h.watchers = map[string]struct{}{}
+	}
+	h.watchers[w] = struct{}{}
+}
+
+func (h *hint) addEvent(r awareness.SessionRef, seq int64) {
+	if h.events == nil {
+		h.events = map[awareness.SessionRef][2]int64{}
+	}
+	span, ok := h.events[r]
+	if !ok {
+		span = [2]int64{seq, seq}
+	}
+	span[0], span[1] = min(span[0], seq), max(span[1], seq)
+	h.events[r] = span
+}
+
+func (h *hint) empty() bool { return len(h.watchers) == 0 && len(h.events) == 0 }
+
+// hintPayload is the JSON text of a hint.
+type hintPayload struct {
+	// Origin is the sending store instance; a Listener skips the events of its own.
+	Origin string `json:"o"`
+	// All asks for a rescan of every pending notice.
+	All      bool        `json:"a,omitempty"`
+	Watchers []string    `json:"w,omitempty"`
+	Events   []eventSpan `json:"e,omitempty"`
+}
+
+// eventSpan is the sequences From..To of one session, recorded by one transaction.
+type eventSpan struct {
+	Ref      awareness.SessionRef
+	From, To int64
+}
+
+func (e eventSpan) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{e.Ref.AgentID, e.Ref.Key, e.From, e.To})
+}
+
+func (e *eventSpan) UnmarshalJSON(b []byte) error {
+	var v []json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if len(v) != 4 {
+		return fmt.Errorf("event span: want 4 elements, got %d", len(v))
+	}
+	for i, dst := range []any{&e.Ref.AgentID, &e.Ref.Key, &e.From, &e.To} {
+		if err := json.Unmarshal(v[i], dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encode returns the payload text, at most maxHintBytes long, and how many event spans
+// did not fit.
+func (h *hint) encode(origin string) (string, int) {
+	p := hintPayload{Origin: origin}
+	for w := range h.watchers {
+		p.Watchers = append(p.Watchers, w)
+	}
+	slices.Sort(p.Watchers)
+	for r, span := range h.events {
+		p.Events = append(p.Events, eventSpan{Ref: r, From: span[0], To: span[1]})
+	}
+	slices.SortFunc(p.Events, func(a, b eventSpan) int {
+		return cmp.Or(strings.Compare(a.Ref.AgentID, b.Ref.AgentID), strings.Compare(a.Ref.Key, b.Ref.Key))
+	})
+	b, _ := json.Marshal(p)
+	if len(b) <= maxHintBytes {
+		return string(b), 0
+	}
+	if len(p.Watchers) > 0 {
+		p.All, p.Watchers = true, nil
+	}
+	// Keep the event spans that fit (the lengths of the JSON texts add up, plus commas).
+	base, _ := json.Marshal(hintPayload{Origin: p.Origin, All: p.All})
+	size, keep := len(base)+len(`,"e":[]`), 0
+	for _, e := range p.Events {
+		eb, _ := json.Marshal(e)
+		if size+len(eb)+1 > maxHintBytes {
+			break
+		}
+		size += len(eb) + 1
+		keep++
+	}
+	dropped := len(p.Events) - keep
+	p.Events = p.Events[:keep]
+	b, _ = json.Marshal(p)
+	return string(b), dropped
+}
+
+// sendHint sends the transaction's hint, when the dialect has notifications and there
+// is something to say.
+func (s *Store) sendHint(tx *gorm.DB, h *hint) error {
+	if !s.d.notify || h.empty() {
+		return nil
+	}
+	payload, dropped := h.encode(s.origin)
+	if dropped > 0 {
+		s.log.Debug("hint too long: event spans left out", "dropped", dropped)
+	}
+	_, err := exec(tx, "SELECT pg_notify(?, ?)", hintChannel, payload)
+	return err
+}
+
+// newOrigin returns a random identifier of a store instance.
+func newOrigin() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

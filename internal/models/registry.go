@@ -1,0 +1,330 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+var _ awareness.RegistryStore = (*Store)(nil)
+
+// registryChunk bounds the sessions of one statement of UpsertSessions: 20
+// parameters a row stays under SQLite's 32766 and PostgreSQL's 65535.
+const registryChunk = 500
+
+// registryWriteColumns are the columns the final statement of UpsertSessions writes,
+// in order. The head columns (state_version, pruned_through) are never among them.
+const registryWriteColumns = "agent_id, session_key, kind, registered, compaction_count, " +
+	"session_id, parent_session_key, chat_type, provider, display_name, input_tokens, output_tokens, " +
+	"total_tokens, context_tokens, memory_flush_at, memory_flush_compaction_count, extra_json, " +
+	"created_at, updated_at, deleted_at"
+
+// UpsertSessions applies registry writes in order in one write transaction (REG-1,
+// REG-2) and returns the session after each write. Per chunk of sessions, in (agent,
+// key) order, it runs three statements: create the missing rows (a registry entry and
+// a head share the row; RETURNING tells which rows are new), read every row under the
+// head lock (FOR UPDATE on PostgreSQL; the immediate transaction on SQLite), then,
+// after merging in Go, write the registry columns back with one multi-row INSERT … ON
+// CONFLICT DO UPDATE. A deleted row is revived with a fresh entry.
+func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite, now time.Time) ([]awareness.Session, error) {
+	if err := checkNow("UpsertSessions", now); err != nil {
+		return nil, err
+	}
+	for i, w := range ws {
+		if w.Ref.AgentID == "" || w.Ref.Key == "" {
+			return nil, awareness.Errorf(awareness.EINVALID, "session write %d: session is empty", i)
+		}
+	}
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	now = normTime(now)
+	refs := make([]awareness.SessionRef, 0, len(ws))
+	seen := make(map[awareness.SessionRef]bool, len(ws))
+	for _, w := range ws {
+		if !seen[w.Ref] {
+			seen[w.Ref] = true
+			refs = append(refs, w.Ref)
+		}
+	}
+	slices.SortFunc(refs, func(a, b awareness.SessionRef) int {
+		return cmp.Or(strings.Compare(a.AgentID, b.AgentID), strings.Compare(a.Key, b.Key))
+	})
+	var out []awareness.Session
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		rows := make(map[awareness.SessionRef]*regRow, len(refs))
+		for c := range slices.Chunk(refs, registryChunk) {
+			if err := s.lockSessionRows(tx, c, now, rows); err != nil {
+				return err
+			}
+		}
+		out = make([]awareness.Session, 0, len(ws))
+		for _, w := range ws {
+			r := rows[w.Ref]
+			if err := applyWrite(r, w, now); err != nil {
+				return err
+			}
+			sess, err := r.session()
+			if err != nil {
+				return err
+			}
+			out = append(out, sess)
+		}
+		for c := range slices.Chunk(refs, registryChunk) {
+			if err := writeSessionRows(tx, c, rows); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// refRow scans a session's primary key.
+type refRow struct {
+	AgentID    string `gorm:"column:agent_id"`
+	SessionKey string `gorm:"column:session_key"`
+}
+
+// regRow is a session row being merged, and whether it starts anew (created by this
+// call, or revived from deletion).
+type regRow struct {
+	SessionRow
+	fresh bool
+}
+
+// lockSessionRows creates the missing rows of refs, then reads every row of refs
+// under the head lock into rows.
+func (s *Store) lockSessionRows(tx *gorm.DB, refs []awareness.SessionRef, now time.Time, rows map[awareness.SessionRef]*regRow) error {
+	var (
+		values strings.Builder
+		args   = make([]any, 0, 5*len(refs))
+		where  strings.Builder
+		wargs  = make([]any, 0, 2*len(refs))
+	)
+	byAgent := map[string][]string{}
+	var agents []string
+	for i, r := range refs {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(?, ?, ?, ?, ?)")
+		args = append(args, r.AgentID, r.Key, string(awareness.ClassifyKey(r.Key)), nanos(now), nanos(now))
+		if _, ok := byAgent[r.AgentID]; !ok {
+			agents = append(agents, r.AgentID)
+		}
+		byAgent[r.AgentID] = append(byAgent[r.AgentID], r.Key)
+	}
+	var created []refRow
+	if err := tx.Raw("INSERT INTO sessions (agent_id, session_key, kind, created_at, updated_at) VALUES "+values.String()+
+		" ON CONFLICT (agent_id, session_key) DO NOTHING RETURNING agent_id, session_key", args...).Scan(&created).Error; err != nil {
+		return err
+	}
+	for i, a := range agents {
+		if i > 0 {
+			where.WriteString(" OR ")
+		}
+		where.WriteString("(agent_id = ? AND session_key IN ?)")
+		wargs = append(wargs, a, byAgent[a])
+	}
+	var found []SessionRow
+	if err := tx.Raw("SELECT "+sessionColumns+" FROM sessions WHERE "+where.String()+
+		" ORDER BY agent_id, session_key"+s.d.forUpdate, wargs...).Scan(&found).Error; err != nil {
+		return err
+	}
+	if len(found) != len(refs) {
+		return fmt.Errorf("registry: read %d session rows for %d sessions", len(found), len(refs))
+	}
+	for _, f := range found {
+		rows[awareness.SessionRef{AgentID: f.AgentID, Key: f.SessionKey}] = &regRow{SessionRow: f}
+	}
+	for _, c := range created {
+		if r := rows[awareness.SessionRef{AgentID: c.AgentID, Key: c.SessionKey}]; r != nil {
+			r.fresh = true
+		}
+	}
+	return nil
+}
+
+// applyWrite merges one write into its row.
+func applyWrite(r *regRow, w awareness.SessionWrite, now time.Time) error {
+	if r.DeletedAt != nil {
+		// DeleteSession cleared the entry; the revived session starts anew.
+		r.CreatedAt, r.DeletedAt, r.CompactionCount, r.fresh = nanos(now), nil, 0, true
+		clearEntry(&r.SessionRow)
+	}
+	e := w.Entry
+	if w.Replace {
+		clearEntry(&r.SessionRow)
+	}
+	setStr(&r.SessionID, e.SessionID)
+	setStr(&r.ParentSessionKey, e.ParentSessionKey)
+	setStr(&r.ChatType, e.ChatType)
+	setStr(&r.Provider, e.Provider)
+	setStr(&r.DisplayName, e.DisplayName)
+	setInt(&r.InputTokens, e.InputTokens)
+	setInt(&r.OutputTokens, e.OutputTokens)
+	setInt(&r.TotalTokens, e.TotalTokens)
+	setInt(&r.ContextTokens, e.ContextTokens)
+	setInt(&r.MemoryFlushCompactionCount, e.MemoryFlushCompactionCount)
+	if e.MemoryFlushAt != nil {
+		n := nanos(*e.MemoryFlushAt)
+		r.MemoryFlushAt = &n
+	}
+	extra, err := mergeExtra(r.ExtraJSON, e.Extra)
+	if err != nil {
+		return err
+	}
+	r.ExtraJSON = extra
+	if w.CompactionCount != nil {
+		r.CompactionCount = *w.CompactionCount
+	}
+	updated := nanos(now)
+	if w.UpdatedAt != nil {
+		updated = nanos(*w.UpdatedAt)
+	}
+	if r.fresh || updated > r.UpdatedAt {
+		r.UpdatedAt = updated
+	}
+	// A second write of the same session in one call merges into the first.
+	r.fresh = false
+	r.Kind = string(awareness.ClassifyKey(r.SessionKey))
+	r.Registered = true
+	return nil
+}
+
+// writeSessionRows writes the registry columns of refs' rows back in one statement.
+// Every row exists and is locked, so the INSERT always takes its ON CONFLICT branch;
+// it is the portable multi-row UPDATE.
+func writeSessionRows(tx *gorm.DB, refs []awareness.SessionRef, rows map[awareness.SessionRef]*regRow) error {
+	var values strings.Builder
+	args := make([]any, 0, 20*len(refs))
+	for i, ref := range refs {
+		r := rows[ref]
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, r.AgentID, r.SessionKey, r.Kind, r.Registered, r.CompactionCount,
+			r.SessionID, r.ParentSessionKey, r.ChatType, r.Provider, r.DisplayName,
+			r.InputTokens, r.OutputTokens, r.TotalTokens, r.ContextTokens,
+			r.MemoryFlushAt, r.MemoryFlushCompactionCount, r.ExtraJSON,
+			r.CreatedAt, r.UpdatedAt, r.DeletedAt)
+	}
+	_, err := exec(tx, "INSERT INTO sessions ("+registryWriteColumns+") VALUES "+values.String()+`
+ON CONFLICT (agent_id, session_key) DO UPDATE SET
+    kind = excluded.kind, registered = excluded.registered, compaction_count = excluded.compaction_count,
+    session_id = excluded.session_id, parent_session_key = excluded.parent_session_key,
+    chat_type = excluded.chat_type, provider = excluded.provider, display_name = excluded.display_name,
+    input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+    total_tokens = excluded.total_tokens, context_tokens = excluded.context_tokens,
+    memory_flush_at = excluded.memory_flush_at, memory_flush_compaction_count = excluded.memory_flush_compaction_count,
+    extra_json = excluded.extra_json, created_at = excluded.created_at, updated_at = excluded.updated_at,
+    deleted_at = excluded.deleted_at`, args...)
+	return err
+}
+
+// clearEntry clears the registry columns of a row (not the compaction count, which
+// the log keeps).
+func clearEntry(r *SessionRow) {
+	r.SessionID, r.ParentSessionKey, r.ChatType, r.Provider, r.DisplayName = nil, nil, nil, nil, nil
+	r.InputTokens, r.OutputTokens, r.TotalTokens, r.ContextTokens = nil, nil, nil, nil
+	r.MemoryFlushAt, r.MemoryFlushCompactionCount, r.ExtraJSON = nil, nil, nil
+}
+
+func setStr(dst **string, v *string) {
+	if v != nil {
+		s := *v
+		*dst = &s
+	}
+}
+
+func setInt(dst **int64, v *int64) {
+	if v != nil {
+		n := *v
+		*dst = &n
+	}
+}
+
+// mergeExtra merges patch into the stored extra object: a key with a JSON null is
+// removed, every other key is set. The result is NULL when no key remains. The
+// merged object is bounded by awareness.MaxExtraBytes.
+func mergeExtra(stored *string, patch map[string]json.RawMessage) (*string, error) {
+	if len(patch) == 0 {
+		return stored, nil
+	}
+	m := map[string]json.RawMessage{}
+	if stored != nil {
+		if err := json.Unmarshal([]byte(*stored), &m); err != nil {
+			return nil, fmt.Errorf("registry: decode stored extra: %w", err)
+		}
+	}
+	for k, v := range patch {
+		if string(v) == "null" {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m) // sorted keys, compact values
+	if err != nil {
+		return nil, awareness.Errorf(awareness.EINVALID, "extra is not valid JSON: %v", err)
+	}
+	if len(b) > awareness.MaxExtraBytes {
+		return nil, awareness.Errorf(awareness.EINVALID, "the merged extra fields are %d bytes; the limit is %d", len(b), awareness.MaxExtraBytes)
+	}
+	out := string(b)
+	return &out, nil
+}
+
+// RecordMemoryFlush sets memory_flush_at = now and memory_flush_compaction_count =
+// compaction_count of a registered, live session in one statement, so that the
+// count recorded is the one at the flush even against concurrent compactions (REG-3).
+func (s *Store) RecordMemoryFlush(ctx context.Context, ref awareness.SessionRef, now time.Time) (awareness.Session, bool, error) {
+	if err := checkNow("RecordMemoryFlush", now); err != nil {
+		return awareness.Session{}, false, err
+	}
+	now = normTime(now)
+	var (
+		sess awareness.Session
+		ok   bool
+	)
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		ok = false
+		n, err := exec(tx, "UPDATE sessions SET memory_flush_at = ?, memory_flush_compaction_count = compaction_count "+
+			"WHERE agent_id = ? AND session_key = ? AND registered = ? AND deleted_at IS NULL",
+			nanos(now), ref.AgentID, ref.Key, true)
+		if err != nil || n == 0 {
+			return err
+		}
+		var rows []SessionRow
+		if err := tx.Raw("SELECT "+sessionColumns+" FROM sessions WHERE agent_id = ? AND session_key = ?",
+			ref.AgentID, ref.Key).Scan(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) != 1 {
+			return fmt.Errorf("registry: session row of %s/%s vanished", ref.AgentID, ref.Key)
+		}
+		sess, err = rows[0].session()
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return awareness.Session{}, false, err
+	}
+	return sess, ok, nil
+}

@@ -1,0 +1,359 @@
+package models
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// This file is the awareness.UpstreamStore of Store (UPS-1..5): upstream links, own
+// prompt hashes and their salt (migration 00002_upstream).
+
+var _ awareness.UpstreamStore = (*Store)(nil)
+
+// UpstreamLinkRow is a row of the upstream_links table.
+type UpstreamLinkRow struct {
+	AgentID           string  `gorm:"column:agent_id;primaryKey"`
+	SessionKey        string  `gorm:"column:session_key;primaryKey"`
+	LinkID            string  `gorm:"column:link_id"`
+	CatalogID         string  `gorm:"column:catalog_id"`
+	ThreadID          string  `gorm:"column:thread_id"`
+	Source            string  `gorm:"column:source"`
+	Marker            int64   `gorm:"column:marker"`
+	ConsecutiveMisses int64   `gorm:"column:consecutive_misses"`
+	LastCheckedAt     *int64  `gorm:"column:last_checked_at"`
+	BlockedReason     *string `gorm:"column:blocked_reason"`
+	CreatedAt         int64   `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt         int64   `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName implements gorm's tabler.
+func (UpstreamLinkRow) TableName() string { return "upstream_links" }
+
+const upstreamColumns = "agent_id, session_key, link_id, catalog_id, thread_id, source, marker, " +
+	"consecutive_misses, last_checked_at, blocked_reason, created_at, updated_at"
+
+// upstreamSaltBytes is the length of the own-prompt salt.
+const upstreamSaltBytes = 32
+
+func (r UpstreamLinkRow) link() awareness.UpstreamLink {
+	return awareness.UpstreamLink{
+		Session:           awareness.SessionRef{AgentID: r.AgentID, Key: r.SessionKey},
+		ID:                r.LinkID,
+		CatalogID:         r.CatalogID,
+		ThreadID:          r.ThreadID,
+		Source:            r.Source,
+		Marker:            r.Marker,
+		ConsecutiveMisses: int(r.ConsecutiveMisses),
+		LastCheckedAt:     fromNullNanos(r.LastCheckedAt),
+		BlockedReason:     derefString(r.BlockedReason),
+		CreatedAt:         fromNanos(r.CreatedAt),
+		UpdatedAt:         fromNanos(r.UpdatedAt),
+	}
+}
+
+// deleteUpstream deletes a session's link and own-prompt hashes inside tx. DeleteSession
+// calls it (WAT-5: deleting a session deletes its links).
+func deleteUpstream(tx *gorm.DB, ref awareness.SessionRef) error {
+	if _, err := exec(tx, "DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	_, err := exec(tx, "DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key)
+	return err
+}
+
+func (s *Store) getUpstream(tx *gorm.DB, ref awareness.SessionRef, lock bool) (awareness.UpstreamLink, bool, error) {
+	q := "SELECT " + upstreamColumns + " FROM upstream_links WHERE agent_id = ? AND session_key = ?"
+	if lock {
+		q += s.d.forUpdate
+	}
+	var rows []UpstreamLinkRow
+	if err := tx.Raw(q, ref.AgentID, ref.Key).Scan(&rows).Error; err != nil {
+		return awareness.UpstreamLink{}, false, err
+	}
+	if len(rows) == 0 {
+		return awareness.UpstreamLink{}, false, nil
+	}
+	return rows[0].link(), true, nil
+}
+
+func checkLink(l awareness.UpstreamLink) error {
+	bad := func(what string) error {
+		return awareness.Errorf(awareness.EINVALID, "upstream link: %s", what)
+	}
+	switch {
+	case l.Session.AgentID == "" || l.Session.Key == "":
+		return bad("session is empty")
+	case l.ID == "":
+		return bad("link id is empty")
+	case l.CatalogID == "" || l.ThreadID == "" || l.Source == "":
+		return bad("catalog, thread or source is empty")
+	case l.Marker < 0:
+		return bad("marker is negative")
+	}
+	return nil
+}
+
+// AdoptUpstream creates the session's link from l, keeps a same-source link (ID,
+// marker; the miss streak restarts and UpdatedAt moves), or replaces a link of another
+// source (UPS-1).
+func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now time.Time) (awareness.UpstreamLink, bool, error) {
+	if err := checkNow("AdoptUpstream", now); err != nil {
+		return awareness.UpstreamLink{}, false, err
+	}
+	if err := checkLink(l); err != nil {
+		return awareness.UpstreamLink{}, false, err
+	}
+	now = normTime(now)
+	var (
+		out     awareness.UpstreamLink
+		created bool
+	)
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		// Two rounds at most: on PostgreSQL a concurrent first adoption can win the
+		// insert, and this one then decides again against the winner's row.
+		for range 2 {
+			cur, found, err := s.getUpstream(tx, l.Session, true)
+			if err != nil {
+				return err
+			}
+			if found && cur.SameSource(l) {
+				if _, err := exec(tx, "UPDATE upstream_links SET consecutive_misses = 0, updated_at = ? WHERE agent_id = ? AND session_key = ?",
+					nanos(now), l.Session.AgentID, l.Session.Key); err != nil {
+					return err
+				}
+				cur.ConsecutiveMisses, cur.UpdatedAt = 0, now
+				out, created = cur, false
+				return nil
+			}
+			next := l
+			next.ConsecutiveMisses, next.LastCheckedAt, next.BlockedReason = 0, time.Time{}, ""
+			next.CreatedAt, next.UpdatedAt = now, now
+			if found {
+				if _, err := exec(tx, `
+UPDATE upstream_links SET link_id = ?, catalog_id = ?, thread_id = ?, source = ?, marker = ?,
+    consecutive_misses = 0, last_checked_at = NULL, blocked_reason = NULL, created_at = ?, updated_at = ?
+WHERE agent_id = ? AND session_key = ?`,
+					next.ID, next.CatalogID, next.ThreadID, next.Source, next.Marker, nanos(now), nanos(now),
+					l.Session.AgentID, l.Session.Key); err != nil {
+					return err
+				}
+			} else {
+				n, err := exec(tx, "INSERT INTO upstream_links ("+upstreamColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, NULL, ?, ?) "+
+					"ON CONFLICT (agent_id, session_key) DO NOTHING",
+					l.Session.AgentID, l.Session.Key, next.ID, next.CatalogID, next.ThreadID, next.Source, next.Marker,
+					nanos(now), nanos(now))
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					continue
+				}
+			}
+			out, created = next, true
+			return nil
+		}
+		return errors.New("adopt upstream: the link kept changing under a concurrent adoption")
+	})
+	if err != nil {
+		return awareness.UpstreamLink{}, false, err
+	}
+	return out, created, nil
+}
+
+// UpstreamLink returns the session's link.
+func (s *Store) UpstreamLink(ctx context.Context, ref awareness.SessionRef) (awareness.UpstreamLink, bool, error) {
+	if s.closed.Load() {
+		return awareness.UpstreamLink{}, false, s.wrapErr(errClosed)
+	}
+	l, ok, err := s.getUpstream(s.r.WithContext(ctx), ref, false)
+	return l, ok, s.wrapErr(err)
+}
+
+// UpstreamLinks lists links ordered by (catalog, agent, key); q.Watched keeps those
+// whose session at least one cursor targets, each once (UPS-2).
+func (s *Store) UpstreamLinks(ctx context.Context, q awareness.UpstreamQuery) ([]awareness.UpstreamLink, error) {
+	if s.closed.Load() {
+		return nil, s.wrapErr(errClosed)
+	}
+	sqlText := "SELECT " + upstreamColumns + " FROM upstream_links l WHERE 1 = 1"
+	var args []any
+	if q.AgentID != "" {
+		sqlText += " AND l.agent_id = ?"
+		args = append(args, q.AgentID)
+	}
+	if q.Watched {
+		sqlText += " AND EXISTS (SELECT 1 FROM cursors c WHERE c.target_agent_id = l.agent_id AND c.target_key = l.session_key)"
+	}
+	sqlText += " ORDER BY l.catalog_id, l.agent_id, l.session_key"
+	var rows []UpstreamLinkRow
+	if err := s.r.WithContext(ctx).Raw(sqlText, args...).Scan(&rows).Error; err != nil {
+		return nil, s.wrapErr(err)
+	}
+	out := make([]awareness.UpstreamLink, len(rows))
+	for i, r := range rows {
+		out[i] = r.link()
+	}
+	return out, nil
+}
+
+// SettleUpstream applies checks in one write transaction, each as a compare-and-set on
+// the link as the check read it (ID, marker, miss count, UpdatedAt). A marker never
+// moves backwards.
+func (s *Store) SettleUpstream(ctx context.Context, checks []awareness.UpstreamCheck) ([]bool, error) {
+	for i, c := range checks {
+		if err := checkNow("SettleUpstream", c.CheckedAt); err != nil {
+			return nil, err
+		}
+		if c.Marker < c.Expect.Marker || c.ConsecutiveMisses < 0 || c.Expect.ID == "" {
+			return nil, awareness.Errorf(awareness.EINVALID,
+				"upstream check %d: marker %d before %d, misses %d or empty link id", i, c.Marker, c.Expect.Marker, c.ConsecutiveMisses)
+		}
+	}
+	applied := make([]bool, len(checks))
+	if len(checks) == 0 {
+		return applied, nil
+	}
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		for i, c := range checks {
+			e := c.Expect
+			n, err := exec(tx, `
+UPDATE upstream_links SET marker = ?, consecutive_misses = ?, last_checked_at = ?, blocked_reason = ?
+WHERE agent_id = ? AND session_key = ? AND link_id = ? AND marker = ? AND consecutive_misses = ? AND updated_at = ?`,
+				c.Marker, c.ConsecutiveMisses, nanos(c.CheckedAt), nullString(c.BlockedReason),
+				e.Session.AgentID, e.Session.Key, e.ID, e.Marker, e.ConsecutiveMisses, nanos(e.UpdatedAt))
+			if err != nil {
+				return err
+			}
+			applied[i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
+func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+		n, err = exec(tx, "DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ? AND link_id = ? AND updated_at = ?",
+			expect.Session.AgentID, expect.Session.Key, expect.ID, nanos(expect.UpdatedAt))
+		return err
+	})
+	return n == 1, err
+}
+
+// ForgetUnwatchedMisses restarts the miss streak of links no cursor targets: a streak
+// counts consecutive checks, and unwatched links are not checked.
+func (s *Store) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+		n, err = exec(tx, `
+UPDATE upstream_links SET consecutive_misses = 0
+WHERE consecutive_misses > 0 AND NOT EXISTS (
+    SELECT 1 FROM cursors c WHERE c.target_agent_id = upstream_links.agent_id AND c.target_key = upstream_links.session_key)`)
+		return err
+	})
+	return n, err
+}
+
+// UpstreamSalt returns the database's own-prompt salt, creating it on first use.
+func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
+	var h string
+	err := s.read(ctx, func(tx *gorm.DB) error {
+		_, err := scanRow(tx, []any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h == "" {
+		fresh := make([]byte, upstreamSaltBytes)
+		if _, err := rand.Read(fresh); err != nil {
+			return nil, awareness.Internal(err)
+		}
+		err = s.write(ctx, func(tx *gorm.DB) error {
+			if _, err := exec(tx, "INSERT INTO upstream_secret (id, salt) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+				hex.EncodeToString(fresh)); err != nil {
+				return err
+			}
+			found, err := scanRow(tx, []any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
+			if err == nil && !found {
+				err = errors.New("upstream salt vanished after its insert")
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	salt, err := hex.DecodeString(h)
+	if err != nil || len(salt) == 0 {
+		return nil, awareness.Internal(errors.New("upstream salt is not valid hex"))
+	}
+	return salt, nil
+}
+
+// AddOwnPrompt appends a prompt hash to the session's window and keeps the last keep.
+// The link row is locked first, which serialises concurrent calls for one session; ok
+// is false (nothing written) when the session has no link.
+func (s *Store) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, hash string, now time.Time, keep int) (bool, error) {
+	if err := checkNow("AddOwnPrompt", now); err != nil {
+		return false, err
+	}
+	if hash == "" || keep < 1 {
+		return false, awareness.Errorf(awareness.EINVALID, "own prompt: empty hash or keep %d < 1", keep)
+	}
+	now = normTime(now)
+	var ok bool
+	err := s.write(ctx, func(tx *gorm.DB) error {
+		ok = false
+		if _, found, err := s.getUpstream(tx, ref, true); err != nil || !found {
+			return err
+		}
+		var last sql.NullInt64
+		if _, err := scanRow(tx, []any{&last},
+			"SELECT MAX(position) FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+			return err
+		}
+		pos := last.Int64 + 1
+		if _, err := exec(tx, "INSERT INTO upstream_own_prompts (agent_id, session_key, position, hash, recorded_at) VALUES (?, ?, ?, ?, ?)",
+			ref.AgentID, ref.Key, pos, hash, nanos(now)); err != nil {
+			return err
+		}
+		if _, err := exec(tx, "DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? AND position <= ?",
+			ref.AgentID, ref.Key, pos-int64(keep)); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}
+
+// OwnPrompts returns the session's kept prompt hashes, oldest first.
+func (s *Store) OwnPrompts(ctx context.Context, ref awareness.SessionRef) ([]string, error) {
+	if s.closed.Load() {
+		return nil, s.wrapErr(errClosed)
+	}
+	var hashes []string
+	err := s.r.WithContext(ctx).Raw("SELECT hash FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? ORDER BY position",
+		ref.AgentID, ref.Key).Scan(&hashes).Error
+	if err != nil {
+		return nil, s.wrapErr(err)
+	}
+	return hashes, nil
+}

@@ -1,0 +1,288 @@
+package wsgorilla
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// MaxSubscriptionsPerConn is the default cap on the operations (subscriptions, and
+// queries or mutations sent over the socket) active at once on one connection. A
+// subscribe over the cap is answered with an `error` frame for its id, and the
+// connection stays open.
+const MaxSubscriptionsPerConn = 100
+
+// Close codes of graphql-transport-ws (enisdenjo/graphql-ws, PROTOCOL.md and the
+// CloseCode enum) that the adapter sends itself, because gqlgen v0.17.98 sends 1000 or
+// 1002, or nothing, instead.
+const (
+	CloseBadRequest          = 4400 // invalid message
+	CloseUnauthorized        = 4401 // subscribe before connection_init
+	CloseInitTimeout         = 4408 // no connection_init within InitTimeout
+	CloseSubscriberExists    = 4409 // subscribe with an id that is still active
+	CloseTooManyInitRequests = 4429 // a second connection_init
+)
+
+// Subprotocol names.
+const (
+	protoTransportWS = "graphql-transport-ws"
+	protoLegacyWS    = "graphql-ws"
+)
+
+// overCapCode is the extensions.code of the error frame answering a subscribe over
+// the cap (ERR-1: a code of the service's fixed list).
+const overCapCode = "INVALID_ARGUMENT"
+
+// CloseError is returned by NextReader after the adapter closed the connection because
+// the peer broke the protocol.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	return fmt.Sprintf("wsgorilla: closed the connection with %d: %s", e.Code, e.Reason)
+}
+
+// protocolState is what the adapter tracks of one connection's protocol: whether
+// connection_init arrived, and the ids of the operations active between a client's
+// subscribe and the complete or error that ends them (from either side).
+type protocolState struct {
+	name    string // negotiated subprotocol
+	maxSubs int
+
+	mu     sync.Mutex
+	inited bool
+	active map[string]struct{}
+	timer  *time.Timer // the init timeout; nil when none
+}
+
+func (i Implementation) newConn(ws *websocket.Conn) *Conn {
+	c := &Conn{ws: ws}
+	c.proto.name = ws.Subprotocol()
+	c.proto.maxSubs = i.MaxSubscriptions
+	if c.proto.maxSubs <= 0 {
+		c.proto.maxSubs = MaxSubscriptionsPerConn
+	}
+	c.proto.active = map[string]struct{}{}
+	if i.InitTimeout > 0 {
+		c.proto.timer = time.AfterFunc(i.InitTimeout, func() {
+			c.proto.mu.Lock()
+			inited := c.proto.inited
+			c.proto.mu.Unlock()
+			if !inited {
+				_ = c.closeWith(CloseInitTimeout, "Connection initialisation timeout")
+			}
+		})
+	}
+	return c
+}
+
+// stop stops the init timer. The timer is set before the connection is shared and
+// never replaced, so no lock is needed (and inspect calls Close with p.mu held).
+func (p *protocolState) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// closeWith sends a close frame with code and closes the connection. The read that is
+// waiting (gqlgen's) fails at once, which ends the connection's operations.
+func (c *Conn) closeWith(code int, reason string) error {
+	_ = c.WriteClose(code, reason)
+	_ = c.Close()
+	return &CloseError{Code: code, Reason: reason}
+}
+
+// clientFrame is the envelope of a client message of either protocol. Pointers tell a
+// missing field from an empty one.
+type clientFrame struct {
+	Type    *string         `json:"type"`
+	ID      *string         `json:"id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// inspect checks one client message against the negotiated protocol. It returns
+// deliver=false for a message the adapter handled itself, and a *CloseError when it
+// closed the connection.
+func (c *Conn) inspect(typ int, data []byte) (deliver bool, err error) {
+	switch c.proto.name {
+	case protoTransportWS:
+		return c.inspectTransportWS(typ, data)
+	case protoLegacyWS:
+		return c.inspectLegacy(data)
+	}
+	return true, nil
+}
+
+func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
+	if typ != websocket.TextMessage {
+		return false, c.closeWith(CloseBadRequest, "Invalid message: binary messages are not part of graphql-transport-ws")
+	}
+	var f clientFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return false, c.closeWith(CloseBadRequest, "Invalid message: not a JSON object")
+	}
+	if f.Type == nil {
+		return false, c.closeWith(CloseBadRequest, "Invalid message: no type")
+	}
+	p := &c.proto
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch *f.Type {
+	case "connection_init":
+		if p.inited {
+			return false, c.closeWith(CloseTooManyInitRequests, "Too many initialisation requests")
+		}
+		if !objectOrAbsent(f.Payload) {
+			return false, c.closeWith(CloseBadRequest, "Invalid message: connection_init payload must be an object")
+		}
+		p.inited = true
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		return true, nil
+	case "ping", "pong":
+		if !objectOrAbsent(f.Payload) {
+			return false, c.closeWith(CloseBadRequest, "Invalid message: "+*f.Type+" payload must be an object")
+		}
+		if !p.inited {
+			// gqlgen only accepts connection_init first; the protocol allows a ping at
+			// any time, so the adapter answers it.
+			if *f.Type == "ping" {
+				_ = c.writeText([]byte(`{"type":"pong"}`))
+			}
+			return false, nil
+		}
+		return true, nil
+	case "subscribe":
+		if !p.inited {
+			return false, c.closeWith(CloseUnauthorized, "Unauthorized")
+		}
+		if f.ID == nil || *f.ID == "" {
+			return false, c.closeWith(CloseBadRequest, "Invalid message: subscribe needs a non-empty id")
+		}
+		if !validSubscribePayload(f.Payload) {
+			return false, c.closeWith(CloseBadRequest, "Invalid message: subscribe payload must be an object with a query string")
+		}
+		id := *f.ID
+		if _, ok := p.active[id]; ok {
+			return false, c.closeWith(CloseSubscriberExists, "Subscriber for "+truncate(id, 80)+" already exists")
+		}
+		if len(p.active) >= p.maxSubs {
+			_ = c.writeText(overCapFrame(id, p.maxSubs))
+			return false, nil
+		}
+		p.active[id] = struct{}{}
+		return true, nil
+	case "complete":
+		if f.ID == nil || *f.ID == "" {
+			return false, c.closeWith(CloseBadRequest, "Invalid message: complete needs a non-empty id")
+		}
+		delete(p.active, *f.ID)
+		return true, nil
+	default:
+		return false, c.closeWith(CloseBadRequest, "Invalid message: unknown type "+strconv.Quote(truncate(*f.Type, 40)))
+	}
+}
+
+// inspectLegacy applies the operation cap to the legacy graphql-ws protocol; its other
+// rules stay gqlgen's.
+func (c *Conn) inspectLegacy(data []byte) (bool, error) {
+	var f clientFrame
+	if json.Unmarshal(data, &f) != nil || f.Type == nil || f.ID == nil {
+		return true, nil
+	}
+	p := &c.proto
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch *f.Type {
+	case "start":
+		if _, ok := p.active[*f.ID]; !ok && len(p.active) >= p.maxSubs {
+			_ = c.writeText(overCapFrame(*f.ID, p.maxSubs))
+			return false, nil
+		}
+		p.active[*f.ID] = struct{}{}
+	case "stop":
+		delete(p.active, *f.ID)
+	}
+	return true, nil
+}
+
+// sent notes the server's end of an operation (a complete or an error frame for its
+// id), so that the client may reuse the id and the slot is free again. gqlgen writes
+// its own unexported message struct, read here through its exported Type and ID
+// fields.
+func (c *Conn) sent(v any) {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return
+	}
+	t, id := rv.FieldByName("Type"), rv.FieldByName("ID")
+	if !t.IsValid() || !id.IsValid() || t.Kind() != reflect.String || id.Kind() != reflect.String {
+		return
+	}
+	if typ := t.String(); typ == "complete" || typ == "error" {
+		c.proto.mu.Lock()
+		delete(c.proto.active, id.String())
+		c.proto.mu.Unlock()
+	}
+}
+
+func objectOrAbsent(raw json.RawMessage) bool {
+	if len(raw) == 0 || string(raw) == "null" {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil
+}
+
+// validSubscribePayload reports whether a subscribe payload is an object whose query,
+// when present, is a string (automatic persisted queries send only extensions).
+func validSubscribePayload(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+		return false
+	}
+	q, ok := m["query"]
+	if !ok || string(q) == "null" {
+		return true
+	}
+	var s string
+	return json.Unmarshal(q, &s) == nil
+}
+
+func overCapFrame(id string, max int) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"id":   id,
+		"type": "error",
+		"payload": []map[string]any{{
+			"message":    fmt.Sprintf("too many operations active on this connection (at most %d): complete one before subscribing again", max),
+			"extensions": map[string]any{"code": overCapCode},
+		}},
+	})
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
