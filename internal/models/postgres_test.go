@@ -62,7 +62,7 @@ func TestPostgresUpstreamConformance(t *testing.T) {
 // pgModelChecks is rapid's run count of the PostgreSQL model test unless
 // -rapid.checks is given: every step is a few network round trips, and a restart
 // reconnects, so the default 100 runs would take a minute.
-const pgModelChecks = 25
+const pgModelChecks = 20
 
 // TestPostgresNoticeModel is the model-based property test of SPEC §3–4 on PostgreSQL,
 // restarts included. The runs share one database, emptied before each run (creating a
