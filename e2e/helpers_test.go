@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,71 +113,7 @@ type server struct {
 // process is killed at the end of the test if still running.
 func startServer(t *testing.T, db string) *server {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		s, retry := tryStart(t, db)
-		if s != nil {
-			return s
-		}
-		if !retry || attempt == 2 {
-			t.Fatal("the server did not start")
-		}
-	}
-}
-
-func tryStart(t *testing.T, db string) (s *server, retry bool) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s = &server{
-		t: t, db: db, addr: addr,
-		base: "http://" + addr, wsURL: "ws://" + addr + "/query",
-		logs: &syncBuffer{}, exited: make(chan struct{}),
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-	}
-	s.cmd = exec.Command(serverBin, "serve", "--addr", addr, "--db", db, "--log-level", "info")
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", serverBin, err)
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		s.state = s.cmd.ProcessState
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.kill()
-		s.client.CloseIdleConnections()
-		if t.Failed() {
-			t.Logf("server %s logs:\n%s", s.addr, tail(s.logs.String(), 4000))
-		}
-	})
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			logs := s.logs.String()
-			if strings.Contains(logs, "address already in use") {
-				return nil, true
-			}
-			t.Fatalf("the server exited before it was ready: %v\n%s", s.state, tail(logs, 4000))
-		default:
-		}
-		resp, err := s.client.Get(s.base + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, false
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the server was not ready within %v\n%s", wait, tail(s.logs.String(), 4000))
-	return nil, false
+	return startServerWith(t, db, serverOpts{})
 }
 
 // kill sends SIGKILL (if still running) and waits for the exit.
