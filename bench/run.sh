@@ -72,12 +72,23 @@ for i in 1 2 3; do
     -test.benchtime=3x -test.count=1 -test.timeout=10m) | tee -a "$out/bench-restart.txt"
 done
 
+# summarize BINARY PROFILE OUT: the flat top (where the CPU is), then the cumulative
+# top restricted to the project's frames and the library calls that explain them.
+show='github.com/awareness/awareness/(internal|graph/resolvers)|wsgorilla|gorm\.io/gorm\.\(\*DB\)\.(Transaction|Exec|Rows|Scan)$|database/sql\.\(\*Tx\)\.StmtContext$|sqlite3_prepare|sqlite3_step|memeqbody|MarshalSliceConcurrently$|_StateEvent$|_StaleNotice$|encoding/json\.Marshal$|runtime\.mallocgc$|runtime\.gcBgMarkWorker$'
+summarize() {
+  {
+    go tool pprof -top -nodecount=12 -ignore='seed|fresh|openSQLiteStore|openPGStore|copyFile' "$1" "$2" 2>/dev/null | sed -n '5,30p'
+    echo "--- cumulative, project frames and the library calls under them"
+    go tool pprof -top -cum -nodecount=24 -ignore='seed|fresh|openSQLiteStore|openPGStore|copyFile' -show="$show" "$1" "$2" 2>/dev/null \
+      | sed -n '/flat  flat%/,$p' | tail -n +2
+  } >"$3" || true
+}
+
 step "CPU profiles of the service side of B1, B3, B4, B7"
-prof() { # id pattern benchtime db
+prof() { # id pattern benchtime
   (cd "$out" && ./bench.test -test.run '^$' -test.bench "$2" -test.benchtime="$3" -test.timeout=5m \
     -test.cpuprofile "prof/cpu-$1.pprof" >/dev/null)
-  go tool pprof -top -cum -nodecount=40 -ignore='seed|fresh|openSQLiteStore|openPGStore' \
-    "$out/bench.test" "$out/prof/cpu-$1.pprof" 2>/dev/null | sed -n '4,50p' >"$out/prof/top-$1.txt" || true
+  summarize "$out/bench.test" "$out/prof/cpu-$1.pprof" "$out/prof/top-$1.txt"
 }
 prof B1-sqlite 'AppendOne/^impl=svc$/^db=sqlite$' 1000x
 prof B3-sqlite 'AppendConcurrent/^impl=svc$/^db=sqlite$' 4000x
@@ -109,8 +120,7 @@ if [ "${BENCH_PROFILE:-1}" = 1 ]; then
     profjson="$out/ws-prof.json"
   fi
   for p in b_small b_big a a_l3; do
-    [ -f "$out/prof/cpu-$p.pprof" ] && go tool pprof -top -cum -nodecount=40 "$out/profserve" "$out/prof/cpu-$p.pprof" 2>/dev/null \
-      | sed -n '4,50p' >"$out/prof/top-L-$p.txt" || true
+    if [ -f "$out/prof/cpu-$p.pprof" ]; then summarize "$out/profserve" "$out/prof/cpu-$p.pprof" "$out/prof/top-L-$p.txt"; fi
   done
   [ -f "$out/prof/heap-idle.pprof" ] && go tool pprof -top -sample_index=inuse_space -nodecount=30 "$out/profserve" \
     "$out/prof/heap-idle.pprof" 2>/dev/null | sed -n '4,40p' >"$out/prof/top-L-heap-idle.txt" || true

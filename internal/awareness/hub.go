@@ -34,7 +34,7 @@ func NewHub() *Hub {
 // PublishNotices delivers notices to the matching notice subscribers.
 func (h *Hub) PublishNotices(ns ...Notice) {
 	for _, n := range ns {
-		h.notices.publish(n, func(f string) bool { return f == "" || f == n.Watcher })
+		h.notices.publish(n, "", n.Watcher)
 	}
 }
 
@@ -42,7 +42,7 @@ func (h *Hub) PublishNotices(ns ...Notice) {
 func (h *Hub) PublishEvents(evs ...Event) {
 	for _, e := range evs {
 		id := e.Session.AgentID + "\x00" + e.Session.Key
-		h.events.publish(e, func(f string) bool { return f == "" || f == id || f == "\x00"+e.Session.Key })
+		h.events.publish(e, "", id, "\x00"+e.Session.Key)
 	}
 }
 
@@ -72,8 +72,8 @@ func (h *Hub) Close() {
 // Sub is one live subscription. C is closed when the subscription ends; Err then says
 // why (nil after Unsubscribe).
 type Sub[T any] struct {
-	C      <-chan T
-	c      chan T
+	C      <-chan *T
+	c      chan *T
 	filter string
 	t      *topic[T]
 	mu     sync.Mutex
@@ -92,14 +92,15 @@ func (s *Sub[T]) Unsubscribe() { s.t.remove(s, nil) }
 
 type topic[T any] struct {
 	mu     sync.RWMutex
-	subs   map[*Sub[T]]struct{}
+	subs   map[string]map[*Sub[T]]struct{} // by filter
+	n      int
 	closed bool
 }
 
-func newTopic[T any]() topic[T] { return topic[T]{subs: map[*Sub[T]]struct{}{}} }
+func newTopic[T any]() topic[T] { return topic[T]{subs: map[string]map[*Sub[T]]struct{}{}} }
 
 func (t *topic[T]) subscribe(filter string) *Sub[T] {
-	c := make(chan T, SubscriberBuffer)
+	c := make(chan *T, SubscriberBuffer)
 	s := &Sub[T]{C: c, c: c, filter: filter, t: t}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -108,21 +109,27 @@ func (t *topic[T]) subscribe(filter string) *Sub[T] {
 		close(c)
 		return s
 	}
-	t.subs[s] = struct{}{}
+	m := t.subs[filter]
+	if m == nil {
+		m = map[*Sub[T]]struct{}{}
+		t.subs[filter] = m
+	}
+	m[s] = struct{}{}
+	t.n++
 	return s
 }
 
-func (t *topic[T]) publish(v T, match func(filter string) bool) {
+func (t *topic[T]) publish(v T, filters ...string) {
 	var slow []*Sub[T]
+	p := &v
 	t.mu.RLock()
-	for s := range t.subs {
-		if !match(s.filter) {
-			continue
-		}
-		select {
-		case s.c <- v:
-		default:
-			slow = append(slow, s)
+	for _, f := range filters {
+		for s := range t.subs[f] {
+			select {
+			case s.c <- p:
+			default:
+				slow = append(slow, s)
+			}
 		}
 	}
 	t.mu.RUnlock()
@@ -134,10 +141,14 @@ func (t *topic[T]) publish(v T, match func(filter string) bool) {
 func (t *topic[T]) remove(s *Sub[T], reason error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.subs[s]; !ok {
+	if _, ok := t.subs[s.filter][s]; !ok {
 		return
 	}
-	delete(t.subs, s)
+	delete(t.subs[s.filter], s)
+	if len(t.subs[s.filter]) == 0 {
+		delete(t.subs, s.filter)
+	}
+	t.n--
 	s.mu.Lock()
 	s.err = reason
 	s.mu.Unlock()
@@ -147,20 +158,23 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 func (t *topic[T]) len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.subs)
+	return t.n
 }
 
 func (t *topic[T]) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
-	for s := range t.subs {
-		delete(t.subs, s)
-		s.mu.Lock()
-		s.err = ErrHubClosed
-		s.mu.Unlock()
-		close(s.c)
+	for f, m := range t.subs {
+		for s := range m {
+			s.mu.Lock()
+			s.err = ErrHubClosed
+			s.mu.Unlock()
+			close(s.c)
+		}
+		delete(t.subs, f)
 	}
+	t.n = 0
 }
 
 // IsSlowSubscriber reports whether err ended a subscription for falling behind.

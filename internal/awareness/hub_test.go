@@ -24,7 +24,7 @@ func drain[T any](s *Sub[T]) (items []T, closed bool) {
 			if !ok {
 				return items, true
 			}
-			items = append(items, v)
+			items = append(items, *v)
 		default:
 			return items, false
 		}

@@ -118,7 +118,7 @@ func (w *world) rawPublished() []awareness.Notice {
 			if !ok {
 				return out
 			}
-			out = append(out, n)
+			out = append(out, *n)
 		default:
 			return out
 		}

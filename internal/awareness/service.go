@@ -501,7 +501,7 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 					endErr = sub.Err()
 					return
 				}
-				if !send(n) {
+				if !send(*n) {
 					return
 				}
 			}
@@ -548,7 +548,7 @@ func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-
 					return
 				}
 				select {
-				case out <- e:
+				case out <- *e:
 				case <-ctx.Done():
 					return
 				}

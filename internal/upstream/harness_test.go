@@ -349,7 +349,7 @@ func drain[T any](sub *awareness.Sub[T]) []T {
 			if !ok {
 				return out
 			}
-			out = append(out, v)
+			out = append(out, *v)
 		default:
 			return out
 		}

@@ -369,7 +369,7 @@ func (r *report) render(facts, stat, runInfo string) string {
 	if r.svc == nil || r.base == nil {
 		w("Not run or failed (no wsload result).\n")
 	} else {
-		w("Service: the real binary (`serve --addr --db`), `staleNotices(watcher:)` over graphql-transport-ws; baseline: `bench/cmd/wsbaseline`, bare gorilla, one read loop + one write goroutine per connection, frames padded to the service's mean frame size (%.0f bytes), broadcast frames marshalled once. Load generator: `bench/cmd/wsload`, one process, %d gorilla clients.\n\n", r.svc.FrameBytes, r.svc.Subs)
+		w("Service: the real binary (`serve --addr --db`), `staleNotices(watcher:)` over graphql-transport-ws; baseline: `bench/cmd/wsbaseline`, bare gorilla, one goroutine (the read loop) per connection, synchronous writes under a per-connection mutex, a broadcast marshals its frame once and writes it to each subscriber in turn; frames padded to the service's mean frame size (%.0f bytes). Load generator: `bench/cmd/wsload`, one process, %d gorilla clients.\n\n", r.svc.FrameBytes, r.svc.Subs)
 		w("| phase | impl | frames | lost | dupes | p50 | p90 | p99 | max | p99 from answer | p99 from send | trigger p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, ph := range []string{"b_small", "b_big", "a", "a_l3"} {
 			for _, x := range []struct {
@@ -428,7 +428,7 @@ func (r *report) render(facts, stat, runInfo string) string {
 				if err != nil {
 					continue
 				}
-				w("### %s (%s): `%s`\n\n```\n%s```\n\n", base, db, f, trimLines(string(data), 32))
+				w("### %s (%s): `%s`\n\n```\n%s```\n\n", base, db, f, trimLines(string(data), 44))
 			}
 		}
 	}
