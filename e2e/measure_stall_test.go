@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -110,22 +109,10 @@ type stalledClient struct {
 func dialStalled(t *testing.T, url string, aliases int) *stalledClient {
 	t.Helper()
 	c := dialRaw(t, url, nil)
-	_ = c.SetWriteDeadline(time.Now().Add(wait))
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	if err := c.WriteJSON(frame{Type: "connection_init"}); err != nil {
-		t.Fatal(err)
-	}
-	var ack frame
-	if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
-		t.Fatalf("connection_ack: %+v %v", ack, err)
-	}
-	var sel strings.Builder
-	sel.WriteString(noticeFields)
-	for i := range aliases {
-		sel.WriteString(" t" + itoa(i) + ": text")
-	}
+	initRaw(t, c)
+	sel := bigNoticeSelection(aliases)
 	for id, q := range map[string]string{
-		"notices": "subscription { staleNotices { " + sel.String() + " } }",
+		"notices": "subscription { staleNotices { " + sel + " } }",
 		"events":  "subscription { stateEvents { sequence kind sessionKey } }",
 	} {
 		payload, _ := json.Marshal(map[string]any{"query": q})

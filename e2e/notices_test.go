@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -409,21 +408,9 @@ func dialSlowSized(t *testing.T, url string, aliases int) *slowClient {
 	}
 	resp.Body.Close()
 	t.Cleanup(func() { c.Close() })
-	_ = c.SetWriteDeadline(time.Now().Add(wait))
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	if err := c.WriteJSON(frame{Type: "connection_init"}); err != nil {
-		t.Fatal(err)
-	}
-	var ack frame
-	if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
-		t.Fatalf("connection_ack: %+v %v", ack, err)
-	}
-	var sel strings.Builder
-	sel.WriteString(noticeFields)
-	for i := range aliases {
-		sel.WriteString(" t" + itoa(i) + ": text")
-	}
-	payload, _ := json.Marshal(map[string]any{"query": "subscription { staleNotices { " + sel.String() + " } }"})
+	initRaw(t, c)
+	sel := bigNoticeSelection(aliases)
+	payload, _ := json.Marshal(map[string]any{"query": "subscription { staleNotices { " + sel + " } }"})
 	if err := c.WriteJSON(frame{Type: "subscribe", ID: "slow", Payload: payload}); err != nil {
 		t.Fatal(err)
 	}

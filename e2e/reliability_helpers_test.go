@@ -263,3 +263,29 @@ func closeCodeOf(t *testing.T, c *websocket.Conn, limit time.Duration) (int, tim
 		}
 	}
 }
+
+// initRaw completes the graphql-transport-ws handshake on a raw connection, with
+// deadlines of the package's wait.
+func initRaw(t *testing.T, c *websocket.Conn) {
+	t.Helper()
+	_ = c.SetWriteDeadline(time.Now().Add(wait))
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	if err := c.WriteJSON(frame{Type: "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	var ack frame
+	if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
+		t.Fatalf("connection_ack: %+v %v", ack, err)
+	}
+}
+
+// bigNoticeSelection is the notice fields plus the text under extra aliases, to make
+// each notice frame large enough to fill socket buffers quickly.
+func bigNoticeSelection(aliases int) string {
+	var sel strings.Builder
+	sel.WriteString(noticeFields)
+	for i := range aliases {
+		sel.WriteString(" t" + itoa(i) + ": text")
+	}
+	return sel.String()
+}

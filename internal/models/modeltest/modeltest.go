@@ -70,7 +70,6 @@ type event struct {
 type model struct {
 	heads   map[string]int64
 	pruned  map[string]int64
-	deleted map[string]bool
 	events  []event // retained, in append order
 	dedupe  map[string]bool
 	cursors map[pair]*cur
@@ -87,7 +86,7 @@ type machine struct {
 
 func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
 	mc := &machine{t: t, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		m: model{heads: map[string]int64{}, pruned: map[string]int64{}, deleted: map[string]bool{},
+		m: model{heads: map[string]int64{}, pruned: map[string]int64{},
 			dedupe: map[string]bool{}, cursors: map[pair]*cur{}}}
 	mc.open(rt)
 	return mc
@@ -172,7 +171,6 @@ func (mc *machine) record(rt *rapid.T) {
 	}
 	m.heads[target]++
 	s := m.heads[target]
-	delete(m.deleted, target)
 	ev := event{session: target, seq: s, occurred: mc.now}
 	if dk != nil {
 		ev.dedupe = target + "\x00" + *dk
@@ -331,7 +329,6 @@ func (mc *machine) delete(rt *rapid.T) {
 	}
 	m.events = kept
 	m.pruned[t] = m.heads[t]
-	m.deleted[t] = true
 }
 
 func (mc *machine) prune(rt *rapid.T) {
