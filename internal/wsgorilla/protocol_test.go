@@ -171,8 +171,12 @@ func TestSubscriptionCap(t *testing.T) {
 	}
 	send(t, c, frame{Type: "complete", ID: "a"})
 	send(t, c, frame{Type: "subscribe", ID: "c", Payload: subscribePayload()})
-	// c is live now: the test server hands each message to one subscription, so
-	// send until c receives one.
+	// The test server hands each message to one live subscription, chosen at
+	// random; ending b leaves c the only one, so c must get the next messages. The
+	// pong comes from gqlgen's read loop once it has handled the frames before it.
+	send(t, c, frame{Type: "complete", ID: "b"})
+	send(t, c, frame{Type: "ping"})
+	awaitPong(t, c)
 	for range 20 {
 		srv.SendNextSubscriptionMessage()
 		f := next(t, c)
@@ -198,5 +202,23 @@ func TestLegacySubscriptionCap(t *testing.T) {
 	send(t, c, frame{Type: "start", ID: "b", Payload: subscribePayload()})
 	if f := next(t, c); f.Type != "error" || f.ID != "b" {
 		t.Fatalf("got %+v, want error b", f)
+	}
+}
+
+// awaitPong reads until the server's pong, failing on an error frame on the way.
+func awaitPong(t *testing.T, c *websocket.Conn) {
+	t.Helper()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var f frame
+		if err := c.ReadJSON(&f); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		switch f.Type {
+		case "pong":
+			return
+		case "error":
+			t.Fatalf("got %+v while waiting for pong", f)
+		}
 	}
 }
