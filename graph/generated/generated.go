@@ -33,10 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
-	StaleNotice() StaleNoticeResolver
-	StateEvent() StateEventResolver
 	Subscription() SubscriptionResolver
-	WatchCursor() WatchCursorResolver
 }
 
 type DirectiveRoot struct {
@@ -127,8 +124,8 @@ type ComplexityRoot struct {
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		OpenedAt        func(childComplexity int) int
-		Target          func(childComplexity int) int
 		TargetAgentID   func(childComplexity int) int
+		TargetKey       func(childComplexity int) int
 		Text            func(childComplexity int) int
 		Wake            func(childComplexity int) int
 		Watcher         func(childComplexity int) int
@@ -143,13 +140,13 @@ type ComplexityRoot struct {
 	}
 
 	StateEvent struct {
-		ActorID    func(childComplexity int) int
 		ActorType  func(childComplexity int) int
 		AgentID    func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
-		Payload    func(childComplexity int) int
-		RunID      func(childComplexity int) int
+		OptActorID func(childComplexity int) int
+		OptRunID   func(childComplexity int) int
+		PayloadMap func(childComplexity int) int
 		Sequence   func(childComplexity int) int
 		SessionKey func(childComplexity int) int
 		Summary    func(childComplexity int) int
@@ -176,8 +173,8 @@ type ComplexityRoot struct {
 		M             func(childComplexity int) int
 		N             func(childComplexity int) int
 		Pending       func(childComplexity int) int
-		Target        func(childComplexity int) int
 		TargetAgentID func(childComplexity int) int
+		TargetKey     func(childComplexity int) int
 		UpdatedAt     func(childComplexity int) int
 		Watcher       func(childComplexity int) int
 	}
@@ -214,23 +211,9 @@ type QueryResolver interface {
 	UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error)
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
 }
-type StaleNoticeResolver interface {
-	Target(ctx context.Context, obj *awareness.Notice) (string, error)
-	TargetAgentID(ctx context.Context, obj *awareness.Notice) (string, error)
-}
-type StateEventResolver interface {
-	ActorID(ctx context.Context, obj *awareness.Event) (*string, error)
-
-	RunID(ctx context.Context, obj *awareness.Event) (*string, error)
-	Payload(ctx context.Context, obj *awareness.Event) (map[string]any, error)
-}
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error)
 	StateEvents(ctx context.Context, sessionKey *string, agentID *string) (<-chan awareness.Event, error)
-}
-type WatchCursorResolver interface {
-	Target(ctx context.Context, obj *awareness.Cursor) (string, error)
-	TargetAgentID(ctx context.Context, obj *awareness.Cursor) (string, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -699,18 +682,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.OpenedAt(childComplexity), true
-	case "StaleNotice.target":
-		if e.ComplexityRoot.StaleNotice.Target == nil {
-			break
-		}
-
-		return e.ComplexityRoot.StaleNotice.Target(childComplexity), true
 	case "StaleNotice.targetAgentId":
 		if e.ComplexityRoot.StaleNotice.TargetAgentID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.StaleNotice.TargetAgentID(childComplexity), true
+	case "StaleNotice.target":
+		if e.ComplexityRoot.StaleNotice.TargetKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.TargetKey(childComplexity), true
 	case "StaleNotice.text":
 		if e.ComplexityRoot.StaleNotice.Text == nil {
 			break
@@ -761,12 +744,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StateChanges.Truncated(childComplexity), true
 
-	case "StateEvent.actorId":
-		if e.ComplexityRoot.StateEvent.ActorID == nil {
-			break
-		}
-
-		return e.ComplexityRoot.StateEvent.ActorID(childComplexity), true
 	case "StateEvent.actorType":
 		if e.ComplexityRoot.StateEvent.ActorType == nil {
 			break
@@ -791,18 +768,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StateEvent.OccurredAt(childComplexity), true
-	case "StateEvent.payload":
-		if e.ComplexityRoot.StateEvent.Payload == nil {
+	case "StateEvent.actorId":
+		if e.ComplexityRoot.StateEvent.OptActorID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.StateEvent.Payload(childComplexity), true
+		return e.ComplexityRoot.StateEvent.OptActorID(childComplexity), true
 	case "StateEvent.runId":
-		if e.ComplexityRoot.StateEvent.RunID == nil {
+		if e.ComplexityRoot.StateEvent.OptRunID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.StateEvent.RunID(childComplexity), true
+		return e.ComplexityRoot.StateEvent.OptRunID(childComplexity), true
+	case "StateEvent.payload":
+		if e.ComplexityRoot.StateEvent.PayloadMap == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StateEvent.PayloadMap(childComplexity), true
 	case "StateEvent.sequence":
 		if e.ComplexityRoot.StateEvent.Sequence == nil {
 			break
@@ -918,18 +901,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WatchCursor.Pending(childComplexity), true
-	case "WatchCursor.target":
-		if e.ComplexityRoot.WatchCursor.Target == nil {
-			break
-		}
-
-		return e.ComplexityRoot.WatchCursor.Target(childComplexity), true
 	case "WatchCursor.targetAgentId":
 		if e.ComplexityRoot.WatchCursor.TargetAgentID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.WatchCursor.TargetAgentID(childComplexity), true
+	case "WatchCursor.target":
+		if e.ComplexityRoot.WatchCursor.TargetKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WatchCursor.TargetKey(childComplexity), true
 	case "WatchCursor.updatedAt":
 		if e.ComplexityRoot.WatchCursor.UpdatedAt == nil {
 			break
@@ -4033,7 +4016,7 @@ func (ec *executionContext) _StaleNotice_target(ctx context.Context, field graph
 			return ec.fieldContext_StaleNotice_target(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.StaleNotice().Target(ctx, obj)
+			return obj.TargetKey(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4044,7 +4027,7 @@ func (ec *executionContext) _StaleNotice_target(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_StaleNotice_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StaleNotice", field, true, true, "String")
+	return graphql.NewScalarFieldContext("StaleNotice", field, true, false, "String")
 }
 
 func (ec *executionContext) _StaleNotice_targetAgentId(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
@@ -4056,7 +4039,7 @@ func (ec *executionContext) _StaleNotice_targetAgentId(ctx context.Context, fiel
 			return ec.fieldContext_StaleNotice_targetAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.StaleNotice().TargetAgentID(ctx, obj)
+			return obj.TargetAgentID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4067,7 +4050,7 @@ func (ec *executionContext) _StaleNotice_targetAgentId(ctx context.Context, fiel
 	)
 }
 func (ec *executionContext) fieldContext_StaleNotice_targetAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StaleNotice", field, true, true, "String")
+	return graphql.NewScalarFieldContext("StaleNotice", field, true, false, "String")
 }
 
 func (ec *executionContext) _StaleNotice_changesSince(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
@@ -4410,7 +4393,7 @@ func (ec *executionContext) _StateEvent_actorId(ctx context.Context, field graph
 			return ec.fieldContext_StateEvent_actorId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.StateEvent().ActorID(ctx, obj)
+			return obj.OptActorID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
@@ -4421,7 +4404,7 @@ func (ec *executionContext) _StateEvent_actorId(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_StateEvent_actorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StateEvent", field, true, true, "String")
+	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "String")
 }
 
 func (ec *executionContext) _StateEvent_summary(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
@@ -4479,7 +4462,7 @@ func (ec *executionContext) _StateEvent_runId(ctx context.Context, field graphql
 			return ec.fieldContext_StateEvent_runId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.StateEvent().RunID(ctx, obj)
+			return obj.OptRunID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
@@ -4490,7 +4473,7 @@ func (ec *executionContext) _StateEvent_runId(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_StateEvent_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StateEvent", field, true, true, "String")
+	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "String")
 }
 
 func (ec *executionContext) _StateEvent_payload(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
@@ -4502,7 +4485,7 @@ func (ec *executionContext) _StateEvent_payload(ctx context.Context, field graph
 			return ec.fieldContext_StateEvent_payload(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.StateEvent().Payload(ctx, obj)
+			return obj.PayloadMap(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
@@ -4513,7 +4496,7 @@ func (ec *executionContext) _StateEvent_payload(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_StateEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StateEvent", field, true, true, "JSON")
+	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "JSON")
 }
 
 func (ec *executionContext) _StateEvent_sessionKey(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
@@ -4866,7 +4849,7 @@ func (ec *executionContext) _WatchCursor_target(ctx context.Context, field graph
 			return ec.fieldContext_WatchCursor_target(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.WatchCursor().Target(ctx, obj)
+			return obj.TargetKey(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4877,7 +4860,7 @@ func (ec *executionContext) _WatchCursor_target(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_WatchCursor_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("WatchCursor", field, true, true, "String")
+	return graphql.NewScalarFieldContext("WatchCursor", field, true, false, "String")
 }
 
 func (ec *executionContext) _WatchCursor_targetAgentId(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
@@ -4889,7 +4872,7 @@ func (ec *executionContext) _WatchCursor_targetAgentId(ctx context.Context, fiel
 			return ec.fieldContext_WatchCursor_targetAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.WatchCursor().TargetAgentID(ctx, obj)
+			return obj.TargetAgentID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4900,7 +4883,7 @@ func (ec *executionContext) _WatchCursor_targetAgentId(ctx context.Context, fiel
 	)
 }
 func (ec *executionContext) fieldContext_WatchCursor_targetAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("WatchCursor", field, true, true, "String")
+	return graphql.NewScalarFieldContext("WatchCursor", field, true, false, "String")
 }
 
 func (ec *executionContext) _WatchCursor_lastAcked(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
@@ -7175,49 +7158,47 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 		case "watcher":
 			out.Values[i] = ec._StaleNotice_watcher(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "target":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._StaleNotice_target(ctx, field, obj)
-				})
+			out.Values[i] = ec._StaleNotice_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "targetAgentId":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._StaleNotice_targetAgentId(ctx, field, obj)
-				})
+			out.Values[i] = ec._StaleNotice_targetAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "changesSince":
 			out.Values[i] = ec._StaleNotice_changesSince(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "notifiedVersion":
 			out.Values[i] = ec._StaleNotice_notifiedVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "materialVersion":
 			out.Values[i] = ec._StaleNotice_materialVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "text":
 			out.Values[i] = ec._StaleNotice_text(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "wake":
 			out.Values[i] = ec._StaleNotice_wake(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "openedAt":
 			out.Values[i] = ec._StaleNotice_openedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -7303,55 +7284,52 @@ func (ec *executionContext) _StateEvent(ctx context.Context, sel ast.SelectionSe
 		case "sequence":
 			out.Values[i] = ec._StateEvent_sequence(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "kind":
 			out.Values[i] = ec._StateEvent_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "actorType":
 			out.Values[i] = ec._StateEvent_actorType(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "actorId":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._StateEvent_actorId(ctx, field, obj)
-				})
+			out.Values[i] = ec._StateEvent_actorId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "summary":
 			out.Values[i] = ec._StateEvent_summary(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "occurredAt":
 			out.Values[i] = ec._StateEvent_occurredAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "runId":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._StateEvent_runId(ctx, field, obj)
-				})
+			out.Values[i] = ec._StateEvent_runId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "payload":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._StateEvent_payload(ctx, field, obj)
-				})
+			out.Values[i] = ec._StateEvent_payload(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "sessionKey":
 			out.Values[i] = ec._StateEvent_sessionKey(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "agentId":
 			out.Values[i] = ec._StateEvent_agentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -7474,44 +7452,42 @@ func (ec *executionContext) _WatchCursor(ctx context.Context, sel ast.SelectionS
 		case "watcher":
 			out.Values[i] = ec._WatchCursor_watcher(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "target":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._WatchCursor_target(ctx, field, obj)
-				})
+			out.Values[i] = ec._WatchCursor_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "targetAgentId":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._WatchCursor_targetAgentId(ctx, field, obj)
-				})
+			out.Values[i] = ec._WatchCursor_targetAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "lastAcked":
 			out.Values[i] = ec._WatchCursor_lastAcked(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "notified":
 			out.Values[i] = ec._WatchCursor_notified(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "material":
 			out.Values[i] = ec._WatchCursor_material(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "pending":
 			out.Values[i] = ec._WatchCursor_pending(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "updatedAt":
 			out.Values[i] = ec._WatchCursor_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

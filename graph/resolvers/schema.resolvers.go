@@ -106,26 +106,6 @@ func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string,
 	return compactionPolicy(ctx, r.Service, sessionKey, agentID, contextWindow, reserveTokens, softThresholdTokens)
 }
 
-func (r *staleNoticeResolver) Target(ctx context.Context, obj *awareness.Notice) (string, error) {
-	return obj.Target.Key, nil
-}
-
-func (r *staleNoticeResolver) TargetAgentID(ctx context.Context, obj *awareness.Notice) (string, error) {
-	return obj.Target.AgentID, nil
-}
-
-func (r *stateEventResolver) ActorID(ctx context.Context, obj *awareness.Event) (*string, error) {
-	return optString(obj.ActorID), nil
-}
-
-func (r *stateEventResolver) RunID(ctx context.Context, obj *awareness.Event) (*string, error) {
-	return optString(obj.RunID), nil
-}
-
-func (r *stateEventResolver) Payload(ctx context.Context, obj *awareness.Event) (map[string]any, error) {
-	return obj.Payload.Map(), nil
-}
-
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error) {
 	ch, end, err := r.Service.SubscribeNotices(ctx, watcher)
 	if err != nil {
@@ -144,31 +124,14 @@ func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *stri
 	return ch, nil
 }
 
-func (r *watchCursorResolver) Target(ctx context.Context, obj *awareness.Cursor) (string, error) {
-	return obj.Target.Key, nil
-}
-
-func (r *watchCursorResolver) TargetAgentID(ctx context.Context, obj *awareness.Cursor) (string, error) {
-	return obj.Target.AgentID, nil
-}
-
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
-func (r *Resolver) StaleNotice() generated.StaleNoticeResolver { return &staleNoticeResolver{r} }
-
-func (r *Resolver) StateEvent() generated.StateEventResolver { return &stateEventResolver{r} }
-
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
-
-func (r *Resolver) WatchCursor() generated.WatchCursorResolver { return &watchCursorResolver{r} }
 
 type (
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
-	staleNoticeResolver  struct{ *Resolver }
-	stateEventResolver   struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
-	watchCursorResolver  struct{ *Resolver }
 )

@@ -127,3 +127,9 @@ func WatchCursor(cur *Cursor, watcher string, target SessionRef, head int64, now
 	}
 	return Cursor{Watcher: watcher, Target: target, L: head, N: head, M: head, UpdatedAt: now}, true
 }
+
+// TargetKey and TargetAgentID spell the target as the API does (see Event.OptActorID).
+func (c *Cursor) TargetKey() string { return c.Target.Key }
+
+// TargetAgentID returns the agent of the cursor's target.
+func (c *Cursor) TargetAgentID() string { return c.Target.AgentID }

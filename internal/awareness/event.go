@@ -351,3 +351,22 @@ func (e Event) SessionKey() string { return e.Session.Key }
 
 // AgentID returns the agent of the event's session.
 func (e Event) AgentID() string { return e.Session.AgentID }
+
+// OptActorID is ActorID with "" (none) as nil, the way the API spells an absent value.
+// It and the views below are plain methods so that gqlgen binds them as fields and
+// resolves them inline: a field resolver would run in a goroutine of its own for every
+// event of a page (SIG-6 pages hold up to 500 events).
+func (e *Event) OptActorID() *string { return optional(e.ActorID) }
+
+// OptRunID is RunID with "" as nil.
+func (e *Event) OptRunID() *string { return optional(e.RunID) }
+
+// PayloadMap is the payload as a JSON object, nil when empty.
+func (e *Event) PayloadMap() map[string]any { return e.Payload.Map() }
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

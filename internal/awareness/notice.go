@@ -57,3 +57,10 @@ func (n Notice) ID() string {
 	return n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key + "\x00" +
 		strconv.FormatInt(n.ChangesSince, 10) + "\x00" + strconv.FormatInt(n.OpenedAt.UnixMilli(), 10)
 }
+
+// TargetKey and TargetAgentID spell the target as the API does (see Event.OptActorID
+// for why these are methods).
+func (n *Notice) TargetKey() string { return n.Target.Key }
+
+// TargetAgentID returns the agent of the notice's target.
+func (n *Notice) TargetAgentID() string { return n.Target.AgentID }
