@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -31,19 +32,20 @@ func NewHub() *Hub {
 	return &Hub{notices: newTopic[Notice](), events: newTopic[Event]()}
 }
 
-// PublishNotices delivers notices to the matching notice subscribers.
+// PublishNotices delivers notices to the matching notice subscribers. It never
+// blocks on a subscriber (see SubscriberBuffer).
 func (h *Hub) PublishNotices(ns ...Notice) {
-	for _, n := range ns {
-		h.notices.publish(n, "", n.Watcher)
-	}
+	h.notices.publish(ns, func(n *Notice, filters []string) []string {
+		return append(filters, "", n.Watcher)
+	})
 }
 
-// PublishEvents delivers events to the matching event subscribers.
+// PublishEvents delivers events to the matching event subscribers. It never blocks on
+// a subscriber (see SubscriberBuffer).
 func (h *Hub) PublishEvents(evs ...Event) {
-	for _, e := range evs {
-		id := e.Session.AgentID + "\x00" + e.Session.Key
-		h.events.publish(e, "", id, "\x00"+e.Session.Key)
-	}
+	h.events.publish(evs, func(e *Event, filters []string) []string {
+		return append(filters, "", e.Session.AgentID+"\x00"+e.Session.Key, "\x00"+e.Session.Key)
+	})
 }
 
 // SubscribeNotices subscribes to notices of one watcher ("" = all watchers).
@@ -119,16 +121,34 @@ func (t *topic[T]) subscribe(filter string) *Sub[T] {
 	return s
 }
 
-func (t *topic[T]) publish(v T, filters ...string) {
-	var slow []*Sub[T]
-	p := &v
+// publish hands every value to the subscriptions of its filters. One copy of the
+// batch is shared by every subscriber (one allocation per publish, not per value),
+// and the read lock is taken once per batch: a broadcast to many subscriptions is
+// one pass. Sends never block; a full buffer marks the subscription slow, and slow
+// ones are removed after the pass (remove takes the write lock).
+func (t *topic[T]) publish(vs []T, filtersOf func(*T, []string) []string) {
+	var (
+		slow    []*Sub[T]
+		filters []string
+	)
 	t.mu.RLock()
-	for _, f := range filters {
-		for s := range t.subs[f] {
-			select {
-			case s.c <- p:
-			default:
-				slow = append(slow, s)
+	if len(vs) == 0 || len(t.subs) == 0 {
+		t.mu.RUnlock()
+		return
+	}
+	batch := slices.Clone(vs)
+	for i := range batch {
+		p := &batch[i]
+		filters = filtersOf(p, filters[:0])
+		for _, f := range filters {
+			for s := range t.subs[f] {
+				select {
+				case s.c <- p:
+				default:
+					if !slices.Contains(slow, s) {
+						slow = append(slow, s)
+					}
+				}
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -349,4 +350,47 @@ func TestHubSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 	}
 	h.Close()
 	goleak.VerifyNone(t, goleak.IgnoreTopFunction(gormLRU)) // see main_test.go
+}
+
+// A batch larger than the buffer, published in one call, fills a stalled subscriber's
+// buffer in order, drops it once, and still reaches the other subscribers of the
+// batch. Inside a synctest bubble a publish that blocked on the stalled subscriber
+// would be a deadlock (every goroutine durably blocked), reported as a failure
+// instead of hanging: the hub never waits for a subscriber.
+func TestHubBatchNeverWaitsForStalledSubscriber(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := NewHub()
+		defer h.Close()
+		stalled := h.SubscribeNotices("")
+		reader := h.SubscribeNotices("agent:ops:work")
+		var batch []Notice
+		for i := range SubscriberBuffer + 10 {
+			batch = append(batch, notice("agent:main:main", int64(i)))
+		}
+		batch = append(batch, notice("agent:ops:work", 7))
+		h.PublishNotices(batch...)
+		h.PublishNotices(batch...) // a stalled subscriber already dropped costs nothing more
+		// The hub publishes its own copy of the batch: the caller may reuse its slice.
+		batch[len(batch)-1].ChangesSince = 99
+		got, closed := drain(stalled)
+		if !closed || !IsSlowSubscriber(stalled.Err()) {
+			t.Fatalf("stalled subscriber: closed=%v err=%v, want dropped as slow", closed, stalled.Err())
+		}
+		if len(got) != SubscriberBuffer {
+			t.Fatalf("stalled subscriber kept %d notices, want %d", len(got), SubscriberBuffer)
+		}
+		for i, n := range got {
+			if n.ChangesSince != int64(i) {
+				t.Fatalf("buffered notice %d has L=%d: order lost", i, n.ChangesSince)
+			}
+		}
+		items, closed := drain(reader)
+		if closed || len(items) != 2 || items[0].ChangesSince != 7 {
+			t.Fatalf("reader: %d items, closed=%v; want its notice (L=7) twice, open", len(items), closed)
+		}
+		if items[1].ChangesSince != 7 {
+			t.Fatal("a published notice changed with the caller's slice")
+		}
+	})
 }
