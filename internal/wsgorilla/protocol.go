@@ -64,6 +64,7 @@ type protocolState struct {
 
 func (i Implementation) newConn(ws *websocket.Conn) *Conn {
 	c := &Conn{ws: ws}
+	c.watch = newWriteWatch(WriteTimeout, func() { _ = ws.Close() })
 	c.proto.name = ws.Subprotocol()
 	c.proto.maxSubs = i.MaxSubscriptions
 	if c.proto.maxSubs <= 0 {
@@ -234,10 +235,15 @@ func (c *Conn) sent(v any) {
 		return
 	}
 	if typ := t.String(); typ == "complete" || typ == "error" {
-		c.proto.mu.Lock()
-		delete(c.proto.active, id.String())
-		c.proto.mu.Unlock()
+		c.ended(id.String())
 	}
+}
+
+// ended frees the slot of operation id.
+func (c *Conn) ended(id string) {
+	c.proto.mu.Lock()
+	delete(c.proto.active, id)
+	c.proto.mu.Unlock()
 }
 
 func objectOrAbsent(raw json.RawMessage) bool {

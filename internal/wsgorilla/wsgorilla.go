@@ -2,8 +2,9 @@
 // (transport.WebsocketImplementation). gqlgen ≥ v0.17.92 ships only a coder/websocket
 // adapter; this one adds what the service needs on top of the interface:
 //
-//   - a write deadline on every frame (WriteTimeout), so a client that stops reading
-//     cannot hold a writer forever;
+//   - a bound on every write (WriteTimeout), so a client that stops reading cannot
+//     hold a writer forever, and a capped socket send buffer (DefaultSendBuffer), so
+//     that a stalled client is found early and costs bounded memory (write.go);
 //   - the read limit (transport.WebsocketReadLimiter, fed from PayloadReadLimit) and
 //     read deadlines (transport.WebsocketReadDeadliner), so PingPongInterval detects
 //     dead peers;
@@ -76,6 +77,9 @@ type Implementation struct {
 	// MaxSubscriptions caps the operations active at once on one connection; 0 means
 	// MaxSubscriptionsPerConn.
 	MaxSubscriptions int
+	// SendBufferSize is the socket send buffer requested for each connection; 0 means
+	// DefaultSendBuffer, a negative value leaves the kernel's autotuning alone.
+	SendBufferSize int
 }
 
 var _ transport.WebsocketImplementation = Implementation{}
@@ -118,7 +122,25 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 		i.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
 		return nil, err
 	}
+	i.capSendBuffer(ws)
 	return i.newConn(ws), nil
+}
+
+// capSendBuffer applies SendBufferSize (see DefaultSendBuffer). A connection that is
+// not a socket keeps its buffering.
+func (i Implementation) capSendBuffer(ws *websocket.Conn) {
+	n := i.SendBufferSize
+	if n == 0 {
+		n = DefaultSendBuffer
+	}
+	if n < 0 {
+		return
+	}
+	if s, ok := ws.NetConn().(interface{ SetWriteBuffer(int) error }); ok {
+		if err := s.SetWriteBuffer(n); err != nil {
+			i.logger().Debug("websocket send buffer not set", "err", err)
+		}
+	}
 }
 
 // Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
@@ -205,8 +227,11 @@ func ValidateOriginPatterns(patterns []string) error {
 // Conn is one accepted connection. gqlgen serialises its writes; Conn serialises them
 // again (gorilla allows one concurrent writer) so that it is safe on its own.
 type Conn struct {
-	ws *websocket.Conn
-	mu sync.Mutex // guards data-frame writes
+	ws    *websocket.Conn
+	mu    sync.Mutex // guards data-frame writes
+	watch *writeWatch
+	// layout is where gqlgen's message struct keeps its fields (write.go).
+	layout atomic.Pointer[messageLayout]
 
 	closeSent atomic.Bool // a close frame was written; later ones are dropped
 	proto     protocolState
@@ -265,24 +290,43 @@ func mapReadError(err error) error {
 // deadline. Closing ends gqlgen's read loop at once, which cancels every operation of
 // the connection; the client sees the connection end and resubscribes from durable
 // state (NTC-5).
+//
+// gqlgen's messages are written without a second json.Marshal: their payload is
+// already JSON (see appendMessage). Anything else is encoded with encoding/json.
 func (c *Conn) WriteJSON(v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
+	m, ok := c.decompose(v)
+	if !ok {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		c.sent(v)
+		return c.writeText(data)
 	}
-	c.sent(v)
-	return c.writeText(data)
+	if m.kind == "complete" || m.kind == "error" {
+		c.ended(m.id)
+	}
+	b := frames.Get().(*[]byte)
+	*b = appendMessage((*b)[:0], m)
+	err := c.writeText(*b)
+	if cap(*b) <= maxPooledFrame {
+		frames.Put(b)
+	}
+	return err
 }
+
+// frames reuses frame encodings across connections (a sync.Pool, as encoding/json and
+// fmt keep theirs: it holds no state a caller can observe).
+var frames = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeText writes one text message within WriteTimeout; a failed write closes the
 // connection (see WriteJSON).
 func (c *Conn) writeText(data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.ws.SetWriteDeadline(time.Now().Add(WriteTimeout))
-	if err == nil {
-		err = c.ws.WriteMessage(websocket.TextMessage, data)
-	}
+	c.watch.begin()
+	err := c.ws.WriteMessage(websocket.TextMessage, data)
+	c.watch.end()
 	if err != nil {
 		_ = c.ws.Close()
 	}
@@ -306,6 +350,7 @@ func (c *Conn) WriteClose(code int, reason string) error {
 // Close closes the underlying network connection.
 func (c *Conn) Close() error {
 	c.proto.stop()
+	c.watch.stop()
 	return c.ws.Close()
 }
 

@@ -1,0 +1,203 @@
+package wsgorilla
+
+import (
+	"encoding/json"
+	"reflect"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// This file is the server's write path: every frame gqlgen sends to every subscriber
+// goes through WriteJSON, so it is kept to one encoding pass, one pooled buffer and no
+// timer operation per frame.
+
+// DefaultSendBuffer is the socket send buffer (SO_SNDBUF) requested for an accepted
+// connection when Implementation.SendBufferSize is 0. Left to itself, Linux grows the
+// send buffer of a socket whose peer stops reading up to net.ipv4.tcp_wmem's maximum
+// (4 MiB by default): a stalled subscriber then costs that much kernel memory, and the
+// server keeps building and writing frames for it until those megabytes are full.
+// Capped, the writer blocks after a few hundred KiB at most (the kernel doubles the
+// value, and the peer's receive buffer holds some more), so the write timeout starts
+// early and a stalled connection costs a bounded amount of memory. 64 KiB is still
+// far more than a notice frame, and than a burst of them, to a client that reads.
+const DefaultSendBuffer = 64 << 10
+
+// maxPooledFrame is the largest frame buffer kept for reuse (frames), so that one
+// huge frame does not pin its buffer.
+const maxPooledFrame = 64 << 10
+
+// messageLayout locates the fields of gqlgen's server message struct
+// (graphqltransportwsMessage and graphqlwsMessage, unexported, identical in shape):
+// Payload json.RawMessage `json:"payload,omitempty"`, ID string `json:"id,omitempty"`,
+// Type (a string type) `json:"type"`. It is checked field by field; a struct of
+// another shape is encoded with encoding/json instead.
+type messageLayout struct {
+	t                 reflect.Type
+	payload, id, kind int
+	ok                bool
+}
+
+func layoutOf(t reflect.Type) *messageLayout {
+	l := &messageLayout{t: t, payload: -1, id: -1, kind: -1}
+	exported := 0
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		exported++
+		switch {
+		case f.Name == "Payload" && f.Tag.Get("json") == "payload,omitempty" && f.Type == reflect.TypeFor[json.RawMessage]():
+			l.payload = i
+		case f.Name == "ID" && f.Tag.Get("json") == "id,omitempty" && f.Type.Kind() == reflect.String:
+			l.id = i
+		case f.Name == "Type" && f.Tag.Get("json") == "type" && f.Type.Kind() == reflect.String && textIsString(f.Type):
+			l.kind = i
+		}
+	}
+	l.ok = exported == 3 && l.payload >= 0 && l.id >= 0 && l.kind >= 0
+	return l
+}
+
+// textIsString reports whether a string type encodes as itself: either it has no
+// MarshalText or MarshalText returns the string (gqlgen's message types do that).
+func textIsString(t reflect.Type) bool {
+	v := reflect.New(t).Elem()
+	v.SetString("next")
+	m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) })
+	if !ok {
+		return true
+	}
+	b, err := m.MarshalText()
+	return err == nil && string(b) == "next"
+}
+
+// message is one server message read out of gqlgen's struct.
+type message struct {
+	payload  []byte
+	id, kind string
+}
+
+// decompose reads v through the cached layout; ok is false for anything else.
+func (c *Conn) decompose(v any) (m message, ok bool) {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return m, false
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return m, false
+	}
+	l := c.layout.Load()
+	if l == nil || l.t != rv.Type() {
+		// One protocol per connection, so this runs once per connection.
+		l = layoutOf(rv.Type())
+		c.layout.Store(l)
+	}
+	if !l.ok {
+		return m, false
+	}
+	return message{
+		payload: rv.Field(l.payload).Bytes(),
+		id:      rv.Field(l.id).String(),
+		kind:    rv.Field(l.kind).String(),
+	}, true
+}
+
+// appendMessage encodes m exactly as encoding/json encodes gqlgen's struct (same field
+// order, same omitempty) without encoding the payload again: gqlgen's payload is the
+// output of json.Marshal (compact, valid, HTML-escaped), which json.Marshal would only
+// have scanned and copied a second time.
+func appendMessage(b []byte, m message) []byte {
+	b = append(b, '{')
+	if len(m.payload) > 0 {
+		b = append(b, `"payload":`...)
+		b = append(b, m.payload...)
+		b = append(b, ',')
+	}
+	if m.id != "" {
+		b = append(b, `"id":`...)
+		b = appendString(b, m.id)
+		b = append(b, ',')
+	}
+	b = append(b, `"type":`...)
+	b = appendString(b, m.kind)
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string the way encoding/json does. Operation ids
+// are client-chosen: anything that needs escaping (quotes, backslashes, control
+// characters, the HTML characters json.Marshal escapes, U+2028/U+2029, invalid UTF-8)
+// goes through encoding/json; plain ASCII, the usual case, is copied.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// writeWatch enforces WriteTimeout without touching a timer on every frame. gorilla
+// sets the socket's write deadline before each frame it writes; a deadline per frame
+// means a runtime timer modified per frame and subscriber, which a broadcast to
+// thousands of connections pays thousands of times. Instead the connection keeps no
+// deadline, each write records when it started, and one timer per connection, armed
+// by the first write after an idle period, checks the write in progress when it fires:
+// one that has run for WriteTimeout gets its connection closed (which fails the write
+// at once), a younger one re-arms the timer for the rest of its time, and an idle
+// connection disarms it. A write is thus bounded by WriteTimeout, as with a deadline.
+type writeWatch struct {
+	started atomic.Int64 // UnixNano when the write in progress started; 0 when idle
+	armed   atomic.Bool
+	timer   *time.Timer // stopped until the first write
+	timeout time.Duration
+	expire  func() // closes the connection
+}
+
+func newWriteWatch(timeout time.Duration, expire func()) *writeWatch {
+	w := &writeWatch{timeout: timeout, expire: expire}
+	w.timer = time.AfterFunc(time.Hour, w.fire)
+	w.timer.Stop()
+	return w
+}
+
+// begin notes a write starting. The caller holds Conn.mu (one write at a time).
+func (w *writeWatch) begin() {
+	w.started.Store(time.Now().UnixNano())
+	// started is stored before armed is read and fire clears armed before it reads
+	// started, so at least one of them sees the other and the write is watched.
+	if !w.armed.Load() && w.armed.CompareAndSwap(false, true) {
+		w.timer.Reset(w.timeout)
+	}
+}
+
+// end notes the write finished.
+func (w *writeWatch) end() { w.started.Store(0) }
+
+// fire runs on the timer's goroutine.
+func (w *writeWatch) fire() {
+	w.armed.Store(false)
+	s := w.started.Load()
+	if s == 0 {
+		return // idle: the next write arms the timer again
+	}
+	left := time.Duration(s + int64(w.timeout) - time.Now().UnixNano())
+	if left <= 0 {
+		w.expire()
+		return
+	}
+	if w.armed.CompareAndSwap(false, true) {
+		w.timer.Reset(left)
+	}
+}
+
+// stop stops the timer (the connection is closing).
+func (w *writeWatch) stop() { w.timer.Stop() }
