@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"gorm.io/gorm"
-
 	"github.com/awareness/awareness/internal/awareness"
 )
 
@@ -133,7 +131,7 @@ func (h *hint) encode(origin string) (string, int) {
 
 // sendHint sends the transaction's hint, when the dialect has notifications and there
 // is something to say.
-func (s *Store) sendHint(tx *gorm.DB, h *hint) error {
+func (s *Store) sendHint(t *wtx, h *hint) error {
 	if !s.d.notify || h.empty() {
 		return nil
 	}
@@ -141,7 +139,7 @@ func (s *Store) sendHint(tx *gorm.DB, h *hint) error {
 	if dropped > 0 {
 		s.log.Debug("hint too long: event spans left out", "dropped", dropped)
 	}
-	_, err := exec(tx, "SELECT pg_notify(?, ?)", hintChannel, payload)
+	_, err := t.exec("SELECT pg_notify(?, ?)", hintChannel, payload)
 	return err
 }
 

@@ -43,6 +43,7 @@ var pgDialect = dialect{
 	unavailable: pgUnavailable,
 	retryable:   pgRetryable,
 	notify:      true,
+	dollar:      true,
 	gorm:        func(db *sql.DB) gorm.Dialector { return postgres.New(postgres.Config{Conn: db}) },
 }
 
@@ -148,7 +149,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	rdb := pool(pgReadConns)
-	s, err := newStore(pgDialect, wdb, rdb, log)
+	s, err := newStore(ctx, pgDialect, wdb, rdb, log)
 	if err != nil {
 		wdb.Close()
 		rdb.Close()

@@ -42,6 +42,7 @@ var sqliteDialect = dialect{
 	unavailable: sqliteUnavailable,
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
 	gormPrepare: true,
+	prepare:     true,
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
@@ -93,7 +94,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	rdb.SetMaxIdleConns(conns)
 	rdb.SetConnMaxIdleTime(5 * time.Minute)
 
-	s, err := newStore(sqliteDialect, wdb, rdb, log)
+	s, err := newStore(ctx, sqliteDialect, wdb, rdb, log)
 	if err != nil {
 		wdb.Close()
 		rdb.Close()
@@ -108,7 +109,8 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 }
 
 // openGorm wraps an open pool with the project's GORM discipline: no implicit
-// transactions, prepared statements (GORM's cache on SQLite, pgx's own on PostgreSQL),
+// transactions, prepared statements (GORM's cache on SQLite reads, the store's own on
+// SQLite writes, pgx's own on PostgreSQL),
 // translated errors, slog for slow queries.
 func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
 	return gorm.Open(d.gorm(db), &gorm.Config{

@@ -45,11 +45,15 @@ type dialect struct {
 	notify bool
 	// gorm wraps an open pool in the dialect's GORM dialector.
 	gorm func(*sql.DB) gorm.Dialector
-	// gormPrepare turns on GORM's prepared statement cache. PostgreSQL leaves it off:
-	// pgx already prepares every statement once per connection and reuses it, while
-	// GORM re-prepares (and pgx then deallocates) a statement first used inside a
-	// transaction on every use, three round trips instead of one.
+	// gormPrepare turns on GORM's prepared statement cache of the read pool.
+	// PostgreSQL leaves it off: pgx already prepares every statement once per
+	// connection and reuses it, while GORM re-prepares (and pgx then deallocates) a
+	// statement first used inside a transaction on every use, three round trips
+	// instead of one.
 	gormPrepare bool
+	// prepare prepares the append path's statements once on the write pool (see
+	// stmtCache); dollar rewrites the store's ? placeholders for database/sql.
+	prepare, dollar bool
 }
 
 // Store is the awareness.Store of this package, on SQLite (OpenSQLite) or PostgreSQL
@@ -75,6 +79,7 @@ type Store struct {
 	d      dialect
 	w, r   *gorm.DB // write pool (one connection on SQLite) and read pool
 	wsql   *sql.DB
+	stmts  *stmtCache // the write pool's prepared statements
 	rsql   *sql.DB
 	status *goose.Provider // migration status, on the read pool, for Ping
 	log    *slog.Logger
@@ -91,7 +96,7 @@ type Store struct {
 
 var _ awareness.Store = (*Store)(nil)
 
-func newStore(d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
+func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
 	w, err := openGorm(d, wdb, log)
 	if err != nil {
 		return nil, err
@@ -104,7 +109,15 @@ func newStore(d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, status: status, log: log, origin: newOrigin()}, nil
+	var prep *sql.DB
+	if d.prepare {
+		prep = wdb
+	}
+	stmts, err := newStmtCache(ctx, prep, d.dollar, hotStatements(d)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, origin: newOrigin()}, nil
 }
 
 // Dialect returns "sqlite" or "postgres".
@@ -121,24 +134,23 @@ const (
 // write runs fn in one write transaction and maps its error. fn may run more than once
 // (see maxWriteAttempts): it must set its results afresh on every run.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.writeHint(ctx, func(tx *gorm.DB, _ *hint) error { return fn(tx) })
+	return s.writeTx(ctx, func(t *wtx, _ *hint) error { return fn(t.g) })
 }
 
 // writeHint is write for transactions that wake other processes: fn adds to a fresh
 // hint on every run, and the hint is sent inside the transaction, after fn, so that it
 // is delivered if and only if the transaction commits.
 func (s *Store) writeHint(ctx context.Context, fn func(tx *gorm.DB, h *hint) error) error {
+	return s.writeTx(ctx, func(t *wtx, h *hint) error { return fn(t.g, h) })
+}
+
+// writeTx is writeHint for functions that use the transaction's database/sql side.
+func (s *Store) writeTx(ctx context.Context, fn func(t *wtx, h *hint) error) error {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var h hint
-			if err := fn(tx, &h); err != nil {
-				return err
-			}
-			return s.sendHint(tx, &h)
-		})
+		err := s.runWrite(ctx, fn)
 		if err == nil || attempt == maxWriteAttempts || s.d.retryable == nil || !s.d.retryable(err) {
 			return s.wrapErr(err)
 		}
@@ -151,6 +163,30 @@ func (s *Store) writeHint(ctx context.Context, fn func(tx *gorm.DB, h *hint) err
 		case <-time.After(pause):
 		}
 	}
+}
+
+// runWrite runs fn and sends its hint in one write transaction, committed when both
+// succeed and rolled back otherwise (also when fn panics).
+func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (err error) {
+	t, err := s.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			t.tx.Rollback()
+		}
+	}()
+	var h hint
+	if err := fn(t, &h); err != nil {
+		return err
+	}
+	if err := s.sendHint(t, &h); err != nil {
+		return err
+	}
+	done = true
+	return t.tx.Commit()
 }
 
 // read runs fn in one read transaction (one snapshot) and maps its error.
@@ -194,6 +230,52 @@ func checkNow(what string, now time.Time) error {
 // ---------------------------------------------------------------------------------------
 // Append
 
+// The append path's statements, prepared once on SQLite's write connection (see
+// hotStatements). Cursor reads are built by cursorQuery.
+const (
+	headSelectSQL = "SELECT state_version FROM sessions WHERE agent_id = ? AND session_key = ?"
+	headLockSQL   = `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+VALUES (?, ?, ?, 0, 0, ?, ?)
+ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version
+RETURNING state_version`
+	headBumpSQL = `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+VALUES (?, ?, ?, 1, ?, ?, ?)
+ON CONFLICT (agent_id, session_key) DO UPDATE SET
+    kind = excluded.kind,
+    state_version = sessions.state_version + 1,
+    compaction_count = sessions.compaction_count + excluded.compaction_count,
+    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
+    updated_at = excluded.updated_at,
+    deleted_at = NULL
+RETURNING state_version`
+	eventInsertSQL = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	// eventBumpInsertSQL is headBumpSQL and eventInsertSQL in one round trip
+	// (PostgreSQL: SQLite has no data-modifying WITH, and needs no round trips).
+	eventBumpInsertSQL = "WITH head AS (" + headBumpSQL + ")\n" +
+		"INSERT INTO events (" + eventColumns + ") " +
+		"SELECT ?, ?, state_version, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM head RETURNING sequence"
+	dedupeSelectSQL = "SELECT " + eventColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?"
+	cursorSaveSQL   = `
+INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
+    l = excluded.l, n = excluded.n, m = excluded.m,
+    opened_at = excluded.opened_at, updated_at = excluded.updated_at`
+	cursorsOfTargetWhere = "target_agent_id = ? AND target_key = ?"
+	cursorOfPairWhere    = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
+)
+
+// hotStatements lists the statements an append transaction may run, in the dialect's
+// text, for the write pool to prepare up front.
+func hotStatements(d dialect) []string {
+	return []string{
+		headSelectSQL + d.forUpdate, headBumpSQL, eventInsertSQL, dedupeSelectSQL, cursorSaveSQL,
+		cursorQuery(cursorsOfTargetWhere, "watcher_key", d.forUpdate),
+		cursorQuery(cursorOfPairWhere, "", d.forUpdate),
+	}
+}
+
 // Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2, WAT-2,
 // WAT-4). It also counts compactions: a recorded `compacted` event increments the
 // session's compaction count (REG-3). An op that ValidateRecord could not have produced
@@ -219,13 +301,13 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 			return err
 		}
 	}
-	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
+	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
 		reset() // a retried transaction starts over
-		if err := s.lockBatch(tx, ops); err != nil {
+		if err := s.lockBatch(t, ops); err != nil {
 			return err
 		}
 		for _, op := range ops {
-			if err := s.appendOne(tx, op); err != nil {
+			if err := s.appendOne(t, op); err != nil {
 				return err
 			}
 			if op.Recorded {
@@ -244,23 +326,31 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	return nil
 }
 
+// touchesCursors reports whether an op of this kind reads or writes cursors.
+func touchesCursors(k awareness.EventKind) bool {
+	return k == awareness.ChildSpawned || k.Notifies()
+}
+
 // lockBatch takes, on PostgreSQL, the locks of a batch that touches more than one
 // session up front and in a global order: every head in (agent, key) order, then every
 // cursor on those sessions in primary-key order. Without it two batches (or a batch and
 // an Ack) that meet the same rows in opposite orders could deadlock. A single-session
 // batch needs none: its first statement locks the head, and a target's cursors are
-// read in primary-key order.
-func (s *Store) lockBatch(tx *gorm.DB, ops []*awareness.AppendOp) error {
+// read in primary-key order. A batch of log-only kinds locks no cursor, since it
+// touches none.
+func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
 	if s.d.forUpdate == "" {
 		return nil
 	}
 	seen := make(map[awareness.SessionRef]bool, len(ops))
 	var refs []awareness.SessionRef
+	cursors := false
 	for _, op := range ops {
 		if r := op.New.Event.Session; !seen[r] {
 			seen[r] = true
 			refs = append(refs, r)
 		}
+		cursors = cursors || touchesCursors(op.New.Event.Kind)
 	}
 	if len(refs) < 2 {
 		return nil
@@ -271,17 +361,35 @@ func (s *Store) lockBatch(tx *gorm.DB, ops []*awareness.AppendOp) error {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	now := normTime(ops[0].Now)
-	pairs := make([][]any, len(refs))
-	for i, r := range refs {
-		if _, err := s.lockHead(tx, r, now); err != nil {
+	now := nanos(normTime(ops[0].Now))
+	// One multi-row upsert per chunk locks its heads in VALUES order, which is the
+	// (agent, key) order; what lockHead does for one head, without a round trip each.
+	for c := range slices.Chunk(refs, 500) {
+		var q strings.Builder
+		q.WriteString("INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at) VALUES ")
+		args := make([]any, 0, 5*len(c))
+		for i, r := range c {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, 0, 0, ?, ?)")
+			args = append(args, r.AgentID, r.Key, string(awareness.ClassifyKey(r.Key)), now, now)
+		}
+		q.WriteString(" ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version")
+		if _, err := t.exec(q.String(), args...); err != nil {
 			return err
 		}
+	}
+	if !cursors {
+		return nil
+	}
+	pairs := make([][]any, len(refs))
+	for i, r := range refs {
 		pairs[i] = []any{r.AgentID, r.Key}
 	}
 	for c := range slices.Chunk(pairs, 500) {
 		var locked []int64
-		if err := tx.Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
+		if err := t.g.Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
 			"ORDER BY watcher_key, target_agent_id, target_key"+s.d.forUpdate, c).Scan(&locked).Error; err != nil {
 			return err
 		}
@@ -312,7 +420,7 @@ func checkOp(i int, op *awareness.AppendOp) error {
 	return nil
 }
 
-func (s *Store) appendOne(tx *gorm.DB, op *awareness.AppendOp) error {
+func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 	now := normTime(op.Now)
 	ev := op.New.Event
 	ref := ev.Session
@@ -321,81 +429,104 @@ func (s *Store) appendOne(tx *gorm.DB, op *awareness.AppendOp) error {
 		// Lock the head before looking the key up, so that on PostgreSQL two appends
 		// with one dedupe key serialise on the head row instead of racing (SIG-4), even
 		// when the session has no head yet.
-		version, err := s.lockHead(tx, ref, now)
+		version, err := s.lockHead(t, ref, now)
 		if err != nil {
 			return err
 		}
-		var rows []EventRow
-		err = tx.Raw("SELECT "+eventColumns+" FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?",
-			ref.AgentID, ref.Key, ev.DedupeKey).Scan(&rows).Error
+		first, found, err := t.dedupe(ref, ev.DedupeKey)
 		if err != nil {
 			return err
 		}
-		if len(rows) > 0 {
-			first, err := rows[0].event()
-			if err != nil {
-				return err
-			}
+		if found {
 			op.Event, op.Recorded, op.Version = first, false, version
 			return nil
 		}
 	}
 
-	seq, err := s.bumpHead(tx, ref, ev.Kind, now)
-	if err != nil {
-		return err
-	}
-	ev.Sequence = seq
 	ev.OccurredAt = normTime(ev.OccurredAt)
 	ev.RecordedAt = now
 	row, err := eventRowOf(ev)
 	if err != nil {
 		return err
 	}
-	if _, err := exec(tx, "INSERT INTO events ("+eventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		row.AgentID, row.SessionKey, row.Sequence, row.Kind, row.ActorType, row.ActorID, row.Summary,
-		row.OccurredAt, row.RunID, row.PayloadJSON, row.DedupeKey, row.RecordedAt); err != nil {
-		return err
+	var compactions int64
+	if ev.Kind == awareness.Compacted {
+		compactions = 1
 	}
-	op.Event, op.Recorded, op.Version = ev, true, seq
+	kind, at := string(awareness.ClassifyKey(ref.Key)), nanos(now)
+	if s.d.dollar {
+		found, err := t.scanRow([]any{&ev.Sequence}, eventBumpInsertSQL,
+			ref.AgentID, ref.Key, kind, compactions, at, at,
+			row.AgentID, row.SessionKey, row.Kind, row.ActorType, row.ActorID, row.Summary,
+			row.OccurredAt, row.RunID, row.PayloadJSON, row.DedupeKey, row.RecordedAt)
+		if err == nil && !found {
+			err = errors.New("head upsert returned no row")
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		found, err := t.scanRow([]any{&ev.Sequence}, headBumpSQL, ref.AgentID, ref.Key, kind, compactions, at, at)
+		if err == nil && !found {
+			err = errors.New("head upsert returned no row")
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(eventInsertSQL,
+			row.AgentID, row.SessionKey, ev.Sequence, row.Kind, row.ActorType, row.ActorID, row.Summary,
+			row.OccurredAt, row.RunID, row.PayloadJSON, row.DedupeKey, row.RecordedAt); err != nil {
+			return err
+		}
+	}
+	op.Event, op.Recorded, op.Version = ev, true, ev.Sequence
 
 	switch {
 	case ev.Kind == awareness.ChildSpawned:
-		return s.seedWatchers(tx, op, now)
+		return s.seedWatchers(t, op, now)
 	case ev.Kind.Notifies():
-		return s.notifyWatchers(tx, op, now)
+		return s.notifyWatchers(t, op, now)
 	}
 	return nil // log-only kinds never touch cursors (NTC-4)
 }
 
+// dedupe returns the session's event with the dedupe key, if any.
+func (t *wtx) dedupe(ref awareness.SessionRef, key string) (awareness.Event, bool, error) {
+	var r EventRow
+	found, err := t.scanRow([]any{&r.AgentID, &r.SessionKey, &r.Sequence, &r.Kind, &r.ActorType, &r.ActorID,
+		&r.Summary, &r.OccurredAt, &r.RunID, &r.PayloadJSON, &r.DedupeKey, &r.RecordedAt},
+		dedupeSelectSQL, ref.AgentID, ref.Key, key)
+	if err != nil || !found {
+		return awareness.Event{}, false, err
+	}
+	ev, err := r.event()
+	return ev, err == nil, err
+}
+
 // head reads a session's state version (0 when it has no head). lock takes the row lock
 // on dialects that need one.
-func (s *Store) head(tx *gorm.DB, ref awareness.SessionRef, lock bool) (version int64, found bool, err error) {
-	q := "SELECT state_version FROM sessions WHERE agent_id = ? AND session_key = ?"
+func (s *Store) head(t *wtx, ref awareness.SessionRef, lock bool) (version int64, found bool, err error) {
+	q := headSelectSQL
 	if lock {
 		q += s.d.forUpdate
 	}
-	found, err = scanRow(tx, []any{&version}, q, ref.AgentID, ref.Key)
+	found, err = t.scanRow([]any{&version}, q, ref.AgentID, ref.Key)
 	return version, found, err
 }
 
 // lockHead returns a session's state version holding its head for the rest of the
 // transaction. On PostgreSQL it creates a version-0 head when there is none (the next
-// bumpHead of the transaction moves it to 1, or the rollback removes it), so that
+// head bump of the transaction moves it to 1, or the rollback removes it), so that
 // concurrent first appends of a session find a row to wait on; an existing head is
 // left unchanged (a no-op update takes its row lock). SQLite's immediate transaction
 // already holds the database write lock, so there it only reads.
-func (s *Store) lockHead(tx *gorm.DB, ref awareness.SessionRef, now time.Time) (int64, error) {
+func (s *Store) lockHead(t *wtx, ref awareness.SessionRef, now time.Time) (int64, error) {
 	if s.d.forUpdate == "" {
-		version, _, err := s.head(tx, ref, false)
+		version, _, err := s.head(t, ref, false)
 		return version, err
 	}
 	var version int64
-	found, err := scanRow(tx, []any{&version}, `
-INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
-VALUES (?, ?, ?, 0, 0, ?, ?)
-ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version
-RETURNING state_version`,
+	found, err := t.scanRow([]any{&version}, headLockSQL,
 		ref.AgentID, ref.Key, string(awareness.ClassifyKey(ref.Key)), nanos(now), nanos(now))
 	if err == nil && !found {
 		err = errors.New("head lock upsert returned no row")
@@ -403,36 +534,11 @@ RETURNING state_version`,
 	return version, err
 }
 
-// bumpHead assigns the next dense sequence of a session (SIG-3): it creates the head at
-// 1 or increments it, in one statement that holds the head row for the rest of the
-// transaction (a row lock on PostgreSQL, the database write lock on SQLite). It also
-// revives a deleted session and counts compactions.
-func (s *Store) bumpHead(tx *gorm.DB, ref awareness.SessionRef, kind awareness.EventKind, now time.Time) (int64, error) {
-	var compactions int64
-	if kind == awareness.Compacted {
-		compactions = 1
-	}
-	var seq int64
-	found, err := scanRow(tx, []any{&seq}, `
-INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
-VALUES (?, ?, ?, 1, ?, ?, ?)
-ON CONFLICT (agent_id, session_key) DO UPDATE SET
-    kind = excluded.kind,
-    state_version = sessions.state_version + 1,
-    compaction_count = sessions.compaction_count + excluded.compaction_count,
-    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
-    updated_at = excluded.updated_at,
-    deleted_at = NULL
-RETURNING state_version`,
-		ref.AgentID, ref.Key, string(awareness.ClassifyKey(ref.Key)), compactions, nanos(now), nanos(now))
-	if err != nil {
-		return 0, err
-	}
-	if !found {
-		return 0, errors.New("head upsert returned no row")
-	}
-	return seq, nil
-}
+// The head bump (headBumpSQL, or eventBumpInsertSQL with the event insert) assigns
+// the next dense sequence of a session (SIG-3): it creates the head at 1 or increments
+// it, in one statement that holds the head row for the rest of the transaction (a row
+// lock on PostgreSQL, the database write lock on SQLite). It also revives a deleted
+// session and counts compactions.
 
 // canWatch reports whether watcher may hold a cursor on target: agent-qualified
 // (KEY-3) and not the target itself.
@@ -445,19 +551,19 @@ func canWatch(watcher string, target awareness.SessionRef) bool {
 }
 
 // seedWatchers applies child_spawned to the producer-passed watchers (WAT-2).
-func (s *Store) seedWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Time) error {
+func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
 	for _, w := range op.New.Watchers {
 		if !canWatch(w, ev.Session) {
 			continue
 		}
-		cur, err := s.getCursor(tx, w, ev.Session)
+		cur, err := s.getCursor(t, w, ev.Session)
 		if err != nil {
 			return err
 		}
 		next, changed := awareness.SeedCursor(cur, w, ev.Session, ev.Sequence, now)
 		if changed {
-			if err := saveCursor(tx, next); err != nil {
+			if err := t.saveCursor(next); err != nil {
 				return err
 			}
 		}
@@ -467,25 +573,30 @@ func (s *Store) seedWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Time)
 
 // notifyWatchers applies a notifying event to every cursor on the target and to the
 // producer-passed watchers (NTC-2, WAT-4), collecting the notices it opens.
-func (s *Store) notifyWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Time) error {
+func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
-	curs, err := findCursors(tx, "target_agent_id = ? AND target_key = ?", []any{ev.Session.AgentID, ev.Session.Key},
+	curs, err := t.findCursors(cursorsOfTargetWhere, []any{ev.Session.AgentID, ev.Session.Key},
 		"watcher_key", s.d.forUpdate)
 	if err != nil {
 		return err
 	}
-	seen := make(map[string]bool, len(curs)+len(op.New.Watchers))
+	var seen map[string]bool
+	if len(op.New.Watchers) > 0 {
+		seen = make(map[string]bool, len(curs)+len(op.New.Watchers))
+	}
 	apply := func(cur *awareness.Cursor, w string) error {
-		if seen[w] {
-			return nil
+		if seen != nil {
+			if seen[w] {
+				return nil
+			}
+			seen[w] = true
 		}
-		seen[w] = true
 		if !canWatch(w, ev.Session) {
 			return nil
 		}
 		next, changed, opened := awareness.ApplyMaterial(cur, w, ev.Session, ev.Sequence, ev.ActorID, now)
 		if changed {
-			if err := saveCursor(tx, next); err != nil {
+			if err := t.saveCursor(next); err != nil {
 				return err
 			}
 		}
@@ -512,19 +623,17 @@ func (s *Store) notifyWatchers(tx *gorm.DB, op *awareness.AppendOp, now time.Tim
 // ---------------------------------------------------------------------------------------
 // Cursor rows
 
-func (s *Store) getCursor(tx *gorm.DB, watcher string, target awareness.SessionRef) (*awareness.Cursor, error) {
-	curs, err := findCursors(tx, "watcher_key = ? AND target_agent_id = ? AND target_key = ?",
-		[]any{watcher, target.AgentID, target.Key}, "", s.d.forUpdate)
+func (s *Store) getCursor(t *wtx, watcher string, target awareness.SessionRef) (*awareness.Cursor, error) {
+	curs, err := t.findCursors(cursorOfPairWhere, []any{watcher, target.AgentID, target.Key}, "", s.d.forUpdate)
 	if err != nil || len(curs) == 0 {
 		return nil, err
 	}
 	return &curs[0], nil
 }
 
-// findCursors selects cursors matching where, ordered by orderBy (primary key order
-// when empty). lock is appended to the query: pass the dialect's forUpdate when the
-// cursors are read to be rewritten in the same transaction.
-func findCursors(tx *gorm.DB, where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
+// cursorQuery selects cursors matching where, ordered by orderBy (primary key order
+// when empty), with lock appended.
+func cursorQuery(where, orderBy, lock string) string {
 	if orderBy == "" {
 		orderBy = "watcher_key, target_agent_id, target_key"
 	}
@@ -532,29 +641,58 @@ func findCursors(tx *gorm.DB, where string, args []any, orderBy, lock string) ([
 	if where != "" {
 		q += " WHERE " + where
 	}
-	q += " ORDER BY " + orderBy + lock
-	var rows []CursorRow
-	if err := tx.Raw(q, args...).Scan(&rows).Error; err != nil {
+	return q + " ORDER BY " + orderBy + lock
+}
+
+// findCursors selects cursors matching where, ordered by orderBy (primary key order
+// when empty). lock is appended to the query: pass the dialect's forUpdate when the
+// cursors are read to be rewritten in the same transaction. GORM expands slice
+// arguments (IN ?).
+func findCursors(tx *gorm.DB, where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
+	rows, err := tx.Raw(cursorQuery(where, orderBy, lock), args...).Rows()
+	if err != nil {
 		return nil, err
 	}
-	out := make([]awareness.Cursor, len(rows))
-	for i, r := range rows {
-		out[i] = r.cursor()
+	return scanCursors(rows)
+}
+
+// findCursors is findCursors on the transaction's database/sql side: no slice
+// arguments.
+func (t *wtx) findCursors(where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
+	rows, err := t.query(cursorQuery(where, orderBy, lock), args...)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return scanCursors(rows)
+}
+
+// scanCursors reads rows of cursorColumns and closes them.
+func scanCursors(rows *sql.Rows) ([]awareness.Cursor, error) {
+	defer rows.Close()
+	var out []awareness.Cursor
+	for rows.Next() {
+		var r CursorRow
+		if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r.cursor())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []awareness.Cursor{}
+	}
+	return out, rows.Close()
 }
 
 // saveCursor writes a cursor, creating it when absent.
-func saveCursor(tx *gorm.DB, c awareness.Cursor) error {
+func (t *wtx) saveCursor(c awareness.Cursor) error {
 	if !c.Valid() {
 		return fmt.Errorf("cursor %s on %s/%s breaks L <= N <= M: %d, %d, %d",
 			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M)
 	}
-	_, err := exec(tx, `
-INSERT INTO cursors (`+cursorColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
-    l = excluded.l, n = excluded.n, m = excluded.m,
-    opened_at = excluded.opened_at, updated_at = excluded.updated_at`,
+	_, err := t.exec(cursorSaveSQL,
 		c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
 	return err
 }
@@ -787,12 +925,12 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 		c       awareness.Cursor
 		created bool
 	)
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		version, _, err := s.head(tx, target, true)
+	err := s.writeTx(ctx, func(t *wtx, _ *hint) error {
+		version, _, err := s.head(t, target, true)
 		if err != nil {
 			return err
 		}
-		cur, err := s.getCursor(tx, watcher, target)
+		cur, err := s.getCursor(t, watcher, target)
 		if err != nil {
 			return err
 		}
@@ -802,13 +940,13 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 		}
 		// Insert only if still absent: on PostgreSQL a concurrent Watch of a target
 		// without a head row has nothing to lock, and must not clobber the winner.
-		n, err := exec(tx, "INSERT INTO cursors ("+cursorColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
+		n, err := t.exec("INSERT INTO cursors ("+cursorColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
 			"ON CONFLICT (watcher_key, target_agent_id, target_key) DO NOTHING",
 			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
 		if err != nil || n == 1 {
 			return err
 		}
-		cur, err = s.getCursor(tx, watcher, target)
+		cur, err = s.getCursor(t, watcher, target)
 		if err != nil {
 			return err
 		}
@@ -848,7 +986,7 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 	}
 	now = normTime(now)
 	var opened []awareness.Notice
-	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
+	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
 		opened = nil
 		where := "watcher_key = ? AND n > l"
 		args := []any{watcher}
@@ -856,14 +994,14 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 			where += " AND target_key IN ?"
 			args = append(args, targetKeys)
 		}
-		curs, err := findCursors(tx, where, args, "", s.d.forUpdate)
+		curs, err := findCursors(t.g, where, args, "", s.d.forUpdate)
 		if err != nil {
 			return err
 		}
 		for _, c := range curs {
 			next, changed, op := awareness.AckCursor(c, now)
 			if changed {
-				if err := saveCursor(tx, next); err != nil {
+				if err := t.saveCursor(next); err != nil {
 					return err
 				}
 			}
@@ -949,9 +1087,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	}
 	now = normTime(now)
 	var out []awareness.Notice
-	err := s.writeHint(ctx, func(tx *gorm.DB, h *hint) error {
+	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
 		out = nil
-		curs, err := findCursors(tx, "m > l", nil, "", s.d.forUpdate)
+		curs, err := t.findCursors("m > l", nil, "", s.d.forUpdate)
 		if err != nil {
 			return err
 		}
@@ -960,7 +1098,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 			// RefreezeCursor may stamp a missing opening time without reporting a change;
 			// persist it too, or the notice's identity would change on every sweep.
 			if changed || !next.OpenedAt.Equal(c.OpenedAt) {
-				if err := saveCursor(tx, next); err != nil {
+				if err := t.saveCursor(next); err != nil {
 					return err
 				}
 			}
