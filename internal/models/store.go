@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1079,8 +1078,15 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, error)
 }
 
 // Sweep re-freezes every cursor with M > L (N := M) and returns their notices, ordered
-// like Pending (NTC-5), and hints their watchers to the other processes. A notice keeps its text and opening time, so its ID is stable
-// across sweeps and restarts.
+// like Pending (NTC-5), and hints their watchers to the other processes. A notice
+// keeps its text and opening time, so its ID is stable across sweeps and restarts.
+//
+// It is awareness.RefreezeCursor applied to every cursor, set-based: one UPDATE
+// rewrites the cursors it changes (N := M; a pending row without an opening time gets
+// now, so that its notice keeps one identity from then on; both stamp updated_at),
+// then one SELECT reads the pending ones, which after the update are exactly those
+// with M > L (L <= N <= M). On PostgreSQL the cursors with M > L are first locked in
+// primary-key order, the order Ack and Append use.
 func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, error) {
 	if err := checkNow("Sweep", now); err != nil {
 		return nil, err
@@ -1089,24 +1095,24 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	var out []awareness.Notice
 	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
 		out = nil
-		curs, err := t.findCursors("m > l", nil, "", s.d.forUpdate)
+		if s.d.forUpdate != "" {
+			if _, err := t.exec("SELECT 1 FROM cursors WHERE m > l ORDER BY watcher_key, target_agent_id, target_key" +
+				s.d.forUpdate); err != nil {
+				return err
+			}
+		}
+		if _, err := t.exec(`UPDATE cursors SET n = m, opened_at = COALESCE(opened_at, ?), updated_at = ?
+WHERE m > l AND (n <> m OR opened_at IS NULL)`, nanos(now), nanos(now)); err != nil {
+			return err
+		}
+		curs, err := t.findCursors("n > l", nil, "opened_at, watcher_key, target_agent_id, target_key", "")
 		if err != nil {
 			return err
 		}
 		for _, c := range curs {
-			next, changed, republish := awareness.RefreezeCursor(c, now)
-			// RefreezeCursor may stamp a missing opening time without reporting a change;
-			// persist it too, or the notice's identity would change on every sweep.
-			if changed || !next.OpenedAt.Equal(c.OpenedAt) {
-				if err := t.saveCursor(next); err != nil {
-					return err
-				}
-			}
-			if republish {
-				if n, ok := awareness.NoticeOf(next); ok {
-					out = append(out, n)
-					h.addWatcher(n.Watcher)
-				}
+			if n, ok := awareness.NoticeOf(c); ok {
+				out = append(out, n)
+				h.addWatcher(n.Watcher)
 			}
 		}
 		return nil
@@ -1114,19 +1120,6 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if !a.OpenedAt.Equal(b.OpenedAt) {
-			return a.OpenedAt.Before(b.OpenedAt)
-		}
-		if a.Watcher != b.Watcher {
-			return a.Watcher < b.Watcher
-		}
-		if a.Target.AgentID != b.Target.AgentID {
-			return a.Target.AgentID < b.Target.AgentID
-		}
-		return a.Target.Key < b.Target.Key
-	})
 	return out, nil
 }
 
