@@ -44,6 +44,7 @@ var pgDialect = dialect{
 	retryable:   pgRetryable,
 	notify:      true,
 	dollar:      true,
+	txid:        "SELECT txid_current()",
 	gorm:        func(db *sql.DB) gorm.Dialector { return postgres.New(postgres.Config{Conn: db}) },
 }
 

@@ -53,6 +53,10 @@ type dialect struct {
 	// prepare prepares the append path's statements once on the write pool (see
 	// stmtCache); dollar rewrites the store's ? placeholders for database/sql.
 	prepare, dollar bool
+	// txid reads the id of the current write transaction, so that a COMMIT whose
+	// answer is lost can be resolved (outcome.go); "" when the database cannot lose
+	// one (SQLite commits in-process).
+	txid string
 }
 
 // Store is the awareness.Store of this package, on SQLite (OpenSQLite) or PostgreSQL
@@ -88,6 +92,9 @@ type Store struct {
 	// from which the Listener opens its own connection.
 	pg *pgx.ConnConfig
 
+	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
+	commitCheckWait time.Duration
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -116,7 +123,8 @@ func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, origin: newOrigin()}, nil
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, origin: newOrigin(),
+		commitCheckWait: defaultCommitCheckWait}, nil
 }
 
 // Dialect returns "sqlite" or "postgres".
@@ -150,6 +158,13 @@ func (s *Store) writeTx(ctx context.Context, fn func(t *wtx, h *hint) error) err
 	}
 	for attempt := 1; ; attempt++ {
 		err := s.runWrite(ctx, fn)
+		var rolledBack *commitRolledBack
+		if errors.As(err, &rolledBack) && attempt < maxWriteAttempts {
+			// The connection died at COMMIT and the server says the transaction rolled
+			// back: nothing was written, so it simply runs again.
+			s.log.Warn("commit lost with its connection and rolled back; running the transaction again", "attempt", attempt, "err", rolledBack.err)
+			continue
+		}
 		if err == nil || attempt == maxWriteAttempts || s.d.retryable == nil || !s.d.retryable(err) {
 			return s.wrapErr(err)
 		}
@@ -184,8 +199,28 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	if err := s.sendHint(t, &h); err != nil {
 		return err
 	}
+	var xid int64
+	if s.d.txid != "" {
+		if err := t.tx.QueryRowContext(ctx, s.d.txid).Scan(&xid); err != nil {
+			return err
+		}
+	}
 	done = true
-	return t.tx.Commit()
+	err = t.tx.Commit()
+	if err == nil || xid == 0 {
+		return err
+	}
+	// The COMMIT failed, and it may have failed after the server made it durable
+	// (outcome.go): ask what became of it.
+	switch s.xactStatus(ctx, s.wsql, xid, s.commitCheckWait) {
+	case outcomeCommitted:
+		s.log.Warn("commit answer lost with its connection; the server says it committed", "err", err)
+		return nil
+	case outcomeAborted:
+		return &commitRolledBack{err: err}
+	default:
+		return errOutcomeUnknown(err)
+	}
 }
 
 // read runs fn in one read transaction (one snapshot) and maps its error.
