@@ -734,58 +734,6 @@ func (t *wtx) saveCursor(c awareness.Cursor) error {
 // ---------------------------------------------------------------------------------------
 // Reads
 
-// ReadChanges returns the head and up to limit events after `after`, in one read
-// transaction (REC-1). limit <= 0 returns no events, with More telling whether any exist.
-func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
-	var ch awareness.Changes
-	err := s.read(ctx, func(tx *gorm.DB) error {
-		ch = awareness.Changes{Head: awareness.Head{Session: ref}}
-		var updated int64
-		found, err := scanRow(tx, []any{&ch.Head.Version, &ch.Head.PrunedThrough, &updated},
-			"SELECT state_version, pruned_through, updated_at FROM sessions WHERE agent_id = ? AND session_key = ?",
-			ref.AgentID, ref.Key)
-		if err != nil {
-			return err
-		}
-		if found {
-			ch.Head.UpdatedAt = fromNanos(updated)
-		}
-		page := max(limit, 0)
-		var rows []EventRow
-		err = tx.Raw("SELECT "+eventColumns+" FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? "+
-			"ORDER BY sequence LIMIT ?", ref.AgentID, ref.Key, after, page+1).Scan(&rows).Error
-		if err != nil {
-			return err
-		}
-		if len(rows) > page {
-			ch.More = true
-			rows = rows[:page]
-		}
-		ch.Events = make([]awareness.Event, 0, len(rows))
-		for _, r := range rows {
-			ev, err := r.event()
-			if err != nil {
-				return err
-			}
-			ch.Events = append(ch.Events, ev)
-		}
-		var earliest sql.NullInt64
-		if _, err := scanRow(tx, []any{&earliest},
-			"SELECT MIN(sequence) FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
-			return err
-		}
-		ch.Earliest = ch.Head.PrunedThrough + 1
-		if earliest.Valid {
-			ch.Earliest = earliest.Int64
-		}
-		return nil
-	})
-	if err != nil {
-		return awareness.Changes{}, err
-	}
-	return ch, nil
-}
-
 // Session returns one session row; ok is false when there is none or it was deleted.
 func (s *Store) Session(ctx context.Context, ref awareness.SessionRef) (awareness.Session, bool, error) {
 	if s.closed.Load() {

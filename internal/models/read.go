@@ -1,0 +1,92 @@
+package models
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// The reconciliation read (REC-1) is the hot query of the service: every agent turn
+// that got a notice asks for its delta. It runs on database/sql with plain scans, two
+// statements in one read transaction: the head with the lowest retained sequence, then
+// the page. GORM's reflection-driven Scan of a 200-event page cost more than the
+// query itself.
+const (
+	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " +
+		"(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) " +
+		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
+	changesPageSQL = "SELECT " + eventColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? " +
+		"ORDER BY sequence LIMIT ?"
+)
+
+// ReadChanges returns the head and up to limit events after `after`, in one read
+// transaction (REC-1). limit <= 0 returns no events, with More telling whether any exist.
+func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
+	if s.closed.Load() {
+		return awareness.Changes{}, s.wrapErr(errClosed)
+	}
+	ch, err := s.readChanges(ctx, ref, after, limit)
+	if err != nil {
+		return awareness.Changes{}, s.wrapErr(err)
+	}
+	return ch, nil
+}
+
+func (s *Store) readChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
+	tx, err := s.rsql.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return awareness.Changes{}, err
+	}
+	defer tx.Rollback() // read-only: nothing to commit
+
+	ch := awareness.Changes{Head: awareness.Head{Session: ref}}
+	var updated int64
+	var earliest sql.NullInt64
+	err = tx.QueryRowContext(ctx, s.stmts.rebind(changesHeadSQL), ref.AgentID, ref.Key).
+		Scan(&ch.Head.Version, &ch.Head.PrunedThrough, &updated, &earliest)
+	switch {
+	case err == sql.ErrNoRows:
+	case err != nil:
+		return awareness.Changes{}, err
+	default:
+		ch.Head.UpdatedAt = fromNanos(updated)
+	}
+	ch.Earliest = ch.Head.PrunedThrough + 1
+	if earliest.Valid {
+		ch.Earliest = earliest.Int64
+	}
+	if err == sql.ErrNoRows {
+		// No head, no log (events are only written with their head).
+		ch.Events = []awareness.Event{}
+		return ch, nil
+	}
+
+	page := max(limit, 0)
+	rows, err := tx.QueryContext(ctx, s.stmts.rebind(changesPageSQL), ref.AgentID, ref.Key, after, page+1)
+	if err != nil {
+		return awareness.Changes{}, err
+	}
+	defer rows.Close()
+	ch.Events = make([]awareness.Event, 0, min(page, 256))
+	for rows.Next() {
+		if len(ch.Events) == page {
+			ch.More = true
+			break
+		}
+		var r EventRow
+		if err := rows.Scan(&r.AgentID, &r.SessionKey, &r.Sequence, &r.Kind, &r.ActorType, &r.ActorID, &r.Summary,
+			&r.OccurredAt, &r.RunID, &r.PayloadJSON, &r.DedupeKey, &r.RecordedAt); err != nil {
+			return awareness.Changes{}, err
+		}
+		ev, err := r.event()
+		if err != nil {
+			return awareness.Changes{}, err
+		}
+		ch.Events = append(ch.Events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return awareness.Changes{}, err
+	}
+	return ch, nil
+}
