@@ -141,14 +141,14 @@ const (
 // write runs fn in one write transaction and maps its error. fn may run more than once
 // (see maxWriteAttempts): it must set its results afresh on every run.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.writeTx(ctx, func(t *wtx, _ *hint) error { return fn(t.g) })
+	return s.writeTx(ctx, func(t *wtx, _ *hint) error { return fn(t.gorm()) })
 }
 
 // writeHint is write for transactions that wake other processes: fn adds to a fresh
 // hint on every run, and the hint is sent inside the transaction, after fn, so that it
 // is delivered if and only if the transaction commits.
 func (s *Store) writeHint(ctx context.Context, fn func(tx *gorm.DB, h *hint) error) error {
-	return s.writeTx(ctx, func(t *wtx, h *hint) error { return fn(t.g, h) })
+	return s.writeTx(ctx, func(t *wtx, h *hint) error { return fn(t.gorm(), h) })
 }
 
 // writeTx is writeHint for functions that use the transaction's database/sql side.
@@ -344,6 +344,9 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 			if err := s.appendOne(t, op); err != nil {
 				return err
 			}
+			if !s.d.notify {
+				continue // no hint to send (SQLite): collect none
+			}
 			if op.Recorded {
 				h.addEvent(op.Event.Session, op.Event.Sequence)
 			}
@@ -423,7 +426,7 @@ func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
 	}
 	for c := range slices.Chunk(pairs, 500) {
 		var locked []int64
-		if err := t.g.Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
+		if err := t.gorm().Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
 			"ORDER BY watcher_key, target_agent_id, target_key"+s.d.forUpdate, c).Scan(&locked).Error; err != nil {
 			return err
 		}
@@ -976,7 +979,7 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 			where += " AND target_key IN ?"
 			args = append(args, targetKeys)
 		}
-		curs, err := findCursors(t.g, where, args, "", s.d.forUpdate)
+		curs, err := findCursors(t.gorm(), where, args, "", s.d.forUpdate)
 		if err != nil {
 			return err
 		}

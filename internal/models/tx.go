@@ -13,7 +13,7 @@ import (
 
 // wtx is one write transaction. The append path runs its statements on it directly with
 // database/sql (query, exec, scanRow: `?` placeholders, no reflection); everything else
-// goes through g, a GORM session whose connection pool is this transaction.
+// goes through gorm(), a GORM session whose connection pool is this transaction.
 //
 // Why not GORM's prepared statement cache: it prepares a statement first used inside a
 // transaction on that transaction, and database/sql prepares it again in the next one,
@@ -24,7 +24,8 @@ type wtx struct {
 	tx    *sql.Tx
 	cache *stmtCache
 	bound map[string]*sql.Stmt // this transaction's handles on the cached statements
-	g     *gorm.DB
+	w     *gorm.DB             // the write pool's GORM handle, for gorm()
+	g     *gorm.DB             // set by the first gorm()
 }
 
 var _ gorm.ConnPool = (*wtx)(nil)
@@ -34,11 +35,19 @@ func (s *Store) beginWrite(ctx context.Context) (*wtx, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &wtx{ctx: ctx, tx: tx, cache: s.stmts}
-	// What gorm.DB.Begin does, with this transaction as the pool.
-	t.g = s.w.Session(&gorm.Session{Context: ctx, NewDB: true})
-	t.g.Statement.ConnPool = t
-	return t, nil
+	return &wtx{ctx: ctx, tx: tx, cache: s.stmts, w: s.w}, nil
+}
+
+// gorm returns the transaction's GORM session. It is made on first use: the append
+// path runs on database/sql alone, and on SQLite its transactions run one at a time,
+// so the session's allocations would lengthen the serial part of every group commit.
+func (t *wtx) gorm() *gorm.DB {
+	if t.g == nil {
+		// What gorm.DB.Begin does, with this transaction as the pool.
+		t.g = t.w.Session(&gorm.Session{Context: t.ctx, NewDB: true})
+		t.g.Statement.ConnPool = t
+	}
+	return t.g
 }
 
 // stmt returns the transaction's handle on the prepared statement for q (in the
