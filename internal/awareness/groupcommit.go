@@ -3,6 +3,7 @@ package awareness
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -18,12 +19,13 @@ const groupCommitTimeout = 30 * time.Second
 var errLead = errors.New("lead the next batch")
 
 // committer commits concurrent appends together (group commit). Appends queue up; the
-// first one to find no commit in flight becomes the leader, takes up to MaxGroupCommit
-// queued appends (its own first), commits them in one Store.Append transaction, hands
-// the leadership to the oldest append still queued, and returns. So an append waits at
-// most for the commit in flight and then its own: there is no timer, and a lone append
-// commits at once. Every append is acknowledged only after its transaction committed
-// (SIG-7); the caller publishes its notices after that (NTC-7). No goroutine is owned.
+// first one to find no commit in flight becomes the leader, yields while appends keep
+// joining the queue (gather), takes up to MaxGroupCommit queued appends (its own
+// first), commits them in one Store.Append transaction, hands the leadership to the
+// oldest append still queued, and returns. So an append waits at most for the commit in
+// flight and then its own: there is no timer, and a lone append commits after one
+// yield. Every append is acknowledged only after its transaction committed (SIG-7); the
+// caller publishes its notices after that (NTC-7). No goroutine is owned.
 type committer struct {
 	store Store
 	max   int
@@ -61,6 +63,7 @@ func (c *committer) append(op *AppendOp) error {
 		}
 	}
 
+	c.gather()
 	c.mu.Lock()
 	n := min(len(c.queue), c.max)
 	batch := make([]*pendingAppend, n)
@@ -78,6 +81,34 @@ func (c *committer) append(op *AppendOp) error {
 	}
 	c.mu.Unlock()
 	return <-me.done
+}
+
+// gatherRounds bounds how many times a leader yields to let appends join its batch.
+const gatherRounds = 4
+
+// gather lets the appends that are about to queue join the leader's batch. The appends
+// of the batch just committed are waking up, and most of their callers append again at
+// once; without this, the next leader would take only the appends that queued during
+// that commit, so concurrent writers would settle into two alternating batches, each
+// paying a commit. The leader yields while the queue keeps growing, at most
+// gatherRounds times: no timer, and a lone append yields once to an idle scheduler.
+func (c *committer) gather() {
+	c.mu.Lock()
+	n := len(c.queue)
+	c.mu.Unlock()
+	for range gatherRounds {
+		if n >= c.max {
+			return
+		}
+		runtime.Gosched()
+		c.mu.Lock()
+		m := len(c.queue)
+		c.mu.Unlock()
+		if m == n {
+			return
+		}
+		n = m
+	}
 }
 
 // commit runs one transaction for the batch. If a shared transaction fails for a reason
