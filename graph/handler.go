@@ -100,17 +100,24 @@ func NewHandler(cfg Config) http.Handler {
 		pingPong = cfg.WSPingPongInterval
 	}
 	// The adapter enforces the init timeout (closing with 4408, as graphql-transport-ws
-	// asks); gqlgen's own InitTimeout stays 0, as it would close with 1002.
-	ws := wsgorilla.Implementation{AllowedOrigins: cfg.AllowedOrigins, Logger: log, InitTimeout: initTimeout}
+	// asks); gqlgen's own InitTimeout stays 0, as it would close with 1002. The adapter
+	// also sends the pings and `ka`s from a timer per connection: gqlgen's
+	// PingPongInterval and KeepAlivePingInterval would each keep a goroutine and a
+	// ticker per connection, so they stay 0.
+	ws := wsgorilla.Implementation{
+		AllowedOrigins:    cfg.AllowedOrigins,
+		Logger:            log,
+		InitTimeout:       initTimeout,
+		PingInterval:      pingPong,
+		KeepAliveInterval: WSKeepAliveInterval,
+	}
 	readLimit := int64(MaxRequestBytes)
 
 	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
 	srv.AddTransport(transport.Websocket{
-		Implementation:        ws,
-		InitFunc:              wsInit(cfg.Auth, log),
-		PingPongInterval:      pingPong,
-		KeepAlivePingInterval: WSKeepAliveInterval,
-		PayloadReadLimit:      &readLimit,
+		Implementation:   ws,
+		InitFunc:         wsInit(cfg.Auth, log),
+		PayloadReadLimit: &readLimit,
 		ErrorFunc: func(_ context.Context, err error) {
 			log.Debug("websocket error", "err", err)
 		},

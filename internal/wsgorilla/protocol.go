@@ -71,6 +71,7 @@ func (i Implementation) newConn(ws *websocket.Conn) *Conn {
 		c.proto.maxSubs = MaxSubscriptionsPerConn
 	}
 	c.proto.active = map[string]struct{}{}
+	c.keep = i.newKeepAlive(c)
 	if i.InitTimeout > 0 {
 		c.proto.timer = time.AfterFunc(i.InitTimeout, func() {
 			c.proto.mu.Lock()
@@ -147,6 +148,7 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
+		c.keep.start()
 		return true, nil
 	case "ping", "pong":
 		if !objectOrAbsent(f.Payload) {
@@ -158,6 +160,10 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 			if *f.Type == "ping" {
 				_ = c.writeText([]byte(`{"type":"pong"}`))
 			}
+			return false, nil
+		}
+		if *f.Type == "pong" && c.keep != nil {
+			c.keep.gotPong() // the adapter's ping; gqlgen sent none
 			return false, nil
 		}
 		return true, nil
@@ -192,11 +198,18 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 	}
 }
 
-// inspectLegacy applies the operation cap to the legacy graphql-ws protocol; its other
-// rules stay gqlgen's.
+// inspectLegacy applies the operation cap to the legacy graphql-ws protocol and starts
+// the `ka` keep-alive at connection_init; its other rules stay gqlgen's.
 func (c *Conn) inspectLegacy(data []byte) (bool, error) {
 	var f clientFrame
-	if json.Unmarshal(data, &f) != nil || f.Type == nil || f.ID == nil {
+	if json.Unmarshal(data, &f) != nil || f.Type == nil {
+		return true, nil
+	}
+	if *f.Type == "connection_init" {
+		c.keep.start()
+		return true, nil
+	}
+	if f.ID == nil {
 		return true, nil
 	}
 	p := &c.proto

@@ -3,9 +3,12 @@ package wsgorilla
 import (
 	"encoding/json"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
 )
 
 // This file is the server's write path: every frame gqlgen sends to every subscriber
@@ -26,6 +29,31 @@ const DefaultSendBuffer = 64 << 10
 // maxPooledFrame is the largest frame buffer kept for reuse (frames), so that one
 // huge frame does not pin its buffer.
 const maxPooledFrame = 64 << 10
+
+// DefaultReadBufferSize is the read buffer of a connection when
+// Implementation.ReadBufferSize is 0. Every idle connection holds it while it waits
+// for the next message, so it is small: client messages (connection_init, subscribe,
+// pong) are a few hundred bytes, and a larger one is read in several pieces.
+const DefaultReadBufferSize = 512
+
+// DefaultWriteBufferSize is the size of the pooled write buffers when
+// Implementation.WriteBufferSize is 0. gorilla copies the start of a message into it
+// and writes the rest from the message itself, so it only needs to hold a typical
+// frame.
+const DefaultWriteBufferSize = 4 << 10
+
+// writePools holds one buffer pool per write buffer size (gorilla takes a pool's
+// buffers as they come, so sizes must not mix). Like frames, pools hold no state a
+// caller can observe.
+var writePools sync.Map // int → *sync.Pool
+
+func writeBufferPool(size int) websocket.BufferPool {
+	if p, ok := writePools.Load(size); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := writePools.LoadOrStore(size, new(sync.Pool))
+	return p.(*sync.Pool)
+}
 
 // messageLayout locates the fields of gqlgen's server message struct
 // (graphqltransportwsMessage and graphqlwsMessage, unexported, identical in shape):
@@ -181,6 +209,9 @@ func (w *writeWatch) begin() {
 
 // end notes the write finished.
 func (w *writeWatch) end() { w.started.Store(0) }
+
+// writing reports whether a write is in progress.
+func (w *writeWatch) writing() bool { return w.started.Load() != 0 }
 
 // fire runs on the timer's goroutine.
 func (w *writeWatch) fire() {

@@ -23,6 +23,7 @@ package wsgorilla
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,9 +68,22 @@ type Implementation struct {
 	AllowedOrigins []string
 	// Logger receives refused handshakes at debug level; nil discards.
 	Logger *slog.Logger
-	// ReadBufferSize and WriteBufferSize are gorilla's I/O buffer sizes; 0 reuses the
-	// HTTP server's buffers.
+	// ReadBufferSize is the connection's read buffer, held for its whole life; 0 means
+	// DefaultReadBufferSize. WriteBufferSize is the size of the write buffers, taken
+	// from a pool for each message and returned after it, so an idle connection holds
+	// none; 0 means DefaultWriteBufferSize. Either way net/http's own buffers of the
+	// hijacked connection are released (see releaseHijacked).
 	ReadBufferSize, WriteBufferSize int
+	// PingInterval, when positive, makes the adapter send a graphql-transport-ws ping
+	// every interval and drop a peer that answers none within twice the interval (a
+	// read deadline), as gqlgen's PingPongInterval does but with a timer instead of a
+	// goroutine and a ticker per connection. Leave gqlgen's PingPongInterval at 0 with
+	// it: the adapter consumes the pongs.
+	PingInterval time.Duration
+	// KeepAliveInterval, when positive, makes the adapter send the legacy graphql-ws
+	// `ka` every interval (gqlgen's KeepAlivePingInterval, without its goroutine);
+	// leave gqlgen's at 0 with it.
+	KeepAliveInterval time.Duration
 	// InitTimeout is how long a client has to send connection_init before the
 	// connection is closed with 4408; 0 waits forever. Leave gqlgen's own
 	// transport.Websocket.InitTimeout at 0: it would close with 1002 instead.
@@ -102,10 +116,18 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 		}
 	}
 	var handshakeErr error
+	readSize, writeSize := i.ReadBufferSize, i.WriteBufferSize
+	if readSize <= 0 {
+		readSize = DefaultReadBufferSize
+	}
+	if writeSize <= 0 {
+		writeSize = DefaultWriteBufferSize
+	}
 	up := websocket.Upgrader{
 		HandshakeTimeout: HandshakeTimeout,
-		ReadBufferSize:   i.ReadBufferSize,
-		WriteBufferSize:  i.WriteBufferSize,
+		ReadBufferSize:   readSize,
+		WriteBufferSize:  writeSize,
+		WriteBufferPool:  writeBufferPool(writeSize),
 		Subprotocols:     protocols,
 		CheckOrigin:      func(*http.Request) bool { return true }, // checked above
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
@@ -114,7 +136,8 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 			handshakeErr = fmt.Errorf("wsgorilla: handshake failed (%d): %w", status, reason)
 		},
 	}
-	ws, err := up.Upgrade(hijackable(w), r, opts.ResponseHeader)
+	h := &hijacker{ResponseWriter: w}
+	ws, err := up.Upgrade(h, r, opts.ResponseHeader)
 	if err != nil {
 		if handshakeErr != nil {
 			err = handshakeErr
@@ -122,8 +145,13 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 		i.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
 		return nil, err
 	}
+	releaseHijacked(h.brw)
 	i.capSendBuffer(ws)
-	return i.newConn(ws), nil
+	c := i.newConn(ws)
+	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
+		slot.c.Store(c)
+	}
+	return c, nil
 }
 
 // capSendBuffer applies SendBufferSize (see DefaultSendBuffer). A connection that is
@@ -144,10 +172,13 @@ func (i Implementation) capSendBuffer(ws *websocket.Conn) {
 }
 
 // Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
-// GraphQL-shaped JSON body, before next runs. Other requests pass through.
+// GraphQL-shaped JSON body, before next runs. Other requests pass through. An upgrade
+// it lets through carries a slot in its context that Accept fills with the connection,
+// so that code running under the request's context can reach it (CloseIfWriting).
 func (i Implementation) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "" {
+			r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, new(connSlot)))
 			if err := i.checkOrigin(r); err != nil {
 				i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
 				type gqlError struct {
@@ -235,6 +266,7 @@ type Conn struct {
 
 	closeSent atomic.Bool // a close frame was written; later ones are dropped
 	proto     protocolState
+	keep      *keepAlive // nil without PingInterval / KeepAliveInterval
 }
 
 var (
@@ -351,6 +383,7 @@ func (c *Conn) WriteClose(code int, reason string) error {
 func (c *Conn) Close() error {
 	c.proto.stop()
 	c.watch.stop()
+	c.keep.stop()
 	return c.ws.Close()
 }
 
@@ -366,18 +399,60 @@ func (c *Conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
 // dead peer.
 func (c *Conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
-// hijackable makes sure gorilla finds an http.Hijacker even behind middleware that
-// wraps the ResponseWriter: it only asserts the interface, while
-// http.ResponseController also follows Unwrap.
-func hijackable(w http.ResponseWriter) http.ResponseWriter {
-	if _, ok := w.(http.Hijacker); ok {
-		return w
-	}
-	return hijacker{w}
+// hijacker makes sure gorilla finds an http.Hijacker even behind middleware that
+// wraps the ResponseWriter (gorilla only asserts the interface, while
+// http.ResponseController also follows Unwrap), and keeps the buffers net/http hands
+// over with the connection so that Accept can release them.
+type hijacker struct {
+	http.ResponseWriter
+	brw *bufio.ReadWriter
 }
 
-type hijacker struct{ http.ResponseWriter }
+func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.brw = brw
+	return conn, brw, err
+}
 
-func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(h.ResponseWriter).Hijack()
+// releaseHijacked drops the 4 KiB read and write buffers net/http hands over with a
+// hijacked connection. gorilla uses neither (the adapter gives it its own read buffer
+// and a write buffer pool) once it has written the handshake response, but net/http's
+// connection struct keeps pointing at both for as long as the handler runs, that is
+// the WebSocket's whole life: 8 KiB per idle connection. Zeroing the bufio values
+// (they are net/http's own, which it no longer touches once hijacked) lets them go.
+func releaseHijacked(brw *bufio.ReadWriter) {
+	if brw == nil {
+		return
+	}
+	if brw.Reader != nil {
+		*brw.Reader = bufio.Reader{}
+	}
+	if brw.Writer != nil {
+		*brw.Writer = bufio.Writer{}
+	}
+}
+
+// connSlot carries the Conn of an upgraded request (see Guard).
+type connSlot struct{ c atomic.Pointer[Conn] }
+
+type connSlotKey struct{}
+
+// CloseIfWriting returns a function that closes ctx's WebSocket connection at once if a
+// write is in progress on it, for the application to call when it drops a stream of
+// that connection for falling behind: the write in progress is then stuck behind a
+// client that does not read, and would hold the connection until WriteTimeout. A
+// connection that is not writing stays open (the application ends the stream itself,
+// e.g. with an error frame). The function does not block. It returns nil when ctx is
+// not the context of a request upgraded through Guard and Accept.
+func CloseIfWriting(ctx context.Context) func() {
+	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
+	if !ok {
+		return nil
+	}
+	return func() {
+		if c := slot.c.Load(); c != nil && c.watch.writing() {
+			// No close frame: it would wait behind the stuck write.
+			_ = c.ws.Close()
+		}
+	}
 }
