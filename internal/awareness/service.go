@@ -436,7 +436,13 @@ const sentPerPair = 4
 // SubscribeNotices streams a watcher's notices ("" = every watcher): first every
 // notice pending now, then each notice as it opens (NTC-5, NTC-7). The same opened
 // notice is never sent twice on one subscription. The channel closes when ctx ends or
-// the subscriber falls behind (see SubscriberBuffer); err then tells why.
+// the subscriber falls behind (see SubscriberBuffer); err then tells why (nil after
+// ctx ended). A subscription that falls behind is dropped at once, with what it still
+// queued, and calls the function WithDropFunc put in ctx, if any.
+//
+// No goroutine serves the subscription while it is idle (see stream): the hub hands
+// notices to the returned channel itself, drops repeats as it does, and ctx's end
+// unsubscribes it (context.AfterFunc).
 func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan Notice, func() error, error) {
 	var w string
 	if watcher != nil {
@@ -451,67 +457,74 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 	} else if err := s.authorize(ctx); err != nil {
 		return nil, nil, err
 	}
-	// Subscribe before reading durable state so nothing opened in between is missed.
-	sub := s.hub.SubscribeNotices(w)
-	pending, err := s.store.Pending(ctx, w)
+	// Subscribe before reading durable state so nothing opened in between is missed;
+	// the stream holds live notices back until the pending ones are in front of them.
+	sub := s.hub.streamNotices(w, new(repeatFilter).accept, dropFunc(ctx))
+	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()
 		return nil, nil, err
 	}
-	out := make(chan Notice, 1)
-	var endErr error
+	sub.start(pending)
+	context.AfterFunc(ctx, sub.Unsubscribe)
+	return sub.stream.out, sub.Err, nil
+}
+
+// readPending reads the pending notices of watcher on a goroutine of its own. The
+// caller is typically the goroutine that then waits on the subscription for as long as
+// it lasts (gqlgen's, one per subscription); a store read is deep (database/sql, the
+// driver, cgo) and would grow that goroutine's stack for its whole life to several
+// times what waiting needs: with 10k idle subscribers, about 4 KiB each. The
+// short-lived goroutine's stack goes when it returns.
+func (s *Service) readPending(ctx context.Context, watcher string) ([]Notice, error) {
+	var (
+		pending []Notice
+		err     error
+		failed  any
+	)
 	done := make(chan struct{})
 	go func() {
-		defer close(out)
 		defer close(done)
-		defer sub.Unsubscribe()
-		// pair → IDs of the last notices sent, newest last. More than the last one:
-		// with several processes a stale copy of a notice (read before an ack, published
-		// after the follow-up) can arrive after its successor.
-		sent := map[string][]string{}
-		send := func(n Notice) bool {
-			pair := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key
-			id := n.ID()
-			if slices.Contains(sent[pair], id) {
-				return true
-			}
-			select {
-			case out <- n:
-				ids := append(sent[pair], id)
-				if len(ids) > sentPerPair {
-					ids = ids[1:]
-				}
-				sent[pair] = ids
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for _, n := range pending {
-			if !send(n) {
-				return
-			}
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case n, ok := <-sub.C:
-				if !ok {
-					endErr = sub.Err()
-					return
-				}
-				if !send(*n) {
-					return
-				}
-			}
-		}
+		defer func() { failed = recover() }() // re-raised on the caller's goroutine
+		pending, err = s.store.Pending(ctx, watcher)
 	}()
-	return out, func() error { <-done; return endErr }, nil
+	<-done
+	if failed != nil {
+		panic(failed)
+	}
+	return pending, err
+}
+
+// repeatFilter drops repeats of a notice on one subscription: pair → IDs of the last
+// notices sent, newest last. More than the last one: with several processes a stale
+// copy of a notice (read before an ack, published after the follow-up) can arrive after
+// its successor. It is called under the subscription's lock only.
+type repeatFilter struct {
+	sent map[string][]string
+}
+
+func (f *repeatFilter) accept(n *Notice) bool {
+	pair := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key
+	id := n.ID()
+	ids := f.sent[pair]
+	if slices.Contains(ids, id) {
+		return false
+	}
+	if f.sent == nil {
+		f.sent = map[string][]string{}
+	}
+	ids = append(ids, id)
+	if len(ids) > sentPerPair {
+		ids = ids[1:]
+	}
+	f.sent[pair] = ids
+	return true
 }
 
 // SubscribeEvents streams the live log of one session, or of every session when key is
-// nil. It starts at the next append.
+// nil. It starts at the next append. Like SubscribeNotices, it holds no goroutine while
+// idle, ends when ctx ends or the subscriber falls behind, and then calls the function
+// WithDropFunc put in ctx.
 func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-chan Event, func() error, error) {
 	var ref *SessionRef
 	if key != nil {
@@ -530,30 +543,24 @@ func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-
 	} else if err := s.authorize(ctx); err != nil {
 		return nil, nil, err
 	}
-	sub := s.hub.SubscribeEvents(ref)
-	out := make(chan Event, 1)
-	var endErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(out)
-		defer close(done)
-		defer sub.Unsubscribe()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-sub.C:
-				if !ok {
-					endErr = sub.Err()
-					return
-				}
-				select {
-				case out <- *e:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, func() error { <-done; return endErr }, nil
+	sub := s.hub.streamEvents(ref, dropFunc(ctx))
+	sub.start(nil)
+	context.AfterFunc(ctx, sub.Unsubscribe)
+	return sub.stream.out, sub.Err, nil
+}
+
+type dropFuncKey struct{}
+
+// WithDropFunc returns a context whose subscriptions (SubscribeNotices,
+// SubscribeEvents) call fn when the hub drops them for falling behind. fn runs on the
+// publisher's goroutine, after the subscription's channel is closed: it must not block.
+// The transport uses it to end a connection whose write is stuck behind a client that
+// does not read, instead of waiting for the write timeout.
+func WithDropFunc(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, dropFuncKey{}, fn)
+}
+
+func dropFunc(ctx context.Context) func() {
+	fn, _ := ctx.Value(dropFuncKey{}).(func())
+	return fn
 }

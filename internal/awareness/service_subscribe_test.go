@@ -203,3 +203,109 @@ func TestServiceSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 	}
 	goleak.VerifyNone(t, goleak.IgnoreTopFunction(gormLRU)) // see main_test.go
 }
+
+// A burst of SubscriberBuffer notices to a subscriber that reads only afterwards is
+// delivered whole and in order (the backlog and its drainer), and the drainer is gone
+// once the backlog is empty.
+func TestServiceSubscribeNotices_BurstDeliveredInOrder(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	svc := newSubService(&pendingStore{pending: []Notice{notice("agent:main:main", 0)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errf, err := svc.SubscribeNotices(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "publishing a burst", func() {
+		for i := 1; i <= SubscriberBuffer; i++ {
+			svc.Hub().PublishNotices(notice("agent:main:main", int64(i)))
+		}
+	})
+	for i := 0; i <= SubscriberBuffer; i++ {
+		n, ok := recv(t, out)
+		if !ok {
+			t.Fatalf("channel closed after %d notices (err %v), want %d", i, errf(), SubscriberBuffer+1)
+		}
+		if n.ChangesSince != int64(i) {
+			t.Fatalf("notice %d has L=%d: order lost", i, n.ChangesSince)
+		}
+	}
+	// The backlog is empty: the drainer has returned, and the idle subscription holds
+	// no goroutine.
+	goleak.VerifyNone(t, before)
+	cancel()
+	for range out {
+	}
+	if err := errf(); err != nil {
+		t.Errorf("err after cancel = %v, want nil", err)
+	}
+}
+
+// Idle subscriptions hold no goroutine: the hub hands values to their channels.
+func TestServiceSubscribe_IdleHoldsNoGoroutine(t *testing.T) {
+	svc := newSubService(&pendingStore{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := goleak.IgnoreCurrent()
+	for range 100 {
+		if _, _, err := svc.SubscribeNotices(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.SubscribeEvents(ctx, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, e := svc.Hub().Subscribers(); n != 100 || e != 100 {
+		t.Fatalf("Subscribers() = %d, %d, want 100, 100", n, e)
+	}
+	goleak.VerifyNone(t, before)
+}
+
+// A subscriber that falls behind is dropped at once: what it queued is discarded, its
+// channel closes after at most the value in it and one in the drainer's hands, and the
+// drop function of its context runs once.
+func TestServiceSubscribe_DropRunsDropFunc(t *testing.T) {
+	t.Parallel()
+	svc := newSubService(&pendingStore{})
+	drops := make(chan string, 4)
+	nctx := WithDropFunc(context.Background(), func() { drops <- "notices" })
+	ectx := WithDropFunc(context.Background(), func() { drops <- "events" })
+	nout, nerr, err := svc.SubscribeNotices(nctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eout, eerr, err := svc.SubscribeEvents(ectx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "publishing past the buffer", func() {
+		for i := range SubscriberBuffer + streamChanCap + 2 {
+			svc.Hub().PublishNotices(notice("agent:main:main", int64(i)))
+			svc.Hub().PublishEvents(event("main", "global", int64(i+1)))
+		}
+	})
+	got := map[string]bool{}
+	for range 2 {
+		got[<-drops] = true
+	}
+	if !got["notices"] || !got["events"] {
+		t.Errorf("drop functions run: %v, want notices and events", got)
+	}
+	n, e := 0, 0
+	for range nout {
+		n++
+	}
+	for range eout {
+		e++
+	}
+	if limit := streamChanCap + 1; n > limit || e > limit {
+		t.Errorf("received %d notices and %d events after the drop, want at most %d each", n, e, limit)
+	}
+	if !IsSlowSubscriber(nerr()) || !IsSlowSubscriber(eerr()) {
+		t.Errorf("errs = %v, %v, want ErrSlowSubscriber", nerr(), eerr())
+	}
+	select {
+	case d := <-drops:
+		t.Errorf("drop function of %s ran twice", d)
+	default:
+	}
+}
