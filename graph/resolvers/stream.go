@@ -10,6 +10,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
 // StreamErrors is a gqlgen extension for subscriptions. The service's subscription
@@ -19,6 +20,11 @@ import (
 // an `error` frame (transport.AddSubscriptionError) without a goroutine per
 // subscriber: the resolver registers the reason function with onStreamEnd, and the
 // response interceptor calls it when the stream yields its last (nil) response.
+//
+// When the hub drops a subscription for falling behind, the connection's write in
+// progress, if any, is stuck behind a client that does not read: StreamErrors puts
+// wsgorilla.CloseIfWriting into the operation's context (awareness.WithDropFunc), so
+// that the drop closes such a connection at once instead of after the write timeout.
 //
 // It also refuses subscriptions over plain HTTP (GET/POST), which would hold the
 // request open for one event: subscriptions need the WebSocket transport.
@@ -46,7 +52,7 @@ type streamEnds struct {
 	fns []func() error
 }
 
-// onStreamEnd registers why a subscription's channel closed; end blocks until the
+// onStreamEnd registers why a subscription's channel closed; end is called once the
 // channel is closed and returns nil after a normal end (ctx done).
 func onStreamEnd(ctx context.Context, end func() error) {
 	if s, ok := ctx.Value(streamEndsKey{}).(*streamEnds); ok {
@@ -69,7 +75,11 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 		}
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
-	return next(context.WithValue(ctx, streamEndsKey{}, &streamEnds{}))
+	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{})
+	if drop := wsgorilla.CloseIfWriting(ctx); drop != nil {
+		ctx = awareness.WithDropFunc(ctx, drop)
+	}
+	return next(ctx)
 }
 
 // InterceptResponse implements graphql.ResponseInterceptor.
