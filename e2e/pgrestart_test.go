@@ -237,6 +237,11 @@ func TestFault_PostgresRestartUnderLoad_SIG7(t *testing.T) {
 		t.Logf("%s restart: down at %s, start at %s", mode, down.Format("15:04:05.000"), up.Format("15:04:05.000"))
 		outages = append(outages, window{down, up})
 		recover = append(recover, waitAck(up, "after the cluster came back (no reconnect?)"))
+		if d := recover[len(recover)-1]; d > 3*time.Second {
+			// Not a failure (the cluster's own start can be slow on a loaded machine),
+			// but worth seeing why.
+			t.Logf("slow recovery after the %s restart (%v); server log:\n%s", mode, d, tail(s.logs.String(), 6000))
+		}
 		startTook = append(startTook, ready.Sub(up))
 		time.Sleep(700 * time.Millisecond)
 	}
@@ -265,8 +270,19 @@ func TestFault_PostgresRestartUnderLoad_SIG7(t *testing.T) {
 			}
 		}
 	}
-	if refusedInOutage == 0 {
-		t.Errorf("no append was refused while the cluster was down: the outage was not exercised")
+	// An append whose COMMIT answer was lost holds the write path while the store asks
+	// the server what became of it (models/outcome.go), so the appends sent during that
+	// outage wait for the cluster instead of being refused.
+	var heldThroughOutage int
+	for _, o := range all {
+		for _, w := range outages {
+			if o.sent.After(w.down) && o.sent.Before(w.up) && o.at.After(w.up) {
+				heldThroughOutage++
+			}
+		}
+	}
+	if refusedInOutage == 0 && heldThroughOutage == 0 {
+		t.Errorf("no append was refused or held while the cluster was down: the outage was not exercised")
 	}
 	// Nothing sent and answered while the cluster was down for sure (sent after
 	// pg_ctl stop -w returned, answered before pg_ctl start began) is acknowledged. An
@@ -346,8 +362,8 @@ func TestFault_PostgresRestartUnderLoad_SIG7(t *testing.T) {
 	logs := s.logs.String()
 	resolvedCommitted := strings.Count(logs, "the server says it committed")
 	resolvedRolledBack := strings.Count(logs, "rolled back; running the transaction again")
-	t.Logf("postgres restarted twice (fast, immediate; ~1 s down each) under %d writers: %d appends acknowledged, %d refused with UNAVAILABLE (%d while the cluster was down), %d unanswered (%d of them committed), %d refused but committed, %d refused as outcome unknown, lost %d; lost COMMIT answers resolved: %d committed, %d rolled back and run again; first acknowledged append %v and %v after pg_ctl start began (pg_ctl start -w itself took %v and %v)",
-		writers, len(acked), len(refused), refusedInOutage, unknown, unknownCommitted, refusedButCommitted, outcomeUnknown, lost, resolvedCommitted, resolvedRolledBack,
+	t.Logf("postgres restarted twice (fast, immediate; ~1 s down each) under %d writers: %d appends acknowledged, %d refused with UNAVAILABLE (%d while the cluster was down), %d held through an outage, %d unanswered (%d of them committed), %d refused but committed, %d refused as outcome unknown, lost %d; lost COMMIT answers resolved: %d committed, %d rolled back and run again; first acknowledged append %v and %v after pg_ctl start began (pg_ctl start -w itself took %v and %v)",
+		writers, len(acked), len(refused), refusedInOutage, heldThroughOutage, unknown, unknownCommitted, refusedButCommitted, outcomeUnknown, lost, resolvedCommitted, resolvedRolledBack,
 		recover[0].Round(time.Millisecond), recover[1].Round(time.Millisecond),
 		startTook[0].Round(time.Millisecond), startTook[1].Round(time.Millisecond))
 }

@@ -101,6 +101,25 @@ func TestPostgresLostCommitAnswer(t *testing.T) {
 	}
 }
 
+// A transaction id the server has not reached (after a crash that lost the WAL naming
+// it) never committed: txid_status raises "in the future" for it, which resolves as
+// rolled back at once instead of holding writes until the bound.
+func TestPostgresXactStatusFutureXid(t *testing.T) {
+	pgtest.AdminURL(t)
+	s := MustOpenPostgres(t)
+	ctx := context.Background()
+	var xid int64
+	if err := s.wsql.QueryRowContext(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.xactStatus(ctx, s.wsql, xid+1_000_000, 5*time.Second); got != outcomeAborted {
+		t.Fatalf("xactStatus(future xid) = %v, want outcomeAborted", got)
+	}
+	if got := s.xactStatus(ctx, s.wsql, xid, 5*time.Second); got != outcomeCommitted {
+		t.Fatalf("xactStatus(committed xid) = %v, want outcomeCommitted", got)
+	}
+}
+
 // cutProxy forwards TCP connections between a store and PostgreSQL. Armed, it cuts
 // the connection that sends COMMIT, either before COMMIT reaches the server (the
 // backend sees its client vanish and rolls back) or after the server has answered it

@@ -3,7 +3,10 @@ package models
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/awareness/awareness/internal/awareness"
 )
@@ -71,6 +74,11 @@ func (s *Store) xactStatus(ctx context.Context, db *sql.DB, xid int64, wait time
 			// Too old for the commit log: cannot happen for a transaction that just
 			// ran, unless the server lost its history (restored from a backup).
 			return outcomeUnknown
+		case xidInFuture(err):
+			// The server crashed before any WAL that names xid reached its disk, so
+			// after recovery the id is not even assigned yet: its commit record (which
+			// is flushed before COMMIT is answered) was never written.
+			return outcomeAborted
 		}
 		// "in progress" (the backend has not yet noticed its client is gone) or an
 		// error (the server is still down): ask again.
@@ -84,4 +92,11 @@ func (s *Store) xactStatus(ctx context.Context, db *sql.DB, xid int64, wait time
 		}
 		pause = min(2*pause, 500*time.Millisecond)
 	}
+}
+
+// xidInFuture reports txid_status's "transaction ID … is in the future" (22023
+// invalid_parameter_value, the only error it raises for a bigint argument).
+func xidInFuture(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22023"
 }
