@@ -146,7 +146,7 @@ type ComplexityRoot struct {
 		OccurredAt func(childComplexity int) int
 		OptActorID func(childComplexity int) int
 		OptRunID   func(childComplexity int) int
-		PayloadMap func(childComplexity int) int
+		Payload    func(childComplexity int) int
 		Sequence   func(childComplexity int) int
 		SessionKey func(childComplexity int) int
 		Summary    func(childComplexity int) int
@@ -781,11 +781,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StateEvent.OptRunID(childComplexity), true
 	case "StateEvent.payload":
-		if e.ComplexityRoot.StateEvent.PayloadMap == nil {
+		if e.ComplexityRoot.StateEvent.Payload == nil {
 			break
 		}
 
-		return e.ComplexityRoot.StateEvent.PayloadMap(childComplexity), true
+		return e.ComplexityRoot.StateEvent.Payload(childComplexity), true
 	case "StateEvent.sequence":
 		if e.ComplexityRoot.StateEvent.Sequence == nil {
 			break
@@ -4485,18 +4485,18 @@ func (ec *executionContext) _StateEvent_payload(ctx context.Context, field graph
 			return ec.fieldContext_StateEvent_payload(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.PayloadMap(), nil
+			return obj.Payload, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
-			return ec.marshalOJSON2map(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.Payload) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐPayload(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_StateEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("StateEvent", field, true, false, "JSON")
+	return graphql.NewScalarFieldContext("StateEvent", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _StateEvent_sessionKey(ctx context.Context, field graphql.CollectedField, obj *awareness.Event) (ret graphql.Marshaler) {
@@ -8434,6 +8434,18 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐPayload(ctx context.Context, v any) (awareness.Payload, error) {
+	res, err := scalar.UnmarshalPayload(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOJSON2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐPayload(ctx context.Context, sel ast.SelectionSet, v awareness.Payload) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := scalar.MarshalPayload(v)
 	return res
 }
 

@@ -361,9 +361,6 @@ func (e *Event) OptActorID() *string { return optional(e.ActorID) }
 // OptRunID is RunID with "" as nil.
 func (e *Event) OptRunID() *string { return optional(e.RunID) }
 
-// PayloadMap is the payload as a JSON object, nil when empty.
-func (e *Event) PayloadMap() map[string]any { return e.Payload.Map() }
-
 func optional(s string) *string {
 	if s == "" {
 		return nil

@@ -1,0 +1,45 @@
+package scalar
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// MarshalPayload writes, byte for byte, what MarshalJSONObject writes for the
+// payload's map (SIG-2: a payload reads back the same whichever path wrote it).
+func FuzzMarshalPayloadMatchesMap(f *testing.F) {
+	f.Add("", "", 0)
+	f.Add("timeout", "", 0)
+	f.Add("", "telegram", 0)
+	f.Add("error", "slack", 3)
+	f.Add("", "", -7)
+	f.Add("a\"b\\c", "<script>&amp;", 1)
+	f.Add("\u2028\u2029", "\x00\x1f\x7f", 2)
+	f.Add("\xff\xfe", "é漢字🙂", 1<<30)
+	f.Fuzz(func(t *testing.T, outcome, channel string, turns int) {
+		p := awareness.Payload{Outcome: awareness.RunOutcome(outcome), Channel: channel, Turns: turns}
+		var got, want bytes.Buffer
+		MarshalPayload(p).MarshalGQL(&got)
+		MarshalJSONObject(p.Map()).MarshalGQL(&want)
+		if got.String() != want.String() {
+			t.Fatalf("MarshalPayload(%+v) = %s, want %s", p, got.String(), want.String())
+		}
+	})
+}
+
+func TestUnmarshalPayload(t *testing.T) {
+	p, err := UnmarshalPayload(map[string]any{"outcome": "timeout", "channel": "telegram", "turns": 2})
+	if err != nil || p != (awareness.Payload{Outcome: awareness.OutcomeTimeout, Channel: "telegram", Turns: 2}) {
+		t.Fatalf("UnmarshalPayload = %+v, %v", p, err)
+	}
+	if p, err := UnmarshalPayload(nil); err != nil || !p.IsZero() {
+		t.Fatalf("UnmarshalPayload(nil) = %+v, %v", p, err)
+	}
+	for _, bad := range []any{map[string]any{"prompt": "secret"}, "text", []any{1}} {
+		if _, err := UnmarshalPayload(bad); awareness.ErrorCode(err) != awareness.EINVALID {
+			t.Errorf("UnmarshalPayload(%#v) error %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+}
