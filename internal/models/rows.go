@@ -154,7 +154,7 @@ func (r EventRow) event() (awareness.Event, error) {
 		RecordedAt: fromNanos(r.RecordedAt),
 	}
 	if r.PayloadJSON != nil {
-		if err := json.Unmarshal([]byte(*r.PayloadJSON), &ev.Payload); err != nil {
+		if err := decodePayload(*r.PayloadJSON, &ev.Payload); err != nil {
 			return awareness.Event{}, fmt.Errorf("event %s/%s#%d: decode payload: %w", r.AgentID, r.SessionKey, r.Sequence, err)
 		}
 	}
