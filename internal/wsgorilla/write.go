@@ -37,10 +37,12 @@ const maxPooledFrame = 64 << 10
 const DefaultReadBufferSize = 512
 
 // DefaultWriteBufferSize is the size of the pooled write buffers when
-// Implementation.WriteBufferSize is 0. gorilla copies the start of a message into it
-// and writes the rest from the message itself, so it only needs to hold a typical
-// frame.
-const DefaultWriteBufferSize = 4 << 10
+// Implementation.WriteBufferSize is 0. gorilla's server writes a message as one frame:
+// the header and the message's first bytes from this buffer, the rest from the
+// message itself, in one writev. So the buffer need not hold a frame, and small
+// buffers keep a broadcast (every subscriber's writer takes one at once, and the pool
+// empties at every GC) from allocating a burst of large ones.
+const DefaultWriteBufferSize = 1 << 10
 
 // writePools holds one buffer pool per write buffer size (gorilla takes a pool's
 // buffers as they come, so sizes must not mix). Like frames, pools hold no state a

@@ -8,6 +8,12 @@
 //   - the read limit (transport.WebsocketReadLimiter, fed from PayloadReadLimit) and
 //     read deadlines (transport.WebsocketReadDeadliner), so PingPongInterval detects
 //     dead peers;
+//   - its own pings and legacy `ka`s from a timer per connection (PingInterval,
+//     KeepAliveInterval, keepalive.go) instead of gqlgen's goroutine and ticker per
+//     connection, a small read buffer, pooled write buffers and net/http's hijacked
+//     buffers released, so that an idle connection costs little memory;
+//   - CloseIfWriting, for the application to end a connection whose write is stuck
+//     behind a client that does not read;
 //   - a normal close (1000, 1001, 1005) mapped to transport.ErrWebsocketClosed;
 //   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
 //     with 1007;
