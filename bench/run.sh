@@ -136,6 +136,6 @@ fi
 elapsed=$(( $(date +%s) - start ))
 "$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
   -base "$out/ws-baseline.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
-  -benchstat "$stat" -out "$results" \
+  -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
 step "done: $results (raw outputs and profiles in $out)"

@@ -29,6 +29,7 @@ func main() {
 		statFile   = flag.String("benchstat", "", "benchstat output (optional)")
 		runInfo    = flag.String("run-info", "", "one line about the run (duration, parameters)")
 		out        = flag.String("out", "RESULTS.md", "output file")
+		notesFile  = flag.String("notes", "", "hand-written reading of the gaps to append (optional)")
 	)
 	flag.Parse()
 	r := &report{bench: map[string]map[string][]float64{}, profDir: *profDir}
@@ -41,6 +42,11 @@ func main() {
 	facts, _ := os.ReadFile(*factsFile)
 	stat, _ := os.ReadFile(*statFile)
 	md := r.render(string(facts), string(stat), *runInfo)
+	if notes, err := os.ReadFile(*notesFile); *notesFile != "" && err == nil {
+		// The reading is written by hand for one run; it says which, so that a newer
+		// run's numbers are never read as its subject.
+		md += "\n" + string(notes)
+	}
 	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
@@ -445,8 +451,10 @@ func profileFiles(id, db string) []string {
 		return []string{"top-B1-" + db + ".txt"}
 	case "B3":
 		return []string{"top-B3-" + db + ".txt"}
-	case "B4", "L3":
+	case "B4":
 		return []string{"top-B4-" + db + ".txt"}
+	case "L3":
+		return []string{"top-L-a_l3.txt", "top-B4-" + db + ".txt"}
 	case "B7":
 		return []string{"top-B7-sqlite.txt"}
 	case "L1a":
