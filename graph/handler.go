@@ -73,6 +73,10 @@ type Config struct {
 	// when positive.
 	WSInitTimeout      time.Duration
 	WSPingPongInterval time.Duration
+
+	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
+	// it with gqlgen's own execution.
+	gqlgenEventPages bool
 }
 
 // NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), OPTIONS,
@@ -137,6 +141,9 @@ func NewHandler(cfg Config) http.Handler {
 	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
 	srv.Use(resolvers.StreamErrors{Present: present})
+	if !cfg.gqlgenEventPages {
+		srv.Use(EventPage{})
+	}
 
 	return ws.Guard(authenticate(cfg.Auth, log, checkBody(srv)))
 }
