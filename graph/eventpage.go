@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/graph/scalar"
 	"github.com/awareness/awareness/internal/awareness"
@@ -50,9 +53,21 @@ var stateEventTypes = []string{"StateEvent"}
 // InterceptField implements graphql.FieldInterceptor.
 func (EventPage) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil || fc.Object != "StateChanges" || fc.Field.Name != "events" {
+	if fc == nil || fc.Field.Field == nil {
 		return next(ctx)
 	}
+	switch {
+	case fc.Object == "StateChanges" && fc.Field.Name == "events":
+		return page(ctx, fc, next)
+	case fc.Object == "Subscription" && fc.Field.Name == "staleNotices":
+		return stream(ctx, fc, next, staleNoticeTypes, noticeColumns, writeNotice)
+	case fc.Object == "Subscription" && fc.Field.Name == "stateEvents":
+		return stream(ctx, fc, next, stateEventTypes, eventColumns, writeStreamedEvent)
+	}
+	return next(ctx)
+}
+
+func page(ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver) (any, error) {
 	res, err := next(ctx)
 	if err != nil {
 		return res, err
@@ -79,19 +94,29 @@ func (EventPage) InterceptField(ctx context.Context, next graphql.Resolver) (any
 type eventColumn struct {
 	key   []byte
 	field string
+	alias string
 }
 
 func eventColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
+	return columns(fields, "sequence", "kind", "actorType", "actorId", "summary", "occurredAt",
+		"runId", "payload", "sessionKey", "agentId")
+}
+
+func noticeColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
+	return columns(fields, "watcher", "target", "targetAgentId", "changesSince", "notifiedVersion",
+		"materialVersion", "text", "wake", "openedAt")
+}
+
+// columns returns the keys to write for fields, or false when one of them is not a
+// plain field of known (besides __typename) or is deferred.
+func columns(fields []graphql.CollectedField, known ...string) ([]eventColumn, bool) {
 	cols := make([]eventColumn, 0, len(fields))
 	seen := make(map[string]bool, len(fields))
 	for _, f := range fields {
 		if len(f.Deferrables) > 0 || len(f.Selections) > 0 {
 			return nil, false
 		}
-		switch f.Name {
-		case "__typename", "sequence", "kind", "actorType", "actorId", "summary", "occurredAt",
-			"runId", "payload", "sessionKey", "agentId":
-		default:
+		if f.Name != "__typename" && !slices.Contains(known, f.Name) {
 			return nil, false
 		}
 		if seen[f.Alias] {
@@ -104,7 +129,7 @@ func eventColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 		}
 		writeQuoted(&b, f.Alias)
 		b.WriteByte(':')
-		cols = append(cols, eventColumn{key: b.Bytes(), field: f.Name})
+		cols = append(cols, eventColumn{key: b.Bytes(), field: f.Name, alias: f.Alias})
 	}
 	return cols, true
 }
@@ -115,8 +140,9 @@ func writable(e *awareness.Event) bool {
 	return e.Kind.Valid() && e.ActorType.Valid() && !e.OccurredAt.IsZero()
 }
 
-// eventPagesWritten counts the pages the fast path wrote (the tests check it ran).
-var eventPagesWritten atomic.Int64
+// eventPagesWritten and streamItemsWritten count what the fast path wrote (the tests
+// check it ran).
+var eventPagesWritten, streamItemsWritten atomic.Int64
 
 type eventPage struct {
 	events []awareness.Event
@@ -133,40 +159,166 @@ func (p eventPage) MarshalGQL(w io.Writer) {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		e := &p.events[i]
-		buf.WriteByte('{')
-		for _, c := range p.cols {
-			buf.Write(c.key)
-			switch c.field {
-			case "__typename":
-				buf.WriteString(`"StateEvent"`)
-			case "sequence":
-				buf.WriteString(strconv.FormatInt(e.Sequence, 10))
-			case "kind":
-				writeQuoted(buf, string(e.Kind))
-			case "actorType":
-				writeQuoted(buf, string(e.ActorType))
-			case "actorId":
-				writeOptional(buf, e.ActorID)
-			case "summary":
-				writeQuoted(buf, e.Summary)
-			case "occurredAt":
-				// scalar.MarshalTime: RFC 3339 with nanoseconds, UTC, Go-quoted.
-				buf.WriteString(strconv.Quote(e.OccurredAt.UTC().Format(time.RFC3339Nano)))
-			case "runId":
-				writeOptional(buf, e.RunID)
-			case "payload":
-				scalar.MarshalPayload(e.Payload).MarshalGQL(buf)
-			case "sessionKey":
-				writeQuoted(buf, e.Session.Key)
-			case "agentId":
-				writeQuoted(buf, e.Session.AgentID)
-			}
-		}
-		buf.WriteByte('}')
+		writeEvent(buf, &p.events[i], p.cols)
 	}
 	buf.WriteByte(']')
 	_, _ = w.Write(buf.Bytes())
+}
+
+// writeEvent writes the selected fields of an event that is writable.
+func writeEvent(buf *bytes.Buffer, e *awareness.Event, cols []eventColumn) {
+	buf.WriteByte('{')
+	for _, c := range cols {
+		buf.Write(c.key)
+		switch c.field {
+		case "__typename":
+			buf.WriteString(`"StateEvent"`)
+		case "sequence":
+			buf.WriteString(strconv.FormatInt(e.Sequence, 10))
+		case "kind":
+			writeEnum(buf, string(e.Kind), e.Kind.Valid())
+		case "actorType":
+			writeEnum(buf, string(e.ActorType), e.ActorType.Valid())
+		case "actorId":
+			writeOptional(buf, e.ActorID)
+		case "summary":
+			writeQuoted(buf, e.Summary)
+		case "occurredAt":
+			writeTime(buf, e.OccurredAt)
+		case "runId":
+			writeOptional(buf, e.RunID)
+		case "payload":
+			scalar.MarshalPayload(e.Payload).MarshalGQL(buf)
+		case "sessionKey":
+			writeQuoted(buf, e.Session.Key)
+		case "agentId":
+			writeQuoted(buf, e.Session.AgentID)
+		}
+	}
+	buf.WriteByte('}')
+}
+
+// writeEnum writes an enum value as gqlgen's generated marshaler does: its name, and
+// "" for a value the schema does not know.
+func writeEnum(buf *bytes.Buffer, name string, known bool) {
+	if !known {
+		name = ""
+	}
+	writeQuoted(buf, name)
+}
+
+// writeStreamedEvent writes one stateEvents item. An event without a time whose time
+// is selected is null, with a "must not be null" error per selection of it, as
+// gqlgen's null propagation makes it.
+func writeStreamedEvent(ctx context.Context, buf *bytes.Buffer, e *awareness.Event, cols []eventColumn) {
+	if e.OccurredAt.IsZero() && nullFields(ctx, cols, "occurredAt") {
+		buf.WriteString("null")
+		return
+	}
+	writeEvent(buf, e, cols)
+}
+
+// writeNotice writes one staleNotices item (a notice without an opening time, never
+// pending and so never published, is null as in writeStreamedEvent).
+func writeNotice(ctx context.Context, buf *bytes.Buffer, n *awareness.Notice, cols []eventColumn) {
+	if n.OpenedAt.IsZero() && nullFields(ctx, cols, "openedAt") {
+		buf.WriteString("null")
+		return
+	}
+	buf.WriteByte('{')
+	for _, c := range cols {
+		buf.Write(c.key)
+		switch c.field {
+		case "__typename":
+			buf.WriteString(`"StaleNotice"`)
+		case "watcher":
+			writeQuoted(buf, n.Watcher)
+		case "target":
+			writeQuoted(buf, n.Target.Key)
+		case "targetAgentId":
+			writeQuoted(buf, n.Target.AgentID)
+		case "changesSince":
+			buf.WriteString(strconv.FormatInt(n.ChangesSince, 10))
+		case "notifiedVersion":
+			buf.WriteString(strconv.FormatInt(n.NotifiedVersion, 10))
+		case "materialVersion":
+			buf.WriteString(strconv.FormatInt(n.MaterialVersion, 10))
+		case "text":
+			writeQuoted(buf, n.Text)
+		case "wake":
+			buf.WriteString(strconv.FormatBool(n.Wake))
+		case "openedAt":
+			writeTime(buf, n.OpenedAt)
+		}
+	}
+	buf.WriteByte('}')
+}
+
+// nullFields reports whether cols select field, adding for each selection the error
+// gqlgen's generated marshaler adds for a null non-null field (path: the alias, as
+// gqlgen reports it inside a subscription item).
+func nullFields(ctx context.Context, cols []eventColumn, field string) bool {
+	found := false
+	for _, c := range cols {
+		if c.field == field {
+			found = true
+			graphql.AddError(ctx, &gqlerror.Error{Message: "must not be null", Path: ast.Path{ast.PathName(c.alias)}})
+		}
+	}
+	return found
+}
+
+// writeTime writes the Time scalar as scalar.MarshalTime does: RFC 3339 with
+// nanoseconds, UTC, quoted by strconv.Quote.
+func writeTime(buf *bytes.Buffer, t time.Time) {
+	buf.WriteString(strconv.Quote(t.UTC().Format(time.RFC3339Nano)))
+}
+
+var staleNoticeTypes = []string{"StaleNotice"}
+
+// stream takes over a subscription field: it lets the resolver return its channel,
+// then returns, in place of gqlgen's stream function, one that writes each item
+// directly, wrapped as gqlgen's ResolveFieldStream wraps it ({"alias":item}).
+// gqlgen's resolveField accepts a value of the stream function's type from the
+// middleware chain. A selection it cannot write is left to gqlgen.
+func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver, types []string,
+	cols func([]graphql.CollectedField) ([]eventColumn, bool), write func(context.Context, *bytes.Buffer, *T, []eventColumn)) (any, error) {
+	res, err := next(ctx)
+	if err != nil {
+		return res, err
+	}
+	ch, ok := res.(<-chan T)
+	if !ok {
+		return res, nil
+	}
+	cs, ok := cols(graphql.CollectFields(graphql.GetOperationContext(ctx), fc.Field.Selections, types))
+	if !ok {
+		return res, nil
+	}
+	var open bytes.Buffer
+	open.WriteByte('{')
+	writeQuoted(&open, fc.Field.Alias)
+	open.WriteByte(':')
+	prefix := open.Bytes()
+	return func(ctx context.Context) graphql.Marshaler {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			return graphql.WriterFunc(func(w io.Writer) {
+				streamItemsWritten.Add(1)
+				var buf bytes.Buffer
+				buf.Grow(512)
+				buf.Write(prefix)
+				write(ctx, &buf, &v, cs)
+				buf.WriteByte('}')
+				_, _ = w.Write(buf.Bytes())
+			})
+		case <-ctx.Done():
+			return nil
+		}
+	}, nil
 }
 
 func writeOptional(buf *bytes.Buffer, s string) {

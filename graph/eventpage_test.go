@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
@@ -48,6 +51,7 @@ func TestEventPageMatchesGqlgen(t *testing.T) {
 		{Kind: awareness.Compacted, ActorType: awareness.ActorSystem},
 		{Kind: awareness.UpstreamMissing, ActorType: awareness.ActorSystem, Channel: str("codex")},
 		{Kind: awareness.Adopted, ActorType: awareness.ActorHuman, ActorID: str("user:bob")},
+		{Kind: awareness.ChildSpawned, ActorType: awareness.ActorAgent, Watchers: []string{"agent:main:main"}},
 	} {
 		in.SessionKey = key
 		if _, err := svc.RecordEvent(ctx, in); err != nil {
@@ -129,4 +133,130 @@ func post(t *testing.T, h http.Handler, query string, vars map[string]any) []byt
 		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
 	}
 	return rec.Body.Bytes()
+}
+
+// NTC-5, NTC-7: the subscriptions written by the fast path carry, frame by frame, the
+// same payload bytes as gqlgen's own execution, including the items gqlgen would null
+// (a notice without an opening time, an event without a time, an unknown enum value).
+func TestEventPageStreamsMatchGqlgen(t *testing.T) {
+	ctx := context.Background()
+	store, err := models.OpenSQLite(ctx, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := awareness.NewHub()
+	t.Cleanup(func() { hub.Close(); store.Close() })
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub})
+	fastSrv := httptest.NewServer(NewHandler(Config{Service: svc}))
+	plainSrv := httptest.NewServer(NewHandler(Config{Service: svc, gqlgenEventPages: true}))
+	t.Cleanup(fastSrv.Close)
+	t.Cleanup(plainSrv.Close)
+
+	subs := map[string]string{
+		"notices": `subscription { staleNotices { watcher target targetAgentId changesSince notifiedVersion
+  materialVersion text wake openedAt __typename } }`,
+		"notices aliased": `subscription { n: staleNotices(watcher: "agent:main:main") { t: text w: wake ... on StaleNotice { openedAt } } }`,
+		"events": `subscription { stateEvents { sequence kind actorType actorId summary occurredAt runId payload
+  sessionKey agentId __typename } }`,
+		"events of one session": `subscription { e: stateEvents(sessionKey: "agent:main:subagent:s1") { ...F } }
+fragment F on StateEvent { summary kind k2: kind payload }`,
+	}
+	type pair struct{ fast, plain *websocket.Conn }
+	conns := map[string]pair{}
+	for name, q := range subs {
+		conns[name] = pair{subscribe(t, fastSrv.URL, q), subscribe(t, plainSrv.URL, q)}
+	}
+	// Subscriptions are live once the hub counts them (each pair twice).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n, e := hub.Subscribers()
+		if n == 4 && e == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub has %d notice and %d event subscribers, want 4 and 4", n, e)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	before := streamItemsWritten.Load()
+	summary := `say "hi" \ <b>`
+	for i, key := range []string{"agent:main:subagent:s1", "agent:main:subagent:s2", "agent:main:subagent:s1"} {
+		actor := "+1555010" + strconv.Itoa(i)
+		if _, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: key, Kind: awareness.HumanDirectMessage,
+			ActorType: awareness.ActorHuman, ActorID: &actor, Summary: &summary, Watchers: []string{"agent:main:main"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Items gqlgen nulls or blanks, published straight to the hub.
+	hub.PublishNotices(awareness.Notice{Watcher: "agent:main:main", Target: awareness.SessionRef{AgentID: "main", Key: "agent:main:subagent:s9"},
+		ChangesSince: 1, NotifiedVersion: 2, MaterialVersion: 2, Text: "no opening time"})
+	hub.PublishEvents(awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: "agent:main:subagent:s1"}, Sequence: 9,
+		Kind: "bogus", ActorType: awareness.ActorSystem, Summary: "unknown kind", OccurredAt: time.Now()},
+		awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: "agent:main:subagent:s1"}, Sequence: 10,
+			Kind: awareness.Compacted, ActorType: awareness.ActorSystem, Summary: "no time"})
+
+	want := map[string]int{"notices": 3, "notices aliased": 3, "events": 5, "events of one session": 4}
+	for name, n := range want {
+		c := conns[name]
+		for i := range n {
+			got, exp := nextPayload(t, c.fast), nextPayload(t, c.plain)
+			if !bytes.Equal(got, exp) {
+				t.Errorf("%s item %d:\nfast path: %s\ngqlgen:    %s", name, i, got, exp)
+			}
+		}
+	}
+	if streamItemsWritten.Load() == before {
+		t.Error("the fast path wrote no subscription item")
+	}
+}
+
+func subscribe(t *testing.T, base, query string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 5 * time.Second}
+	c, _, err := d.Dial("ws"+strings.TrimPrefix(base, "http")+"/query", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := readFrame(t, c); f.Type != "connection_ack" {
+		t.Fatalf("got %+v, want connection_ack", f)
+	}
+	if err := c.WriteJSON(map[string]any{"type": "subscribe", "id": "1", "payload": map[string]any{"query": query}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type wsFrame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func readFrame(t *testing.T, c *websocket.Conn) wsFrame {
+	t.Helper()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var f wsFrame
+		if err := c.ReadJSON(&f); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if f.Type == "ping" || f.Type == "pong" || f.Type == "ka" {
+			continue
+		}
+		return f
+	}
+}
+
+// nextPayload returns the payload of the next frame, which must be a next frame.
+func nextPayload(t *testing.T, c *websocket.Conn) []byte {
+	t.Helper()
+	f := readFrame(t, c)
+	if f.Type != "next" {
+		t.Fatalf("got %s frame %s, want next", f.Type, f.Payload)
+	}
+	return f.Payload
 }
