@@ -6,10 +6,12 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -291,15 +293,11 @@ func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.R
 	if !ok {
 		return res, nil
 	}
-	cs, ok := cols(graphql.CollectFields(graphql.GetOperationContext(ctx), fc.Field.Selections, types))
+	sh, ok := shapeOf(ctx, fc, types, cols)
 	if !ok {
 		return res, nil
 	}
-	var open bytes.Buffer
-	open.WriteByte('{')
-	writeQuoted(&open, fc.Field.Alias)
-	open.WriteByte(':')
-	prefix := open.Bytes()
+	prefix, cs := sh.prefix, sh.cols
 	return func(ctx context.Context) graphql.Marshaler {
 		select {
 		case v, ok := <-ch:
@@ -308,12 +306,18 @@ func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.R
 			}
 			return graphql.WriterFunc(func(w io.Writer) {
 				streamItemsWritten.Add(1)
-				var buf bytes.Buffer
-				buf.Grow(512)
+				// gqlgen's executor marshals into a bytes.Buffer of its own; write there
+				// directly when it does.
+				buf, direct := w.(*bytes.Buffer)
+				if !direct {
+					buf = new(bytes.Buffer)
+				}
 				buf.Write(prefix)
-				write(ctx, &buf, &v, cs)
+				write(ctx, buf, &v, cs)
 				buf.WriteByte('}')
-				_, _ = w.Write(buf.Bytes())
+				if !direct {
+					_, _ = w.Write(buf.Bytes())
+				}
 			})
 		case <-ctx.Done():
 			return nil
@@ -362,4 +366,74 @@ func writeQuoted(buf *bytes.Buffer, s string) {
 	}
 	buf.WriteString(s[start:])
 	buf.WriteByte('"')
+}
+
+// streamShape is what a subscription writes around and in each item.
+type streamShape struct {
+	prefix []byte // {"alias":
+	cols   []eventColumn
+}
+
+// streamShapes shares the shapes of plain selections (fields only, no fragment or
+// directive, so that variables cannot change them) between subscriptions: 10,000
+// dashboards or agents subscribed with the same query hold one shape, not 10,000.
+var streamShapes = lru.New[*streamShape](1000)
+
+// shapeOf returns the shape of a subscription field's selection, or false when the
+// fast path cannot write it.
+func shapeOf(ctx context.Context, fc *graphql.FieldContext, types []string,
+	cols func([]graphql.CollectedField) ([]eventColumn, bool)) (*streamShape, bool) {
+	key, plain := plainKey(fc)
+	if plain {
+		if sh, ok := streamShapes.Get(ctx, key); ok {
+			return sh, true
+		}
+	}
+	var fields []graphql.CollectedField
+	if plain {
+		// Plain fields collect to themselves, the first of each alias kept.
+		for _, sel := range fc.Field.Selections {
+			fields = append(fields, graphql.CollectedField{Field: sel.(*ast.Field)})
+		}
+	} else {
+		fields = graphql.CollectFields(graphql.GetOperationContext(ctx), fc.Field.Selections, types)
+	}
+	cs, ok := cols(fields)
+	if !ok {
+		return nil, false
+	}
+	var open bytes.Buffer
+	open.WriteByte('{')
+	writeQuoted(&open, fc.Field.Alias)
+	open.WriteByte(':')
+	sh := &streamShape{prefix: open.Bytes(), cols: cs}
+	if plain {
+		streamShapes.Add(ctx, key, sh)
+	}
+	return sh, true
+}
+
+// plainKey spells a selection of plain fields (no fragments, directives or
+// sub-selections) as "object.field alias:name …"; plain is false otherwise.
+func plainKey(fc *graphql.FieldContext) (key string, plain bool) {
+	var b strings.Builder
+	b.WriteString(fc.Object)
+	b.WriteByte('.')
+	b.WriteString(fc.Field.Name)
+	b.WriteByte(' ')
+	b.WriteString(fc.Field.Alias)
+	if len(fc.Field.Directives) > 0 {
+		return "", false
+	}
+	for _, sel := range fc.Field.Selections {
+		f, ok := sel.(*ast.Field)
+		if !ok || len(f.Directives) > 0 || len(f.SelectionSet) > 0 {
+			return "", false
+		}
+		b.WriteByte(' ')
+		b.WriteString(f.Alias)
+		b.WriteByte(':')
+		b.WriteString(f.Name)
+	}
+	return b.String(), true
 }
