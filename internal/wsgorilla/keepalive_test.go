@@ -3,6 +3,7 @@ package wsgorilla_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,12 +51,7 @@ func TestAdapterPingAnsweredKeepsConnection(t *testing.T) {
 	}
 	send(t, c, frame{Type: "subscribe", ID: "a", Payload: subscribePayload()})
 	for pings := 0; pings < 5; { // 5 intervals: past 2 deadlines
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("after %d answered pings: %v", pings, err)
-		}
-		if f.Type == "ping" {
+		if f := readFrame(t, c, strconv.Itoa(pings)+" pings answered"); f.Type == "ping" {
 			pings++
 			send(t, c, frame{Type: "pong"})
 		}
@@ -70,11 +66,7 @@ func TestAdapterPingAnsweredKeepsConnection(t *testing.T) {
 func nextSkippingPings(t *testing.T, c *websocket.Conn) frame {
 	t.Helper()
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("read: %v", err)
-		}
+		f := readFrame(t, c, "next frame, answering pings")
 		if f.Type == "ping" {
 			send(t, c, frame{Type: "pong"})
 			continue
@@ -93,12 +85,7 @@ func TestAdapterLegacyKeepAlive(t *testing.T) {
 	send(t, c, frame{Type: "connection_init"})
 	kas := 0
 	for kas < 3 { // gqlgen's one after the ack, then the adapter's
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("after %d ka: %v", kas, err)
-		}
-		if f.Type == "ka" {
+		if f := readFrame(t, c, strconv.Itoa(kas)+" ka"); f.Type == "ka" {
 			kas++
 		}
 	}

@@ -209,12 +209,7 @@ func TestLegacySubscriptionCap(t *testing.T) {
 func awaitPong(t *testing.T, c *websocket.Conn) {
 	t.Helper()
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		switch f.Type {
+		switch f := readFrame(t, c, "pong"); f.Type {
 		case "pong":
 			return
 		case "error":

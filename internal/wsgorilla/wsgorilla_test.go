@@ -64,15 +64,22 @@ func send(t *testing.T, c *websocket.Conn, f frame) {
 	}
 }
 
-// next reads the next frame, skipping keep-alives ("ka", "ping") when skip is true.
+// readFrame reads one frame within 5 s; a failure names what was being waited for.
+func readFrame(t *testing.T, c *websocket.Conn, what string) frame {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var f frame
+	if err := c.ReadJSON(&f); err != nil {
+		t.Fatalf("read (%s): %v", what, err)
+	}
+	return f
+}
+
+// next reads the next frame, skipping keep-alives ("ka", "ping", "pong").
 func next(t *testing.T, c *websocket.Conn) frame {
 	t.Helper()
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var f frame
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("read: %v", err)
-		}
+		f := readFrame(t, c, "next frame")
 		if f.Type == "ka" || f.Type == "ping" || f.Type == "pong" {
 			continue
 		}
