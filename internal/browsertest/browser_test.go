@@ -26,10 +26,9 @@ import (
 // chromiumPath is where Debian's chromium package installs the browser.
 const chromiumPath = "/usr/bin/chromium"
 
-// noticeWithin bounds the wait for a notice to reach the dashboard after recordEvent.
-// It is a bound on waiting for an observable event, not a latency claim (bench/ has
-// those): under CI's race detector, with other packages' tests on the same 2 cores,
-// a re-subscribing dashboard took more than 2 s once.
+// noticeWithin bounds the wait for a notice to reach the dashboard after recordEvent:
+// a bound on waiting for an observable event, not a latency claim (bench/ has those;
+// the tests log how long it took).
 const noticeWithin = 10 * time.Second
 
 const (

@@ -159,17 +159,28 @@ export class Live {
       },
       error: (err) => {
         if (Array.isArray(err)) {
+          if (err.length && err.every((e) => e.extensions && e.extensions.code === 'UNAVAILABLE')) {
+            // Retryable: the server is shutting down, or dropped this stream for falling
+            // behind. Start it again, as after complete; after a restart, connect()
+            // re-attaches it on the new connection.
+            this.again(s);
+            return;
+          }
           s.failed = true;
           this.subs.delete(s);
           if (s.handlers.error) s.handlers.error(err);
         }
         // Otherwise the connection failed for good: connect() re-attaches it.
       },
-      complete: () => {
-        // The server ended the stream: start it again unless we asked for the end.
-        if (s.closed || s.failed || s.client !== this.client) return;
-        setTimeout(() => { if (!s.closed && s.client === this.client) this.attach(s); }, 1000);
-      },
+      complete: () => this.again(s),
     });
+  }
+
+  /** again starts a stream the server ended again, unless we asked for the end. */
+  again(s) {
+    if (s.closed || s.failed || s.client !== this.client) return;
+    const client = s.client;
+    s.client = null;
+    setTimeout(() => { if (!s.closed && !s.client && client === this.client) this.attach(s); }, 1000);
   }
 }
