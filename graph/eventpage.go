@@ -19,8 +19,9 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// EventPage writes the events of a reconciliation page (StateChanges.events) directly,
-// instead of letting gqlgen execute the selection once per field of every event.
+// EventPage writes the events of a reconciliation page (StateChanges.events), and each
+// item of the staleNotices and stateEvents subscriptions, directly, instead of letting
+// gqlgen execute the selection once per field of every event or notice.
 //
 // Why: sessionStatus(changesSince:) is the query every agent runs before it acts on a
 // notice, and a page holds up to 500 events. gqlgen resolves each field through a
@@ -29,9 +30,12 @@ import (
 // bench/GAPS.md). Events are immutable rows whose fields are all scalars, so the page
 // can be written in one pass.
 //
-// It is a field interceptor: it lets the resolver run, then, for StateChanges.events
-// only, returns a graphql.Marshaler in place of the slice (gqlgen's resolveField
-// accepts a Marshaler from the middleware chain and uses it as the field's value).
+// It is a field interceptor: it lets the resolver run, then, for StateChanges.events,
+// returns a graphql.Marshaler in place of the slice (gqlgen's resolveField accepts a
+// Marshaler from the middleware chain and uses it as the field's value), and for the
+// two subscriptions a stream function in place of gqlgen's (see stream). A notice
+// fanned out to 10,000 subscribers is written 10,000 times, so the same saving counts
+// there.
 // It only takes over selections it can write byte for byte as gqlgen would (the
 // fields of StateEvent and __typename, with aliases, fragments and @skip/@include
 // already resolved by graphql.CollectFields; no @defer) and events whose every value
