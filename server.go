@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -433,8 +434,9 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	// finish under http.Server.Shutdown.
 	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
 	defer endStreams()
+	var wsConns sync.WaitGroup // upgraded connections still being served
 	srv := &http.Server{
-		Handler:           routes(svc, store, cfg, log, streams),
+		Handler:           routes(svc, store, cfg, log, streams, &wsConns),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
@@ -508,6 +510,12 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	} else {
 		log.Info("shutdown: http server stopped")
 	}
+	// Wait for the cancelled WebSocket connections to close before the hub does: a
+	// stream the hub ended first would send its client an UNAVAILABLE error instead of
+	// a closed socket. (After Shutdown no connection can start: every Add is done.)
+	if !waitGroup(sctx, &wsConns) {
+		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+	}
 	cancel()
 	<-demoDone
 	pruner.Stop()
@@ -523,7 +531,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 }
 
 // routes builds the HTTP routes.
-func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log *slog.Logger, streams context.Context) http.Handler {
+func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log *slog.Logger, streams context.Context,
+	wsConns *sync.WaitGroup) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.Auth != nil {
 		log.Info("authentication on", "auth_file", cfg.AuthFile, "tokens", cfg.Auth.Roles())
@@ -539,7 +548,7 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout,
 	})
-	mux.Handle("/query", endWith(streams, query))
+	mux.Handle("/query", endWith(streams, wsConns, query))
 	mux.Handle("GET /playground", web.Playground())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -571,12 +580,14 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 
 // endWith cancels WebSocket requests when streams ends. http.Server.Shutdown does not
 // track hijacked connections, so this is what ends them at shutdown.
-func endWith(streams context.Context, next http.Handler) http.Handler {
+func endWith(streams context.Context, conns *sync.WaitGroup, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
+		conns.Add(1)
+		defer conns.Done()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		stop := context.AfterFunc(streams, cancel)
@@ -626,4 +637,16 @@ func validateCatalogs(cs []catalogSpec) error {
 		}
 	}
 	return nil
+}
+
+// waitGroup waits for wg until ctx ends; it reports whether wg finished.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
