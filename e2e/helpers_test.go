@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/awareness/awareness/internal/syncbuf"
 )
 
 const (
@@ -75,23 +77,8 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// syncBuffer collects a child process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a child process's or logger's output (see syncbuf).
+type syncBuffer = syncbuf.Buffer
 
 // ---------------------------------------------------------------------------------------
 // The server process

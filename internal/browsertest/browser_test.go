@@ -21,6 +21,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/awareness/awareness/internal/syncbuf"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -406,22 +408,8 @@ type server struct {
 	stopped bool
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a child process's or logger's output (see syncbuf).
+type syncBuffer = syncbuf.Buffer
 
 // startServer runs `awareness serve` on addr with db and waits until /readyz answers.
 // The server is stopped (SIGINT, then kill) when the test ends; its log is shown when

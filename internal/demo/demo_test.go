@@ -1,18 +1,17 @@
 package demo_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/demo"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/syncbuf"
 )
 
 func newService(t *testing.T, path string) *awareness.Service {
@@ -31,22 +30,8 @@ func newService(t *testing.T, path string) *awareness.Service {
 	return awareness.NewService(awareness.Config{Store: store, Hub: hub})
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer collects a child process's or logger's output (see syncbuf).
+type lockedBuffer = syncbuf.Buffer
 
 // start runs the demo in a goroutine and returns a func that cancels it and checks
 // that Run returned nil promptly.
