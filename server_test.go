@@ -284,16 +284,9 @@ func TestParseServeConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
-			got, err := parseServeConfig(tt.args, lookup, io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
-				}
+			got, ok := parseOrRefuse(t, tt.args, tt.env, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			want := defaults
 			tt.want(&want)
@@ -329,4 +322,22 @@ func TestRunUsageErrorsExit2AndOpenNothing(t *testing.T) {
 	if got := run(context.Background(), []string{"help"}, io.Discard, io.Discard); got != exitOK {
 		t.Errorf("help = %d, want 0", got)
 	}
+}
+
+// parseOrRefuse parses serve flags with env as the environment. With wantErr set it
+// checks the refusal names it and returns false; otherwise it returns the config.
+func parseOrRefuse(t *testing.T, args []string, env map[string]string, wantErr string) (serveConfig, bool) {
+	t.Helper()
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	got, err := parseServeConfig(args, lookup, io.Discard)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want one mentioning %q", err, wantErr)
+		}
+		return serveConfig{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, true
 }

@@ -45,16 +45,9 @@ func TestParseServeConfigUpstream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
-			got, err := parseServeConfig(tt.args, lookup, io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
-				}
+			got, ok := parseOrRefuse(t, tt.args, tt.env, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if d := cmp.Diff(tt.want, got.Catalogs); d != "" {
 				t.Errorf("catalogs (-want +got):\n%s", d)
