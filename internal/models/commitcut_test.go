@@ -112,10 +112,10 @@ func TestPostgresXactStatusFutureXid(t *testing.T) {
 	if err := s.wsql.QueryRowContext(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.xactStatus(ctx, s.wsql, xid+1_000_000, 5*time.Second); got != outcomeAborted {
+	if got := s.xactStatus(ctx, xid+1_000_000, 5*time.Second); got != outcomeAborted {
 		t.Fatalf("xactStatus(future xid) = %v, want outcomeAborted", got)
 	}
-	if got := s.xactStatus(ctx, s.wsql, xid, 5*time.Second); got != outcomeCommitted {
+	if got := s.xactStatus(ctx, xid, 5*time.Second); got != outcomeCommitted {
 		t.Fatalf("xactStatus(committed xid) = %v, want outcomeCommitted", got)
 	}
 }

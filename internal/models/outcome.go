@@ -58,13 +58,13 @@ func errOutcomeUnknown(cause error) error {
 // xactStatus asks what became of transaction xid, on a connection other than the one
 // that failed, retrying while the database is unreachable or the transaction is still
 // finishing, until wait passes, ctx ends or the store closes.
-func (s *Store) xactStatus(ctx context.Context, db *sql.DB, xid int64, wait time.Duration) outcome {
+func (s *Store) xactStatus(ctx context.Context, xid int64, wait time.Duration) outcome {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	pause := 20 * time.Millisecond
 	for {
 		var status sql.NullString
-		err := db.QueryRowContext(ctx, "SELECT txid_status($1)", xid).Scan(&status)
+		err := s.wsql.QueryRowContext(ctx, "SELECT txid_status($1)", xid).Scan(&status)
 		switch {
 		case err == nil && status.String == "committed":
 			return outcomeCommitted

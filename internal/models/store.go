@@ -212,7 +212,7 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	}
 	// The COMMIT failed, and it may have failed after the server made it durable
 	// (outcome.go): ask what became of it.
-	switch s.xactStatus(ctx, s.wsql, xid, s.commitCheckWait) {
+	switch s.xactStatus(ctx, xid, s.commitCheckWait) {
 	case outcomeCommitted:
 		s.log.Warn("commit answer lost with its connection; the server says it committed", "err", err)
 		return nil
