@@ -15,7 +15,7 @@
 // pruner and the HTTP server, and shuts them down in order.
 package main
 
-//go:generate go run github.com/99designs/gqlgen generate
+//go:generate go tool gqlgen generate
 
 import (
 	"context"

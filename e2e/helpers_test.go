@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +65,8 @@ func runMain(m *testing.M) int {
 	serverBin = filepath.Join(dir, "awareness")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		fmt.Fprintln(os.Stderr, "e2e: the go command is not in PATH:", err)
+		return 1
 	}
 	build := exec.Command(goTool, "build", "-o", serverBin, ".")
 	build.Dir = repoRoot

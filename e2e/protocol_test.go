@@ -132,19 +132,16 @@ func TestProtocol_SubscriptionCapPerConnection(t *testing.T) {
 		ws.subscribe(fmt.Sprintf("s%d", i), fmt.Sprintf("agent:main:cap%d", i))
 	}
 	ws.subscribe("over", mainWatcher)
-	for {
-		f, ok := ws.nextFrame(wait)
-		if !ok {
-			t.Fatalf("no answer to the subscribe over the cap (reader: %v)", ws.readerErr())
-		}
-		if f.ID != "over" {
-			t.Fatalf("unexpected %s frame for %q: %s", f.Type, f.ID, f.Payload)
-		}
-		var errs []gqlError
-		if f.Type != "error" || json.Unmarshal(f.Payload, &errs) != nil || len(errs) != 1 || errs[0].Extensions["code"] != "INVALID_ARGUMENT" {
-			t.Fatalf("over the cap: %s %s, want an error frame INVALID_ARGUMENT", f.Type, f.Payload)
-		}
-		break
+	f, ok := ws.nextFrame(wait)
+	if !ok {
+		t.Fatalf("no answer to the subscribe over the cap (reader: %v)", ws.readerErr())
+	}
+	if f.ID != "over" {
+		t.Fatalf("unexpected %s frame for %q: %s", f.Type, f.ID, f.Payload)
+	}
+	var errs []gqlError
+	if f.Type != "error" || json.Unmarshal(f.Payload, &errs) != nil || len(errs) != 1 || errs[0].Extensions["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("over the cap: %s %s, want an error frame INVALID_ARGUMENT", f.Type, f.Payload)
 	}
 	// The first subscriptions still work.
 	s.spawn(t, "agent:main:subagent:capt", "agent:main:cap7")

@@ -9,12 +9,6 @@ import (
 // (the schema default, 50, covers an omitted argument).
 const defaultSessionsFirst = 50
 
-// unimplemented is the answer of operations the contract declares but this release
-// does not deliver yet: an UNIMPLEMENTED error, never a fake success.
-func unimplemented(op, feature string) error {
-	return awareness.Errorf(awareness.EUNIMPLEMENTED, "%s is not implemented yet: %s is not part of this release", op, feature)
-}
-
 func recordInput(in gqlmodel.RecordEventInput) awareness.RecordInput {
 	return awareness.RecordInput{
 		SessionKey: in.SessionKey,

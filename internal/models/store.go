@@ -144,14 +144,10 @@ func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.writeTx(ctx, func(t *wtx, _ *hint) error { return fn(t.gorm()) })
 }
 
-// writeHint is write for transactions that wake other processes: fn adds to a fresh
-// hint on every run, and the hint is sent inside the transaction, after fn, so that it
-// is delivered if and only if the transaction commits.
-func (s *Store) writeHint(ctx context.Context, fn func(tx *gorm.DB, h *hint) error) error {
-	return s.writeTx(ctx, func(t *wtx, h *hint) error { return fn(t.gorm(), h) })
-}
-
-// writeTx is writeHint for functions that use the transaction's database/sql side.
+// writeTx is write for transactions that use the transaction's database/sql side or
+// wake other processes: fn adds to a fresh hint on every run, and the hint is sent
+// inside the transaction, after fn, so that it is delivered if and only if the
+// transaction commits.
 func (s *Store) writeTx(ctx context.Context, fn func(t *wtx, h *hint) error) error {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)

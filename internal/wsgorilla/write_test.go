@@ -25,7 +25,6 @@ type msg struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	ID      string          `json:"id,omitempty"`
 	Type    msgType         `json:"type"`
-	noOp    bool
 }
 
 // The frame written without a second json.Marshal is byte for byte what json.Marshal

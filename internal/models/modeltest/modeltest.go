@@ -112,13 +112,6 @@ func (mc *machine) tick(d time.Duration) { mc.now = mc.now.Add(d) }
 
 func ctx() context.Context { return context.Background() }
 
-func ref(key string) awareness.SessionRef {
-	if p, ok := awareness.ParseSessionKey(key); ok {
-		return awareness.SessionRef{AgentID: p.AgentID, Key: p.String()}
-	}
-	return awareness.SessionRef{AgentID: "main", Key: key}
-}
-
 func (mc *machine) record(rt *rapid.T) {
 	mc.tick(time.Millisecond)
 	target := rapid.SampledFrom(targets).Draw(rt, "target")

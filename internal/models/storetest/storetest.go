@@ -1140,7 +1140,7 @@ func testPendingOrder(t *testing.T, f *fixture) {
 			t.Errorf("published notice %q is not pending by the same ID", n.ID())
 		}
 	}
-	if got := f.pending(opsKey); len(got) != 1 || got[0].Wake != true {
+	if got := f.pending(opsKey); len(got) != 1 || !got[0].Wake {
 		t.Errorf("Pending(ops): %+v", got)
 	}
 	if got := f.pending(childKey); len(got) != 0 {
