@@ -35,11 +35,15 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/demo"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/telemetry"
 	"github.com/awareness/awareness/internal/upstream"
 	"github.com/awareness/awareness/internal/wsgorilla"
 	"github.com/awareness/awareness/web"
@@ -75,10 +79,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && isHelpFlag(args[0]) {
+		// "awareness -h" is the whole binary's help; "awareness serve -h" is serve's.
+		fmt.Fprint(stdout, usageText)
+		return exitOK
 	}
 	switch cmd {
 	case "serve":
-		cfg, err := parseServeConfig(args, os.LookupEnv, stderr)
+		cfg, err := parseServeConfig(args, os.LookupEnv, stdout)
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -88,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return serve(ctx, cfg, stderr)
 	case "demo":
-		cfg, err := parseServeConfig(append([]string{"--demo"}, args...), os.LookupEnv, stderr)
+		cfg, err := parseServeConfig(append([]string{"--demo"}, args...), os.LookupEnv, stdout)
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -100,6 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "status", "sessions", "import":
 		return runTool(ctx, cmd, args, processToolEnv(stdout, stderr))
 	case "help":
+		if len(args) == 1 && args[0] != "help" {
+			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usageText)
 		return exitOK
 	default:
@@ -108,7 +119,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
 const usageText = `awareness — session state awareness service
+
+Tells AI-agent sessions when another actor changed a session they depend on, once,
+and lets them catch up before they act (GraphQL over HTTP and WebSocket).
 
 Usage:
   awareness [serve] [flags]   run the service (the default command)
@@ -118,13 +134,44 @@ Usage:
                               list the sessions registry with state versions
   awareness import --agent ID FILE
                               import a gateway's sessions.json into the registry
-  awareness help              print this help
+  awareness help [COMMAND]    print this help, or a command's
 
 Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
 'awareness <command> --help' for its flags. Every flag can also be set through the
 environment variable named in its help; the flag wins over the variable. Exit
 status: 0 ok, 1 failure, 2 bad command line.
 `
+
+const serveAbout = `
+Run the service: the GraphQL API on /query (POST, GET and WebSocket), the dashboard
+on /, GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
+The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
+migrated at startup. SIGINT or SIGTERM shuts down gracefully.
+
+Tracing is off unless the standard OpenTelemetry variables configure an OTLP
+exporter: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or
+OTEL_TRACES_EXPORTER=otlp), OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ... (OTLP over
+HTTP/protobuf).`
+
+const demoAbout = `
+Run the service with a demo scene: a manager with three sub-agents, a person typing
+into one, a goal change and a child run timing out, then gentle ongoing activity.
+It is 'awareness serve --demo'; every flag of serve applies.`
+
+// printServeHelp prints the help of serve (or demo) with fs's flags.
+func printServeHelp(w io.Writer, fs *flag.FlagSet, demo bool) {
+	name, about := "serve", serveAbout
+	if demo {
+		name, about = "demo", demoAbout
+	}
+	fmt.Fprintf(w, "Usage: awareness %s [flags]\n\n%s\n\nFlags:\n", name, strings.TrimSpace(about))
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprint(w, "\nEvery flag can also be set through the environment variable in its help; the flag wins.\n"+
+		"Exit status: 0 after a clean shutdown, 1 when the service failed, 2 for a bad command line.\n")
+}
 
 // serveConfig is the validated configuration of serve.
 type serveConfig struct {
@@ -155,6 +202,13 @@ type serveConfig struct {
 	// NoticePoll is the safety poll of the cross-process notice listener
 	// (PostgreSQL only).
 	NoticePoll time.Duration
+	// MetricsToken, read from MetricsTokenFile, is the bearer token /metrics requires
+	// ("": /metrics is open).
+	MetricsTokenFile string
+	MetricsToken     string
+	// Tracing is true when the standard OTEL_* environment configures an OTLP
+	// exporter (telemetry.TracingEnabled).
+	Tracing bool
 }
 
 // serveEnv names the environment variable of each flag of serve.
@@ -177,13 +231,16 @@ var serveEnv = map[string]string{
 	"ws-ping-interval":     "AWARENESS_WS_PING_INTERVAL",
 	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
 	"notice-poll":          "AWARENESS_NOTICE_POLL",
+	"metrics-token-file":   "AWARENESS_METRICS_TOKEN_FILE",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
 // given on the command line, and validates the result. It opens nothing.
 func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(usageOut)
+	// Errors are returned (run prints them); help is printed by printServeHelp.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	var (
 		addr            = fs.String("addr", "127.0.0.1:8080", "listen address host:port ($AWARENESS_ADDR)")
 		db              = fs.String("db", "./awareness.db", "SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share ($AWARENESS_DB)")
@@ -197,19 +254,23 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		demoPace        = fs.Duration("demo-pace", 3*time.Second, "how often the demo records activity ($AWARENESS_DEMO_PACE)")
 		firstCheck      = fs.Duration("upstream-first-check", upstream.DefaultFirstCheck, "delay of the first check of adopted sessions' upstream transcripts ($AWARENESS_UPSTREAM_FIRST_CHECK)")
 		upInterval      = fs.Duration("upstream-interval", upstream.DefaultInterval, "how often adopted sessions' upstream transcripts are checked ($AWARENESS_UPSTREAM_INTERVAL)")
-		authFile        = fs.String("auth-file", "", "JSON file of bearer tokens and their roles, mode 600 (see internal/auth); without it every caller is admin ($AWARENESS_AUTH_FILE)")
+		authFile        = fs.String("auth-file", "", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin ($AWARENESS_AUTH_FILE)")
 		insecure        = fs.Bool("insecure", false, "allow serving without --auth-file on a non-loopback address ($AWARENESS_INSECURE)")
 		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
 		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
 		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
+		metricsToken    = fs.String("metrics-token-file", "", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr ($AWARENESS_METRICS_TOKEN_FILE)")
 		catalogs        []catalogSpec
 	)
-	fs.Func("catalog", "ID=DIR: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
+	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
 		specs, err := parseCatalogSpecs(v)
 		catalogs = append(catalogs, specs...)
 		return err
 	})
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printServeHelp(usageOut, fs, len(args) > 0 && args[0] == "--demo")
+		}
 		return serveConfig{}, err
 	}
 	if fs.NArg() > 0 {
@@ -250,6 +311,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
+		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -262,6 +324,18 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 	if err := cfg.validate(); err != nil {
 		return serveConfig{}, err
 	}
+	tracing, err := telemetry.TracingEnabled(lookupEnv)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	cfg.Tracing = tracing
+	if cfg.MetricsTokenFile != "" {
+		tok, err := readMetricsToken(cfg.MetricsTokenFile)
+		if err != nil {
+			return serveConfig{}, fmt.Errorf("--metrics-token-file: %v", err)
+		}
+		cfg.MetricsToken = tok
+	}
 	if cfg.AuthFile != "" {
 		k, warnings, err := auth.Load(cfg.AuthFile)
 		if err != nil {
@@ -270,6 +344,27 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		cfg.Auth, cfg.AuthWarnings = k, warnings
 	}
 	return cfg, nil
+}
+
+// readMetricsToken reads the bearer token of /metrics: one line of at least 32
+// printable characters, in a file other users cannot read.
+func readMetricsToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%q has mode %#o: others may read the token; run 'chmod 600 %s'", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return "", fmt.Errorf("%q: want one token of at least 32 printable characters without spaces (e.g. 'openssl rand -hex 32')", path)
+	}
+	return tok, nil
 }
 
 // loopbackHost reports whether host (of --addr) only accepts connections from this
@@ -370,19 +465,56 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
 		"notice_poll", cfg.NoticePoll)
 
-	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
+	// Traces (off unless OTEL_* configures them) and metrics are set up first: every
+	// component below reports to tel.
+	var tracerProvider *sdktrace.TracerProvider
+	var tracer trace.Tracer
+	if cfg.Tracing {
+		tp, err := telemetry.NewOTLPTracerProvider(ctx)
+		if err != nil {
+			log.Error("tracing", "err", err)
+			return exitError
+		}
+		tracerProvider, tracer = tp, tp.Tracer(telemetry.TracerName)
+		log.Info("tracing on: OTLP/HTTP exporter configured by OTEL_* environment variables")
+	}
+	shutdownTracing := func() {
+		if tracerProvider == nil {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracerProvider.Shutdown(sctx); err != nil {
+			log.Warn("shutdown: flushing traces", "err", err)
+		}
+	}
+	defer shutdownTracing()
+	var store *models.Store
+	dbSystem := "sqlite"
+	if models.IsPostgresDSN(cfg.DB) {
+		dbSystem = "postgresql"
+	}
+	tel := telemetry.New(telemetry.Config{
+		Tracer: tracer, DBSystem: dbSystem, Logger: log.With("component", "metrics"),
+		Pending: func(ctx context.Context) (int64, error) {
+			st, err := store.Stats(ctx)
+			return st.PendingNotices, err
+		},
+	})
+
+	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Observer: tel})
 	if err != nil {
 		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
 		return exitError
 	}
 	log.Info("database open", "db", models.RedactDSN(cfg.DB), "dialect", store.Dialect())
-	hub := awareness.NewHub()
+	hub := awareness.NewHubObserved(tel)
 	// PostgreSQL: other processes may share the database; the listener carries their
 	// notices and events to this process's hub. It listens before the sweep below.
 	var listener *models.Listener
 	if store.Dialect() == "postgres" {
 		listener, err = models.NewListener(models.ListenerConfig{
-			Store: store, Hub: hub, Poll: cfg.NoticePoll, Logger: log.With("component", "listener"),
+			Store: store, Hub: hub, Poll: cfg.NoticePoll, Logger: log.With("component", "listener"), Observer: tel,
 		})
 		if err != nil {
 			log.Error("notice listener", "err", err)
@@ -418,7 +550,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		}
 		catalogs = append(catalogs, cat)
 	}
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs})
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs, Observer: tel})
 
 	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
 	n, err := svc.Sweep(ctx)
@@ -436,7 +568,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	defer endStreams()
 	var wsConns sync.WaitGroup // upgraded connections still being served
 	srv := &http.Server{
-		Handler:           routes(svc, store, cfg, log, streams, &wsConns),
+		Handler:           routes(svc, store, tel, tracer, cfg, log, streams, &wsConns),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
@@ -463,7 +595,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	// hub closes.
 	monitor, err := upstream.New(upstream.Config{
 		Service: svc, FirstCheck: cfg.UpstreamFirstCheck, Interval: cfg.UpstreamInterval,
-		Logger: log.With("component", "upstream"),
+		Logger: log.With("component", "upstream"), Observer: tel,
 	})
 	if err != nil {
 		log.Error("upstream monitor", "err", err)
@@ -531,8 +663,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 }
 
 // routes builds the HTTP routes.
-func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log *slog.Logger, streams context.Context,
-	wsConns *sync.WaitGroup) http.Handler {
+func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Telemetry, tracer trace.Tracer, cfg serveConfig,
+	log *slog.Logger, streams context.Context, wsConns *sync.WaitGroup) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.Auth != nil {
 		log.Info("authentication on", "auth_file", cfg.AuthFile, "tokens", cfg.Auth.Roles())
@@ -544,11 +676,19 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 	} else {
 		log.Info("authentication off: every caller is admin (loopback only; give --auth-file to require tokens)")
 	}
-	query := graph.NewHandler(graph.Config{
+	gcfg := graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout,
-	})
+	}
+	var query http.Handler
+	if tracer != nil {
+		gcfg.Extensions = append(gcfg.Extensions, telemetry.GraphQLTracing{Tracer: tracer})
+		query = telemetry.Extract(graph.NewHandler(gcfg))
+	} else {
+		query = graph.NewHandler(gcfg)
+	}
 	mux.Handle("/query", endWith(streams, wsConns, query))
+	mux.Handle("GET /metrics", tel.Handler(cfg.MetricsToken))
 	mux.Handle("GET /playground", web.Playground())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

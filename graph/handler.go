@@ -17,6 +17,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -73,6 +74,9 @@ type Config struct {
 	// when positive.
 	WSInitTimeout      time.Duration
 	WSPingPongInterval time.Duration
+	// Extensions are used before every other extension, so they see every operation
+	// (the OpenTelemetry operation spans of internal/telemetry).
+	Extensions []graphql.HandlerExtension
 
 	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
 	// it with gqlgen's own execution.
@@ -136,6 +140,9 @@ func NewHandler(cfg Config) http.Handler {
 	srv.SetParserTokenLimit(ParserTokenLimit)
 	srv.SetErrorPresenter(present)
 	srv.SetRecoverFunc(resolvers.RecoverFunc())
+	for _, e := range cfg.Extensions {
+		srv.Use(e)
+	}
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](APQCacheSize)})
 	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))

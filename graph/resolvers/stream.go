@@ -76,6 +76,7 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
 	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{})
+	ctx = awareness.WithTransport(ctx, "websocket")
 	if drop := wsgorilla.CloseIfWriting(ctx); drop != nil {
 		ctx = awareness.WithDropFunc(ctx, drop)
 	}

@@ -29,6 +29,7 @@ var errLead = errors.New("lead the next batch")
 type committer struct {
 	store Store
 	max   int
+	obs   Observer
 
 	mu    sync.Mutex
 	busy  bool
@@ -36,22 +37,23 @@ type committer struct {
 }
 
 type pendingAppend struct {
+	ctx  context.Context // the caller's, for its values (a trace span) only
 	op   *AppendOp
 	done chan error // buffered: errLead or the commit's result
 }
 
-func newCommitter(store Store, max int) *committer {
+func newCommitter(store Store, max int, obs Observer) *committer {
 	if max < 1 {
 		max = 1
 	}
-	return &committer{store: store, max: max}
+	return &committer{store: store, max: max, obs: ObserverOr(obs)}
 }
 
 // append commits op, possibly together with concurrent appends. It waits for the
 // commit even when ctx ends, since the append may already be durable: the caller must
 // never be told "failed" about a committed append.
-func (c *committer) append(op *AppendOp) error {
-	me := &pendingAppend{op: op, done: make(chan error, 1)}
+func (c *committer) append(ctx context.Context, op *AppendOp) error {
+	me := &pendingAppend{ctx: ctx, op: op, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, me)
 	lead := !c.busy
@@ -113,10 +115,12 @@ func (c *committer) gather() {
 
 // commit runs one transaction for the batch. If a shared transaction fails for a reason
 // other than the database being unavailable, each append is retried on its own so that
-// one bad append cannot fail its neighbours.
+// one bad append cannot fail its neighbours. The transaction's context keeps the
+// values of the leader's (its trace span is the transaction's parent), not its end.
 func (c *committer) commit(batch []*pendingAppend) {
-	ctx, cancel := context.WithTimeout(context.Background(), groupCommitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), groupCommitTimeout)
 	defer cancel()
+	c.obs.GroupCommit(len(batch))
 	ops := make([]*AppendOp, len(batch))
 	for i, p := range batch {
 		ops[i] = p.op

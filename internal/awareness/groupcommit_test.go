@@ -51,7 +51,7 @@ func newOp(dedupe string) *AppendOp {
 func TestGroupCommitBatchesConcurrentAppends(t *testing.T) {
 	gate := make(chan struct{})
 	st := &batchStore{gate: gate}
-	c := newCommitter(st, MaxGroupCommit)
+	c := newCommitter(st, MaxGroupCommit, nil)
 
 	const n = 50
 	ops := make([]*AppendOp, n)
@@ -59,13 +59,13 @@ func TestGroupCommitBatchesConcurrentAppends(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	ops[0] = newOp("")
-	go func() { defer wg.Done(); errs[0] = c.append(ops[0]) }()
+	go func() { defer wg.Done(); errs[0] = c.append(context.Background(), ops[0]) }()
 	// Wait until the leader's commit is in flight, then queue the rest behind it.
 	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.batches) == 1 })
 	for i := 1; i < n; i++ {
 		ops[i] = newOp("")
 		wg.Add(1)
-		go func(i int) { defer wg.Done(); errs[i] = c.append(ops[i]) }(i)
+		go func(i int) { defer wg.Done(); errs[i] = c.append(context.Background(), ops[i]) }(i)
 	}
 	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == n-1 })
 	close(gate)
@@ -90,14 +90,14 @@ func TestGroupCommitBatchesConcurrentAppends(t *testing.T) {
 func TestGroupCommitBoundsBatchSize(t *testing.T) {
 	gate := make(chan struct{})
 	st := &batchStore{gate: gate}
-	c := newCommitter(st, 8)
+	c := newCommitter(st, 8, nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.append(newOp("")) }()
+	go func() { defer wg.Done(); _ = c.append(context.Background(), newOp("")) }()
 	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.batches) == 1 })
 	for i := 0; i < 30; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.append(newOp("")) }()
+		go func() { defer wg.Done(); _ = c.append(context.Background(), newOp("")) }()
 	}
 	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 30 })
 	close(gate)
@@ -119,16 +119,16 @@ func TestGroupCommitBoundsBatchSize(t *testing.T) {
 func TestGroupCommitIsolatesAFailingAppend(t *testing.T) {
 	gate := make(chan struct{})
 	st := &batchStore{gate: gate, poison: "bad"}
-	c := newCommitter(st, MaxGroupCommit)
+	c := newCommitter(st, MaxGroupCommit, nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.append(newOp("")) }()
+	go func() { defer wg.Done(); _ = c.append(context.Background(), newOp("")) }()
 	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.batches) == 1 })
 	keys := []string{"a", "bad", "c", "d"}
 	errs := make([]error, len(keys))
 	for i, k := range keys {
 		wg.Add(1)
-		go func(i int, k string) { defer wg.Done(); errs[i] = c.append(newOp(k)) }(i, k)
+		go func(i int, k string) { defer wg.Done(); errs[i] = c.append(context.Background(), newOp(k)) }(i, k)
 	}
 	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == len(keys) })
 	close(gate)

@@ -29,9 +29,22 @@ type Hub struct {
 	events  topic[Event]
 }
 
+// Stream names, as Observer.Subscribers and SubscriberDropped report them.
+const (
+	StreamNotices = "notices"
+	StreamEvents  = "events"
+)
+
 // NewHub returns an empty hub.
-func NewHub() *Hub {
-	return &Hub{notices: newTopic[Notice](), events: newTopic[Event]()}
+func NewHub() *Hub { return NewHubObserved(nil) }
+
+// NewHubObserved returns an empty hub that reports its subscriptions, drops and
+// deliveries to obs (nil: nobody).
+func NewHubObserved(obs Observer) *Hub {
+	obs = ObserverOr(obs)
+	h := &Hub{notices: newTopic[Notice](StreamNotices, obs), events: newTopic[Event](StreamEvents, obs)}
+	h.notices.delivered = obs.NoticesDelivered
+	return h
 }
 
 // PublishNotices delivers notices to the matching notice subscribers. It never
@@ -68,12 +81,12 @@ func eventFilter(ref *SessionRef) string {
 
 // streamNotices and streamEvents add held stream subscriptions (see stream) for the
 // service, which starts them.
-func (h *Hub) streamNotices(watcher string, accept func(*Notice) bool, onDrop func()) *Sub[Notice] {
-	return h.notices.subscribeStream(watcher, accept, onDrop)
+func (h *Hub) streamNotices(watcher, transport string, accept func(*Notice) bool, onDrop func()) *Sub[Notice] {
+	return h.notices.subscribeStream(watcher, transport, accept, onDrop)
 }
 
-func (h *Hub) streamEvents(ref *SessionRef, onDrop func()) *Sub[Event] {
-	return h.events.subscribeStream(eventFilter(ref), nil, onDrop)
+func (h *Hub) streamEvents(ref *SessionRef, transport string, onDrop func()) *Sub[Event] {
+	return h.events.subscribeStream(eventFilter(ref), transport, nil, onDrop)
 }
 
 // Subscribers returns the number of live notice and event subscriptions.
@@ -104,6 +117,8 @@ type Sub[T any] struct {
 	err    error
 	ended  bool
 	stream *stream[T] // nil for a raw subscription
+	// transport labels a stream subscription for Observer.Subscribers.
+	transport string
 }
 
 // stream is the delivery state of a stream subscription. A subscriber that keeps up
@@ -179,6 +194,7 @@ func (s *Sub[T]) offer(p *T) bool {
 	if !st.draining && len(st.first) == 0 && len(st.live) == 0 {
 		select {
 		case st.out <- *p:
+			s.t.sent(1)
 			return true
 		default:
 		}
@@ -237,6 +253,7 @@ func (s *Sub[T]) drainLocked() {
 		select {
 		case st.out <- v:
 			st.pop()
+			s.t.sent(1)
 		default:
 			sent = false
 		}
@@ -296,6 +313,7 @@ func (s *Sub[T]) drain() {
 		s.mu.Unlock()
 		select {
 		case st.out <- v:
+			s.t.sent(1)
 		case <-st.stop:
 		}
 	}
@@ -326,13 +344,27 @@ func (s *Sub[T]) end(reason error) bool {
 }
 
 type topic[T any] struct {
+	name string // StreamNotices or StreamEvents
+	obs  Observer
+	// delivered, when set, counts values sent to stream subscriptions' channels.
+	delivered func(int)
+
 	mu     sync.RWMutex
 	subs   map[string]map[*Sub[T]]struct{} // by filter
 	n      int
 	closed bool
 }
 
-func newTopic[T any]() topic[T] { return topic[T]{subs: map[string]map[*Sub[T]]struct{}{}} }
+func newTopic[T any](name string, obs Observer) topic[T] {
+	return topic[T]{name: name, obs: obs, subs: map[string]map[*Sub[T]]struct{}{}}
+}
+
+// sent counts n values handed to a stream subscription's channel.
+func (t *topic[T]) sent(n int) {
+	if t.delivered != nil {
+		t.delivered(n)
+	}
+}
 
 func (t *topic[T]) subscribe(filter string) *Sub[T] {
 	c := make(chan *T, SubscriberBuffer)
@@ -340,9 +372,9 @@ func (t *topic[T]) subscribe(filter string) *Sub[T] {
 }
 
 // subscribeStream adds a held stream subscription (see stream); the caller starts it.
-func (t *topic[T]) subscribeStream(filter string, accept func(*T) bool, onDrop func()) *Sub[T] {
+func (t *topic[T]) subscribeStream(filter, transport string, accept func(*T) bool, onDrop func()) *Sub[T] {
 	st := &stream[T]{out: make(chan T, streamChanCap), held: true, accept: accept, onDrop: onDrop}
-	return t.add(&Sub[T]{filter: filter, t: t, stream: st})
+	return t.add(&Sub[T]{filter: filter, t: t, stream: st, transport: transport})
 }
 
 func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
@@ -359,6 +391,9 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 	}
 	m[s] = struct{}{}
 	t.n++
+	if s.stream != nil {
+		t.obs.Subscribers(t.name, s.transport, 1)
+	}
 	return s
 }
 
@@ -408,8 +443,14 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 	t.n--
 	ended := s.end(reason)
 	t.mu.Unlock()
-	if ended && reason == ErrSlowSubscriber && s.stream != nil && s.stream.onDrop != nil {
-		s.stream.onDrop()
+	if s.stream != nil {
+		t.obs.Subscribers(t.name, s.transport, -1)
+	}
+	if ended && reason == ErrSlowSubscriber {
+		t.obs.SubscriberDropped(t.name)
+		if s.stream != nil && s.stream.onDrop != nil {
+			s.stream.onDrop()
+		}
 	}
 }
 
@@ -426,6 +467,9 @@ func (t *topic[T]) close() {
 	for f, m := range t.subs {
 		for s := range m {
 			s.end(ErrHubClosed)
+			if s.stream != nil {
+				t.obs.Subscribers(t.name, s.transport, -1)
+			}
 		}
 		delete(t.subs, f)
 	}

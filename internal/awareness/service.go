@@ -25,6 +25,9 @@ type Config struct {
 	Now func() time.Time
 	// Catalogs are the catalogs sessions can be adopted from (UPS-1), by unique ID.
 	Catalogs []Catalog
+	// Observer is told what the service does (metrics, traces); nil: nobody. A Hub
+	// made by NewService reports to it too.
+	Observer Observer
 }
 
 // Service is the domain API: every resolver and command calls one of its methods.
@@ -34,15 +37,16 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 	ups   upstreamState
+	obs   Observer
 	// commit batches concurrent appends into one transaction (group commit).
 	commit *committer
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
 func NewService(cfg Config) *Service {
-	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now}
+	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now, obs: ObserverOr(cfg.Observer)}
 	if s.hub == nil {
-		s.hub = NewHub()
+		s.hub = NewHubObserved(s.obs)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -51,7 +55,7 @@ func NewService(cfg Config) *Service {
 		s.now = time.Now
 	}
 	s.ups.init(cfg.Catalogs)
-	s.commit = newCommitter(s.store, MaxGroupCommit)
+	s.commit = newCommitter(s.store, MaxGroupCommit, s.obs)
 	return s
 }
 
@@ -75,6 +79,14 @@ type RecordResult struct {
 // RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
 // publishes them after the commit (NTC-7). A rejected input writes nothing (ERR-2).
 func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
+	res, err := s.recordEvent(ctx, in)
+	if err != nil {
+		s.obs.AppendFailed(ErrorCode(err))
+	}
+	return res, err
+}
+
+func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	now := s.Now()
 	ne, err := ValidateRecord(in, now)
 	if err != nil {
@@ -87,9 +99,10 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 		return RecordResult{}, Unavailable(err)
 	}
 	op := &AppendOp{New: ne, Now: now}
-	if err := s.commit.append(op); err != nil {
+	if err := s.commit.append(ctx, op); err != nil {
 		return RecordResult{}, err
 	}
+	s.observeAppend(op)
 	if op.Recorded {
 		s.hub.PublishEvents(op.Event)
 		s.hub.PublishNotices(op.Opened...)
@@ -98,6 +111,14 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 }
 
 // StatusChanges is the delta of a sessionStatus call (REC-1, REC-2).
+// observeAppend reports a committed append to the observer.
+func (s *Service) observeAppend(op *AppendOp) {
+	s.obs.Appended(op.New.Event.Kind, !op.Recorded)
+	if len(op.Opened) > 0 {
+		s.obs.NoticesOpened(len(op.Opened))
+	}
+}
+
 type StatusChanges struct {
 	Events           []Event
 	HistoryGap       bool
@@ -336,6 +357,9 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	if err != nil {
 		return nil, err
 	}
+	if len(follow) > 0 {
+		s.obs.NoticesOpened(len(follow))
+	}
 	s.hub.PublishNotices(follow...)
 	if follow == nil {
 		follow = []Notice{}
@@ -459,7 +483,7 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed;
 	// the stream holds live notices back until the pending ones are in front of them.
-	sub := s.hub.streamNotices(w, new(repeatFilter).accept, dropFunc(ctx))
+	sub := s.hub.streamNotices(w, transportOf(ctx), new(repeatFilter).accept, dropFunc(ctx))
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()
@@ -543,7 +567,7 @@ func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-
 	} else if err := s.authorize(ctx); err != nil {
 		return nil, nil, err
 	}
-	sub := s.hub.streamEvents(ref, dropFunc(ctx))
+	sub := s.hub.streamEvents(ref, transportOf(ctx), dropFunc(ctx))
 	sub.start(nil)
 	context.AfterFunc(ctx, sub.Unsubscribe)
 	return sub.stream.out, sub.Err, nil

@@ -356,6 +356,14 @@ func newLinkID() (string, error) {
 // invalid input, or one failing append, writes none of them (ERR-2). The results are
 // in input order.
 func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]RecordResult, error) {
+	res, err := s.recordEvents(ctx, ins)
+	if err != nil {
+		s.obs.AppendFailed(ErrorCode(err))
+	}
+	return res, err
+}
+
+func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]RecordResult, error) {
 	now := s.Now()
 	ops := make([]*AppendOp, len(ins))
 	for i, in := range ins {
@@ -376,6 +384,7 @@ func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]Record
 	}
 	out := make([]RecordResult, len(ops))
 	for i, op := range ops {
+		s.observeAppend(op)
 		if op.Recorded {
 			s.hub.PublishEvents(op.Event)
 			s.hub.PublishNotices(op.Opened...)

@@ -42,6 +42,8 @@ type ListenerConfig struct {
 	// Poll is the safety poll interval; 0 means DefaultNoticePoll.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// Observer is told of every reconnect and every hint received; nil: nobody.
+	Observer awareness.Observer
 }
 
 // Listener carries notices and events across processes that share one PostgreSQL
@@ -89,6 +91,7 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Observer = awareness.ObserverOr(cfg.Observer)
 	return &Listener{cfg: cfg, appName: fmt.Sprintf("%s/%d", ListenerAppName, os.Getpid())}, nil
 }
 
@@ -138,6 +141,7 @@ func (l *Listener) run(ctx context.Context) {
 			backoff = listenerMinBackoff
 		}
 		pause := backoff/2 + rand.N(backoff/2+1)
+		l.cfg.Observer.ListenerReconnect()
 		l.cfg.Logger.Warn("notice listener: connection lost; reconnecting", "err", err, "in", pause)
 		select {
 		case <-ctx.Done():
@@ -187,6 +191,7 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 		case ctx.Err() != nil:
 			return true, nil
 		case err == nil:
+			l.cfg.Observer.ListenerHint()
 			if err := l.handle(ctx, note.Payload); err != nil {
 				return true, err
 			}

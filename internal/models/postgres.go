@@ -150,7 +150,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	rdb := pool(pgReadConns)
-	s, err := newStore(ctx, pgDialect, wdb, rdb, log)
+	s, err := newStore(ctx, pgDialect, wdb, rdb, log, opts.Observer)
 	if err != nil {
 		wdb.Close()
 		rdb.Close()

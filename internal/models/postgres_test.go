@@ -230,7 +230,7 @@ func TestWriteRetriesConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		runs := 0
-		err := s.write(ctx, func(tx *gorm.DB) error {
+		err := s.write(ctx, "test", func(tx *gorm.DB) error {
 			runs++
 			if runs <= tt.failures {
 				return &pgconn.PgError{Code: tt.code}

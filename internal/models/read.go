@@ -22,10 +22,12 @@ const (
 
 // ReadChanges returns the head and up to limit events after `after`, in one read
 // transaction (REC-1). limit <= 0 returns no events, with More telling whether any exist.
-func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
+func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (_ awareness.Changes, err error) {
 	if s.closed.Load() {
 		return awareness.Changes{}, s.wrapErr(errClosed)
 	}
+	ctx, end := s.obs.Transaction(ctx, "ReadChanges")
+	defer func() { end(err) }()
 	ch, err := s.readChanges(ctx, ref, after, limit)
 	if err != nil {
 		return awareness.Changes{}, s.wrapErr(err)

@@ -59,7 +59,7 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 		return cmp.Or(strings.Compare(a.AgentID, b.AgentID), strings.Compare(a.Key, b.Key))
 	})
 	var out []awareness.Session
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "UpsertSessions", func(tx *gorm.DB) error {
 		rows := make(map[awareness.SessionRef]*regRow, len(refs))
 		for c := range slices.Chunk(refs, registryChunk) {
 			if err := s.lockSessionRows(tx, c, now, rows); err != nil {
@@ -303,7 +303,7 @@ func (s *Store) RecordMemoryFlush(ctx context.Context, ref awareness.SessionRef,
 		sess awareness.Session
 		ok   bool
 	)
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "RecordMemoryFlush", func(tx *gorm.DB) error {
 		ok = false
 		n, err := exec(tx, "UPDATE sessions SET memory_flush_at = ?, memory_flush_compaction_count = compaction_count "+
 			"WHERE agent_id = ? AND session_key = ? AND registered = ? AND deleted_at IS NULL",

@@ -15,12 +15,17 @@ import (
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/awareness/awareness/internal/awareness"
 )
 
 // Options configures a Store.
 type Options struct {
 	// Logger receives migration and slow-query logs; nil discards them.
 	Logger *slog.Logger
+	// Observer is told of every transaction (its name, latency and error) and of
+	// acknowledged notices and lost-COMMIT resolutions; nil: nobody.
+	Observer awareness.Observer
 }
 
 // Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy
@@ -94,7 +99,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	rdb.SetMaxIdleConns(conns)
 	rdb.SetConnMaxIdleTime(5 * time.Minute)
 
-	s, err := newStore(ctx, sqliteDialect, wdb, rdb, log)
+	s, err := newStore(ctx, sqliteDialect, wdb, rdb, log, opts.Observer)
 	if err != nil {
 		wdb.Close()
 		rdb.Close()

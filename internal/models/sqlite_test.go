@@ -197,7 +197,7 @@ func TestSQLiteRefusesMemory(t *testing.T) {
 
 func TestSQLiteErrorsHideSQL(t *testing.T) {
 	s := MustOpenSQLite(t)
-	err := s.write(t.Context(), func(tx *gorm.DB) error {
+	err := s.write(t.Context(), "test", func(tx *gorm.DB) error {
 		return tx.Exec("INSERT INTO nowhere VALUES (1)").Error
 	})
 	if code := awareness.ErrorCode(err); code != awareness.EINTERNAL {

@@ -86,6 +86,7 @@ type Store struct {
 	rsql   *sql.DB
 	status *goose.Provider // migration status, on the read pool, for Ping
 	log    *slog.Logger
+	obs    awareness.Observer
 	// origin identifies this store instance in the hints it sends (notify.go).
 	origin string
 	// pg is the parsed connection configuration of a PostgreSQL store (nil on SQLite),
@@ -102,7 +103,7 @@ type Store struct {
 
 var _ awareness.Store = (*Store)(nil)
 
-func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger) (*Store, error) {
+func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger, obs awareness.Observer) (*Store, error) {
 	w, err := openGorm(d, wdb, log)
 	if err != nil {
 		return nil, err
@@ -123,7 +124,7 @@ func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, origin: newOrigin(),
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, obs: awareness.ObserverOr(obs), origin: newOrigin(),
 		commitCheckWait: defaultCommitCheckWait}, nil
 }
 
@@ -140,18 +141,21 @@ const (
 
 // write runs fn in one write transaction and maps its error. fn may run more than once
 // (see maxWriteAttempts): it must set its results afresh on every run.
-func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.writeTx(ctx, func(t *wtx, _ *hint) error { return fn(t.gorm()) })
+// name names the transaction for the observer (Observer.Transaction).
+func (s *Store) write(ctx context.Context, name string, fn func(tx *gorm.DB) error) error {
+	return s.writeTx(ctx, name, func(t *wtx, _ *hint) error { return fn(t.gorm()) })
 }
 
 // writeTx is write for transactions that use the transaction's database/sql side or
 // wake other processes: fn adds to a fresh hint on every run, and the hint is sent
 // inside the transaction, after fn, so that it is delivered if and only if the
 // transaction commits.
-func (s *Store) writeTx(ctx context.Context, fn func(t *wtx, h *hint) error) error {
+func (s *Store) writeTx(ctx context.Context, name string, fn func(t *wtx, h *hint) error) (err error) {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
+	ctx, end := s.obs.Transaction(ctx, name)
+	defer func() { end(err) }()
 	for attempt := 1; ; attempt++ {
 		err := s.runWrite(ctx, fn)
 		var rolledBack *commitRolledBack
@@ -210,20 +214,25 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	// (outcome.go): ask what became of it.
 	switch s.xactStatus(ctx, xid, s.commitCheckWait) {
 	case outcomeCommitted:
+		s.obs.CommitResolved("committed")
 		s.log.Warn("commit answer lost with its connection; the server says it committed", "err", err)
 		return nil
 	case outcomeAborted:
+		s.obs.CommitResolved("aborted")
 		return &commitRolledBack{err: err}
 	default:
+		s.obs.CommitResolved("unknown")
 		return errOutcomeUnknown(err)
 	}
 }
 
 // read runs fn in one read transaction (one snapshot) and maps its error.
-func (s *Store) read(ctx context.Context, fn func(tx *gorm.DB) error) error {
+func (s *Store) read(ctx context.Context, name string, fn func(tx *gorm.DB) error) (err error) {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
+	ctx, end := s.obs.Transaction(ctx, name)
+	defer func() { end(err) }()
 	return s.wrapErr(s.r.WithContext(ctx).Transaction(fn, s.d.readTx))
 }
 
@@ -331,7 +340,7 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 			return err
 		}
 	}
-	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Append", func(t *wtx, h *hint) error {
 		reset() // a retried transaction starts over
 		if err := s.lockBatch(t, ops); err != nil {
 			return err
@@ -847,7 +856,7 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 	}
 	now = normTime(now)
 	var ok bool
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "DeleteSession", func(tx *gorm.DB) error {
 		ok = false
 		var deleted sql.NullInt64
 		found, err := scanRow(tx, []any{&deleted},
@@ -906,7 +915,7 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 		c       awareness.Cursor
 		created bool
 	)
-	err := s.writeTx(ctx, func(t *wtx, _ *hint) error {
+	err := s.writeTx(ctx, "Watch", func(t *wtx, _ *hint) error {
 		version, _, err := s.head(t, target, true)
 		if err != nil {
 			return err
@@ -946,7 +955,7 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 // Unwatch removes one cursor; ok is false when there was none.
 func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, error) {
 	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+	err := s.write(ctx, "Unwatch", func(tx *gorm.DB) (err error) {
 		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ? AND target_agent_id = ? AND target_key = ?",
 			watcher, target.AgentID, target.Key)
 		return err
@@ -966,9 +975,12 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 		return nil, nil
 	}
 	now = normTime(now)
-	var opened []awareness.Notice
-	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
-		opened = nil
+	var (
+		opened []awareness.Notice
+		acked  int
+	)
+	err := s.writeTx(ctx, "Ack", func(t *wtx, h *hint) error {
+		opened, acked = nil, 0
 		where := "watcher_key = ? AND n > l"
 		args := []any{watcher}
 		if targetKeys != nil {
@@ -985,6 +997,7 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 				if err := t.saveCursor(next); err != nil {
 					return err
 				}
+				acked++
 			}
 			if op {
 				if n, ok := awareness.NoticeOf(next); ok {
@@ -997,6 +1010,9 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 	})
 	if err != nil {
 		return nil, err
+	}
+	if acked > 0 {
+		s.obs.NoticesAcknowledged(acked)
 	}
 	return opened, nil
 }
@@ -1049,7 +1065,7 @@ func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice
 // ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many.
 func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+	err := s.write(ctx, "ResetWatcher", func(tx *gorm.DB) (err error) {
 		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ?", watcher)
 		return err
 	})
@@ -1075,7 +1091,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	}
 	now = normTime(now)
 	var out []awareness.Notice
-	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Sweep", func(t *wtx, h *hint) error {
 		out = nil
 		if s.d.forUpdate != "" {
 			if _, err := t.exec("SELECT 1 FROM cursors WHERE m > l ORDER BY watcher_key, target_agent_id, target_key" +
@@ -1137,7 +1153,7 @@ func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time
 	}
 	now = normTime(now)
 	var res awareness.PruneResult
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "Prune", func(tx *gorm.DB) error {
 		res = awareness.PruneResult{}
 		stamped := map[awareness.SessionRef]bool{}
 		if p.MaxAge > 0 {
@@ -1219,7 +1235,7 @@ func prunePrefixes(tx *gorm.DB, cuts []pruneCut, stamped map[awareness.SessionRe
 // not deleted; OldestEvent is the lowest occurred_at (the time age retention uses).
 func (s *Store) Stats(ctx context.Context) (awareness.Stats, error) {
 	var st awareness.Stats
-	err := s.read(ctx, func(tx *gorm.DB) error {
+	err := s.read(ctx, "Stats", func(tx *gorm.DB) error {
 		st = awareness.Stats{}
 		var (
 			oldest, lastPrune sql.NullInt64

@@ -116,7 +116,7 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 		out     awareness.UpstreamLink
 		created bool
 	)
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "AdoptUpstream", func(tx *gorm.DB) error {
 		// Two rounds at most: on PostgreSQL a concurrent first adoption can win the
 		// insert, and this one then decides again against the winner's row.
 		for range 2 {
@@ -221,7 +221,7 @@ func (s *Store) SettleUpstream(ctx context.Context, checks []awareness.UpstreamC
 	if len(checks) == 0 {
 		return applied, nil
 	}
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "SettleUpstream", func(tx *gorm.DB) error {
 		for i, c := range checks {
 			e := c.Expect
 			n, err := exec(tx, `
@@ -245,7 +245,7 @@ WHERE agent_id = ? AND session_key = ? AND link_id = ? AND marker = ? AND consec
 // RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
 func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
 	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+	err := s.write(ctx, "RemoveUpstream", func(tx *gorm.DB) (err error) {
 		n, err = exec(tx, "DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ? AND link_id = ? AND updated_at = ?",
 			expect.Session.AgentID, expect.Session.Key, expect.ID, nanos(expect.UpdatedAt))
 		return err
@@ -257,7 +257,7 @@ func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLin
 // counts consecutive checks, and unwatched links are not checked.
 func (s *Store) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
+	err := s.write(ctx, "ForgetUnwatchedMisses", func(tx *gorm.DB) (err error) {
 		n, err = exec(tx, `
 UPDATE upstream_links SET consecutive_misses = 0
 WHERE consecutive_misses > 0 AND NOT EXISTS (
@@ -270,7 +270,7 @@ WHERE consecutive_misses > 0 AND NOT EXISTS (
 // UpstreamSalt returns the database's own-prompt salt, creating it on first use.
 func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 	var h string
-	err := s.read(ctx, func(tx *gorm.DB) error {
+	err := s.read(ctx, "UpstreamSalt", func(tx *gorm.DB) error {
 		_, err := scanRow(tx, []any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
 		return err
 	})
@@ -282,7 +282,7 @@ func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 		if _, err := rand.Read(fresh); err != nil {
 			return nil, awareness.Internal(err)
 		}
-		err = s.write(ctx, func(tx *gorm.DB) error {
+		err = s.write(ctx, "UpstreamSalt", func(tx *gorm.DB) error {
 			if _, err := exec(tx, "INSERT INTO upstream_secret (id, salt) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
 				hex.EncodeToString(fresh)); err != nil {
 				return err
@@ -316,7 +316,7 @@ func (s *Store) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, hash
 	}
 	now = normTime(now)
 	var ok bool
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.write(ctx, "AddOwnPrompt", func(tx *gorm.DB) error {
 		ok = false
 		if _, found, err := s.getUpstream(tx, ref, true); err != nil || !found {
 			return err

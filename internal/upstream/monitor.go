@@ -55,6 +55,8 @@ type Config struct {
 	Logger       *slog.Logger
 	// Now stamps checks; nil means Service.Now.
 	Now func() time.Time
+	// Observer is told the counts of every cycle that ran; nil: nobody.
+	Observer awareness.Observer
 }
 
 // Monitor checks the upstream threads of watched adopted sessions (UPS-2..5). It owns
@@ -102,6 +104,7 @@ type CycleStats struct {
 	Checked int  // links scanned
 	Events  int  // human_direct_message events recorded
 	Missing int  // upstream_missing events recorded (links removed)
+	Misses  int  // checks that did not find the transcript
 	Blocked int  // links that cannot advance
 	Errors  int  // links whose check failed (retried next cycle)
 }
@@ -136,6 +139,7 @@ func New(cfg Config) (*Monitor, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.Service.Now
 	}
+	cfg.Observer = awareness.ObserverOr(cfg.Observer)
 	m := &Monitor{cfg: cfg, svc: cfg.Service, st: cfg.Store, rec: cfg.Recorder, log: cfg.Logger, now: cfg.Now}
 	m.cycle = m.RunOnce
 	return m, nil
@@ -208,6 +212,7 @@ func (m *Monitor) RunOnce(ctx context.Context) (CycleStats, error) {
 	}
 	defer m.running.Unlock()
 	var st CycleStats
+	defer func() { m.cfg.Observer.UpstreamCycle(st.Checked, st.Events, st.Misses) }()
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
@@ -366,6 +371,7 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 	}
 
 	if res.Missing {
+		st.Misses++
 		misses := l.ConsecutiveMisses + 1
 		if misses < MissingThreshold {
 			keep.ConsecutiveMisses = misses
