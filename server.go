@@ -550,7 +550,11 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		}
 		catalogs = append(catalogs, cat)
 	}
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs, Observer: tel})
+	var grants awareness.Grants
+	if cfg.Auth != nil {
+		grants = cfg.Auth.Grants()
+	}
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs, Observer: tel, Grants: grants})
 
 	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
 	n, err := svc.Sweep(ctx)

@@ -126,8 +126,8 @@ func TestAuth_HTTPTokensAndRoles_ERR1(t *testing.T) {
 }
 
 // WebSockets: the token comes in the connection_init payload or the upgrade's
-// Authorization header; none or a bad one closes with 4401, two of different roles
-// with 4403; an agent token's unfiltered or foreign subscriptions get FORBIDDEN error
+// Authorization header; none or a bad one closes with 4401, two of different
+// principals (header and payload, or two spellings of the payload's key) with 4403; an agent token's unfiltered or foreign subscriptions get FORBIDDEN error
 // frames while the connection stays.
 func TestAuth_WebSocketInit_4401_4403(t *testing.T) {
 	t.Parallel()
@@ -151,6 +151,10 @@ func TestAuth_WebSocketInit_4401_4403(t *testing.T) {
 		{"bad payload token", nil, `,"payload":{"Authorization":"Bearer nope-nope-nope-nope-nope-nope-nope"}`, 4401},
 		{"bad header token", bearer("nope-nope-nope-nope-nope-nope-nope-nope"), ``, 4401},
 		{"two roles", bearer(adminToken), `,"payload":{"authorization":"Bearer ` + opsToken + `"}`, 4403},
+		{"two payload spellings", nil, `,"payload":{"Authorization":"Bearer ` + adminToken + `","authorization":"Bearer ` + opsToken + `"}`, 4403},
+		{"payload and payload headers", nil, `,"payload":{"authorization":"Bearer ` + opsToken + `","headers":{"AUTHORIZATION":"Bearer ` + adminToken + `"}}`, 4403},
+		{"a second spelling invalid", nil, `,"payload":{"Authorization":"Bearer ` + opsToken + `","authorization":"Bearer nope-nope-nope-nope-nope-nope-nope"}`, 4401},
+		{"a token that is not a string", nil, `,"payload":{"Authorization":42}`, 4401},
 	}
 	for _, r := range refused {
 		if got, _ := closeCodeOf(t, initWith(r.header, r.payload), wait); got != r.want {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
@@ -56,15 +57,18 @@ func authenticate(k *auth.Keyring, log *slog.Logger, next http.Handler) http.Han
 	})
 }
 
-// errPrincipalMismatch refuses a connection whose header and connection_init payload
-// carry tokens of different principals.
-var errPrincipalMismatch = errors.New("the Authorization header and the connection_init payload carry tokens of different roles")
+// errPrincipalMismatch refuses a connection that presents tokens of different
+// principals (the header and the payload, or two spellings of the payload's key).
+var errPrincipalMismatch = errors.New("the connection presents tokens of different principals")
 
 // wsInit authenticates a WebSocket at connection_init: the token comes from the
-// payload's Authorization (or authorization) key, "Bearer <token>", or from the
-// upgrade request's Authorization header. Without a valid token the connection closes
-// with 4401; with two tokens of different principals, 4403. The principal then rides
-// in the context of every operation of the connection.
+// payload's Authorization key in any spelling (Authorization, authorization,
+// AUTHORIZATION …, at the top level or in a "headers" object), "Bearer <token>", or
+// from the upgrade request's Authorization header. Without a valid token, or with any
+// presented token invalid, the connection closes with 4401; with tokens of different
+// principals, whichever spelling carries them, 4403 (CLT-1: a connection is one
+// principal, never the first match of a lookup order). The principal then rides in
+// the context of every operation of the connection.
 func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		if k == nil {
@@ -76,29 +80,53 @@ func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 			ctx = transport.AppendCloseReason(ctx, reason)
 			return ctx, nil, err
 		}
-		header, _ := ctx.Value(headerAuthKey{}).(string)
-		fromPayload := payload.Authorization()
-		if header == "" && fromPayload == "" {
-			return refuse(CloseUnauthenticated, "Unauthorized: a bearer token is required", auth.ErrNoCredentials)
+		creds, malformed := initCredentials(payload)
+		if header, _ := ctx.Value(headerAuthKey{}).(string); header != "" {
+			creds = append(creds, header)
 		}
-		var hp, pp awareness.Principal
-		var herr, perr error
-		if header != "" {
-			hp, herr = k.Authenticate(header)
-		}
-		if fromPayload != "" {
-			pp, perr = k.Authenticate(fromPayload)
-		}
-		if herr != nil || perr != nil {
+		if malformed {
 			return refuse(CloseUnauthenticated, "Unauthorized: the bearer token is not valid", auth.ErrBadCredentials)
 		}
-		p := hp
-		if fromPayload != "" {
-			p = pp
-			if header != "" && hp != pp {
-				return refuse(CloseForbidden, "Forbidden: two tokens of different roles", errPrincipalMismatch)
+		if len(creds) == 0 {
+			return refuse(CloseUnauthenticated, "Unauthorized: a bearer token is required", auth.ErrNoCredentials)
+		}
+		var p awareness.Principal
+		for i, c := range creds {
+			cp, err := k.Authenticate(c)
+			if err != nil {
+				return refuse(CloseUnauthenticated, "Unauthorized: the bearer token is not valid", auth.ErrBadCredentials)
 			}
+			if i > 0 && cp != p {
+				return refuse(CloseForbidden, "Forbidden: tokens of different principals", errPrincipalMismatch)
+			}
+			p = cp
 		}
 		return awareness.WithPrincipal(ctx, p), nil, nil
 	}
+}
+
+// initCredentials returns every Authorization value of a connection_init payload, the
+// key matched case-insensitively at the top level and in a "headers" object (where
+// some clients put it). malformed reports a value that is not a string.
+func initCredentials(payload transport.InitPayload) (creds []string, malformed bool) {
+	scan := func(m map[string]any) {
+		for key, v := range m {
+			if !strings.EqualFold(key, "authorization") || v == nil {
+				continue
+			}
+			s, ok := v.(string)
+			if !ok {
+				malformed = true
+				continue
+			}
+			if strings.TrimSpace(s) != "" {
+				creds = append(creds, s)
+			}
+		}
+	}
+	scan(payload)
+	if h, ok := payload["headers"].(map[string]any); ok {
+		scan(h)
+	}
+	return creds, malformed
 }

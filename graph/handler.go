@@ -35,9 +35,9 @@ import (
 const (
 	// MaxRequestBytes bounds an HTTP request body and a WebSocket message.
 	MaxRequestBytes = 1 << 20
-	// ComplexityLimit bounds an operation's cost (every field counts 1).
-	ComplexityLimit = 2000
-	// ParserTokenLimit bounds the tokens of a query document.
+	// ParserTokenLimit bounds the tokens of a query document. The work budget of a
+	// request (MaxExpandedSelections, MaxIdenticalFields, CostBudget, MaxMutationFields)
+	// is in cost.go.
 	ParserTokenLimit = 15000
 	// QueryCacheSize is the number of parsed documents kept (LRU).
 	QueryCacheSize = 1000
@@ -84,8 +84,9 @@ type Config struct {
 }
 
 // NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), OPTIONS,
-// GET and POST transports, with a query cache, automatic persisted queries, a
-// complexity limit, a depth limit (DepthLimit), a parser token limit, introspection
+// GET and POST transports, with a query cache, automatic persisted queries, the work
+// budget of cost.go (DocumentLimits before validation, CostLimit after it), a depth
+// limit (DepthLimit), a parser token limit, introspection
 // (the playground needs it), the ErrorPresenter and RecoverFunc of package resolvers,
 // and StreamErrors. With cfg.Auth set, every request needs a bearer token (see
 // authenticate and wsInit).
@@ -136,7 +137,8 @@ func NewHandler(cfg Config) http.Handler {
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](QueryCacheSize))
+	queryCache := lru.New[*ast.QueryDocument](QueryCacheSize)
+	srv.SetQueryCache(queryCache)
 	srv.SetParserTokenLimit(ParserTokenLimit)
 	srv.SetErrorPresenter(present)
 	srv.SetRecoverFunc(resolvers.RecoverFunc())
@@ -145,7 +147,9 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](APQCacheSize)})
-	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))
+	// After the persisted query is resolved, before gqlgen parses and validates.
+	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
+	srv.Use(CostLimit{})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
 	srv.Use(resolvers.StreamErrors{Present: present})
 	if !cfg.gqlgenEventPages {

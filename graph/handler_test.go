@@ -626,8 +626,9 @@ func TestIntrospectionEnabledAndLimitsEnforced(t *testing.T) {
 
 	var q strings.Builder
 	q.WriteString("{")
-	for i := 0; i*3 <= graph.ComplexityLimit; i++ {
-		fmt.Fprintf(&q, ` s%d: sessionStatus(sessionKey: "agent:main:main") { stateVersion agentId }`, i)
+	// Each alias costs 203: sessionStatus 1 + stateChanges 1 + events 1 + 200 × sequence.
+	for i := 0; i*203 <= graph.CostBudget; i++ {
+		fmt.Fprintf(&q, ` s%d: sessionStatus(sessionKey: "agent:main:main", changesSince: 0) { stateChanges { events { sequence } } }`, i)
 	}
 	q.WriteString("}")
 	if _, r, raw = e.post(t, q.String(), nil); r.code() != "COMPLEXITY_LIMIT_EXCEEDED" {

@@ -10,7 +10,18 @@
 //	}
 //
 // role is "admin" (everything, including the dashboard and unfiltered streams) or
-// "agent:<agentId>" (the sessions of that agent only; see awareness.Principal). name
+// "agent:<agentId>" (the sessions of that agent only; see awareness.Principal). An
+// optional "grants" object widens agents explicitly (CLT-1), and nothing is granted
+// without it:
+//
+//	"grants": {
+//	  "watch":    {"dev": ["ops"]},
+//	  "catalogs": {"claude": ["dev", "ops"]}
+//	}
+//
+// watch lets the sessions of agent dev watch the sessions of agent ops (not the other
+// way round); catalogs restricts adoption from catalog claude to agents dev and ops (a
+// catalog not named there is open to every agent; admins may always adopt). name
 // is optional and only appears in logs. Tokens are opaque strings of at least
 // MinTokenLength printable ASCII characters; generate them with e.g.
 // `openssl rand -hex 32`. The file must not be readable or writable by other users
@@ -48,9 +59,11 @@ var (
 	ErrBadCredentials = errors.New("the bearer token is not valid")
 )
 
-// Keyring holds the known tokens, as SHA-256 hashes, and their principals.
+// Keyring holds the known tokens, as SHA-256 hashes, and their principals, and the
+// auth file's grants.
 type Keyring struct {
 	entries []entry
+	grants  awareness.Grants
 }
 
 type entry struct {
@@ -65,6 +78,10 @@ type fileFormat struct {
 		Role  string `json:"role"`
 		Token string `json:"token"`
 	} `json:"tokens"`
+	Grants struct {
+		Watch    map[string][]string `json:"watch"`
+		Catalogs map[string][]string `json:"catalogs"`
+	} `json:"grants"`
 }
 
 // Load reads and parses the auth file at path. It refuses a file that other users may
@@ -147,8 +164,24 @@ func Parse(data []byte) (*Keyring, error) {
 		}
 		k.entries = append(k.entries, entry{hash: h, principal: p})
 	}
+	for what, m := range map[string]map[string][]string{"watch": f.Grants.Watch, "catalogs": f.Grants.Catalogs} {
+		for from, agents := range m {
+			if !awareness.ValidAgentID(from) {
+				return nil, fmt.Errorf("grants.%s: %q is not an agent or catalog id of [a-z0-9][a-z0-9_-]{0,63}", what, from)
+			}
+			for _, a := range agents {
+				if !awareness.ValidAgentID(a) {
+					return nil, fmt.Errorf("grants.%s.%s: %q is not an agent id of [a-z0-9][a-z0-9_-]{0,63}", what, from, a)
+				}
+			}
+		}
+	}
+	k.grants = awareness.Grants{Watch: f.Grants.Watch, Catalogs: f.Grants.Catalogs}
 	return k, nil
 }
+
+// Grants returns the auth file's cross-agent grants, for awareness.Config.Grants.
+func (k *Keyring) Grants() awareness.Grants { return k.grants }
 
 // Len returns the number of tokens.
 func (k *Keyring) Len() int { return len(k.entries) }

@@ -89,6 +89,9 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		"token w/ space":  `{"tokens":[{"role":"admin","token":"` + long + ` x"}]}`,
 		"duplicate token": `{"tokens":[{"role":"admin","token":"` + long + `"},{"role":"agent:a","token":"` + long + `"}]}`,
 		"trailing data":   `{"tokens":[{"role":"admin","token":"` + long + `"}]} {}`,
+		"bad watch grant": `{"tokens":[{"role":"admin","token":"` + long + `"}],"grants":{"watch":{"dev":["Ops!"]}}}`,
+		"bad catalog":     `{"tokens":[{"role":"admin","token":"` + long + `"}],"grants":{"catalogs":{"a b":["dev"]}}}`,
+		"unknown grant":   `{"tokens":[{"role":"admin","token":"` + long + `"}],"grants":{"read":{"dev":["ops"]}}}`,
 	}
 	for name, doc := range tests {
 		_, err := auth.Parse([]byte(doc))
@@ -99,6 +102,28 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		if strings.Contains(err.Error(), long) {
 			t.Errorf("%s: the error %q shows the token", name, err)
 		}
+	}
+}
+
+func TestParseGrants(t *testing.T) {
+	k, err := auth.Parse([]byte(`{"tokens":[{"role":"agent:dev","token":"` + opsToken + `"}],
+	  "grants":{"watch":{"dev":["ops"]},"catalogs":{"claude":["dev"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := k.Grants()
+	if !g.MayWatch("dev", "ops") || g.MayWatch("ops", "dev") || !g.MayWatch("ops", "ops") {
+		t.Errorf("watch grants %+v: want dev→ops only", g.Watch)
+	}
+	if !g.MayAdopt("claude", "dev") || g.MayAdopt("claude", "ops") || !g.MayAdopt("other", "ops") {
+		t.Errorf("catalog grants %+v: want claude restricted to dev, others open", g.Catalogs)
+	}
+	k, err = auth.Parse([]byte(goodFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := k.Grants(); g.MayWatch("ops", "main") {
+		t.Error("a file without grants grants a watch")
 	}
 }
 

@@ -227,8 +227,8 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 		ev.Payload.Channel = c
 	}
 	if in.Turns != nil {
-		if *in.Turns < 1 {
-			return NewEvent{}, Errorf(EINVALID, "turns must be a positive integer, got %d", *in.Turns)
+		if *in.Turns < 1 || int64(*in.Turns) > maxJSONInt {
+			return NewEvent{}, Errorf(EINVALID, "turns must be between 1 and %d, got %d", int64(maxJSONInt), *in.Turns)
 		}
 		ev.Payload.Turns = *in.Turns
 	}

@@ -3,6 +3,7 @@ package awareness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -92,14 +93,68 @@ func (s *Service) scopeAgent(ctx context.Context, agentID string) (string, error
 	return agentID, s.authorize(ctx, agentID)
 }
 
-// recordAgents returns the agents whose state an append writes: the session's, and
-// each producer-passed watcher's (their cursors, WAT-4).
+// Grants are the cross-agent permissions named in the auth file (CLT-1). The zero
+// value grants nothing: an agent token acts on its own agent's sessions only, and
+// every catalog is open to every agent.
+type Grants struct {
+	// Watch maps an agent id to the other agents whose sessions its sessions may
+	// watch (cursors, notices, change counts). Absent: its own agent only.
+	Watch map[string][]string
+	// Catalogs maps a catalog id to the agents that may adopt from it. A catalog not
+	// named is open to every agent; admins may always adopt.
+	Catalogs map[string][]string
+}
+
+// MayWatch reports whether sessions of agent watcher may watch sessions of agent
+// target: always for the same agent, otherwise only by grant.
+func (g Grants) MayWatch(watcher, target string) bool {
+	return watcher == target || slices.Contains(g.Watch[watcher], target)
+}
+
+// MayAdopt reports whether agent may adopt from the catalog.
+func (g Grants) MayAdopt(catalog, agent string) bool {
+	allowed, restricted := g.Catalogs[catalog]
+	return !restricted || slices.Contains(allowed, agent)
+}
+
+// authorizeWatch is authorize for a watcher's cursor on a target: the caller must act
+// for the watcher's agent, and the watcher's agent must be the target's or hold a
+// watch grant on it (CLT-1). It refuses before anything is read, so that the answer
+// does not reveal whether the target exists.
+func (s *Service) authorizeWatch(ctx context.Context, watcher SessionRef, target SessionRef) error {
+	if err := s.authorize(ctx, watcher.AgentID); err != nil {
+		return err
+	}
+	p, ok := PrincipalFrom(ctx)
+	if !ok || p.Admin || s.grants.MayWatch(watcher.AgentID, target.AgentID) {
+		return nil
+	}
+	return Errorf(EFORBIDDEN, "the token's role %s may not watch the sessions of agent %q: the auth file grants agent %q no watch on it", p.Role(), target.AgentID, watcher.AgentID)
+}
+
+// authorizeAdopt refuses an agent principal adopting from a catalog restricted to
+// other agents.
+func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {
+	p, ok := PrincipalFrom(ctx)
+	if !ok || p.Admin || s.grants.MayAdopt(catalog, p.AgentID) {
+		return nil
+	}
+	return Errorf(EFORBIDDEN, "the token's role %s may not adopt from catalog %q: the auth file restricts it to other agents", p.Role(), catalog)
+}
+
+// recordAgents returns the agents an append writes or speaks for: the session's,
+// each producer-passed watcher's (their cursors, WAT-4), and an agent-qualified
+// actorId's (the event is credited to that session, and self-suppression trusts it).
+// A non-agent actorId (a person's sender id, a system name) names no agent.
 func recordAgents(ne NewEvent) []string {
 	out := []string{ne.Event.Session.AgentID}
 	for _, w := range ne.Watchers {
 		if p, ok := ParseSessionKey(w); ok {
 			out = append(out, p.AgentID)
 		}
+	}
+	if p, ok := ParseSessionKey(ne.Event.ActorID); ok {
+		out = append(out, p.AgentID)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package awareness_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/awareness/awareness/internal/awareness"
@@ -72,7 +73,19 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			return err
 		}, true},
 		{"watch as own", func(ctx context.Context) error {
+			_, err := svc.Watch(ctx, "agent:ops:main", "agent:ops:subagent:x", nil)
+			return err
+		}, false},
+		{"watch another agent's session (no grant)", func(ctx context.Context) error {
 			_, err := svc.Watch(ctx, "agent:ops:main", "agent:main:subagent:x", nil)
+			return err
+		}, true},
+		{"record crediting another agent's session", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent, ActorID: ptr("agent:main:main")})
+			return err
+		}, true},
+		{"record crediting a person", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, ActorID: ptr("telegram:12345")})
 			return err
 		}, false},
 		{"watch as other", func(ctx context.Context) error {
@@ -212,5 +225,113 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 	all, err := svc.SessionsList(admin, awareness.SessionFilter{}, 100, nil)
 	if err != nil || len(all.Sessions) <= len(page.Sessions) {
 		t.Errorf("admin lists %d sessions (err %v), ops %d", len(all.Sessions), err, len(page.Sessions))
+	}
+}
+
+// stubCatalog is a catalog whose every thread exists and is empty.
+type stubCatalog struct{ id string }
+
+func (c stubCatalog) ID() string { return c.id }
+func (c stubCatalog) Resolve(_ context.Context, threadID string) (awareness.CatalogThread, error) {
+	return awareness.CatalogThread{ThreadID: threadID, Source: c.id + "/" + threadID}, nil
+}
+func (c stubCatalog) Scan(_ context.Context, req awareness.ScanRequest) (awareness.ScanResult, error) {
+	return awareness.ScanResult{Next: req.Marker}, nil
+}
+
+// Cross-agent watching and adoption are explicit grants (CLT-1): without one an agent
+// may not watch another agent's sessions (and learns nothing of them: FORBIDDEN comes
+// before any read), with one it may, in the granted direction only; a catalog named
+// in the grants is adoptable by its agents only. Bare-key cursor listings are the
+// resolved agent's only.
+func TestGrants_CLT1(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	newSvc := func(g awareness.Grants) *awareness.Service {
+		st, err := models.OpenSQLite(bg, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := awareness.NewService(awareness.Config{Store: st, Grants: g, Catalogs: []awareness.Catalog{stubCatalog{"open"}, stubCatalog{"opsonly"}}})
+		t.Cleanup(func() {
+			svc.Hub().Close()
+			st.Close()
+		})
+		return svc
+	}
+	dev := awareness.WithPrincipal(bg, awareness.Principal{AgentID: "dev"})
+	ops := awareness.WithPrincipal(bg, awareness.Principal{AgentID: "ops"})
+	admin := awareness.WithPrincipal(bg, awareness.Principal{Admin: true})
+	grants := awareness.Grants{Watch: map[string][]string{"dev": {"ops"}}, Catalogs: map[string][]string{"opsonly": {"ops"}}}
+	for _, tc := range []struct {
+		name    string
+		grants  awareness.Grants
+		ctx     context.Context
+		watcher string
+		target  string
+		allowed bool
+	}{
+		{"no grant: dev watches ops", awareness.Grants{}, dev, "agent:dev:main", "agent:ops:main", false},
+		{"no grant: dev watches a never-written ops key", awareness.Grants{}, dev, "agent:dev:main", "agent:ops:nothing-here", false},
+		{"no grant: dev watches ops's bare global", awareness.Grants{}, dev, "agent:dev:main", "global@ops", false},
+		{"no grant: admin", awareness.Grants{}, admin, "agent:dev:main", "agent:ops:main", true},
+		{"grant: dev watches ops", grants, dev, "agent:dev:main", "agent:ops:main", true},
+		{"grant: not the other way", grants, ops, "agent:ops:main", "agent:dev:main", false},
+		{"grant: dev watches its own", grants, dev, "agent:dev:main", "agent:dev:subagent:x", true},
+	} {
+		svc := newSvc(tc.grants)
+		target, agent := tc.target, (*string)(nil)
+		if k, a, ok := strings.Cut(tc.target, "@"); ok {
+			target, agent = k, &a
+		}
+		res, err := svc.Watch(tc.ctx, tc.watcher, target, agent)
+		if tc.allowed && (err != nil || !res.Watched) {
+			t.Errorf("%s: %+v, %v; want watched", tc.name, res, err)
+		}
+		if !tc.allowed {
+			if awareness.ErrorCode(err) != awareness.EFORBIDDEN {
+				t.Errorf("%s: %+v, %v; want FORBIDDEN", tc.name, res, err)
+			}
+			if n, _ := svc.Watches(admin, nil, nil, nil); len(n) != 0 {
+				t.Errorf("%s: a refused watch left cursors %+v", tc.name, n)
+			}
+		}
+	}
+
+	svc := newSvc(grants)
+	for _, tc := range []struct {
+		ctx     context.Context
+		key     string
+		catalog string
+		allowed bool
+	}{
+		{dev, "agent:dev:main", "open", true},
+		{dev, "agent:dev:main", "opsonly", false},
+		{ops, "agent:ops:main", "opsonly", true},
+		{admin, "agent:dev:x", "opsonly", true},
+	} {
+		_, err := svc.AdoptSession(tc.ctx, tc.key, nil, tc.catalog, "t1")
+		if got := awareness.ErrorCode(err) != awareness.EFORBIDDEN; got != tc.allowed {
+			t.Errorf("adopt %s from %s: %v, want allowed=%v", tc.key, tc.catalog, err, tc.allowed)
+		}
+	}
+
+	// Bare targets: the cursor of ops's watcher on ops's `global` is not main's.
+	svc = newSvc(awareness.Grants{})
+	main := awareness.WithPrincipal(bg, awareness.Principal{AgentID: "main"})
+	if _, err := svc.Watch(bg, "agent:ops:main", "global", ptr("ops")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Watch(bg, "agent:main:main", "global", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []context.Context{main, admin} {
+		cs, err := svc.Watches(who, nil, ptr("global"), nil)
+		if err != nil || len(cs) != 1 || cs[0].Watcher != "agent:main:main" {
+			t.Errorf("watches(target: global) = %+v, %v; want main's cursor only", cs, err)
+		}
+	}
+	if _, err := svc.Watches(main, nil, ptr("agent:ops:main"), nil); awareness.ErrorCode(err) != awareness.EFORBIDDEN {
+		t.Errorf("main lists the watchers of an ops session: %v, want FORBIDDEN", err)
 	}
 }

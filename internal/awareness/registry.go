@@ -1,6 +1,7 @@
 package awareness
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -286,6 +287,9 @@ func upsertEntry(e SessionEntry) (SessionEntry, error) {
 		if len(v) == 0 {
 			return SessionEntry{}, Errorf(EINVALID, "extra.%s is not a JSON value", k)
 		}
+		if err := checkJSONText("extra."+k, v); err != nil {
+			return SessionEntry{}, err
+		}
 		if !isNull(v) {
 			if f, ok := entryFields[k]; ok && f.check != nil {
 				if err := f.check(v); err != nil {
@@ -312,30 +316,22 @@ func upsertEntry(e SessionEntry) (SessionEntry, error) {
 // checkTypedFields validates the typed fields of an entry and canonicalises its
 // parent key.
 func checkTypedFields(e *SessionEntry) error {
+	// One rule for every typed text field, displayName included: one line, no NUL
+	// or other control character (PostgreSQL refuses NUL where SQLite stores it).
 	for _, f := range []struct {
 		name string
 		v    *string
-		line bool
 	}{
-		{"sessionId", e.SessionID, true},
-		{"chatType", e.ChatType, true},
-		{"provider", e.Provider, true},
-		{"displayName", e.DisplayName, false},
+		{"sessionId", e.SessionID},
+		{"chatType", e.ChatType},
+		{"provider", e.Provider},
+		{"displayName", e.DisplayName},
 	} {
 		if f.v == nil {
 			continue
 		}
-		if f.line {
-			if err := checkLine(f.name, *f.v, MaxEntryFieldBytes); err != nil {
-				return err
-			}
-			continue
-		}
-		if len(*f.v) > MaxEntryFieldBytes {
-			return Errorf(EINVALID, "%s is %d bytes; the limit is %d", f.name, len(*f.v), MaxEntryFieldBytes)
-		}
-		if !utf8.ValidString(*f.v) {
-			return Errorf(EINVALID, "%s is not valid UTF-8", f.name)
+		if err := checkLine(f.name, *f.v, MaxEntryFieldBytes); err != nil {
+			return err
 		}
 	}
 	for _, f := range []struct {
@@ -376,7 +372,29 @@ func checkExtraKey(k string) error {
 	if !utf8.ValidString(k) {
 		return Errorf(EINVALID, "extra field name %q is not valid UTF-8", truncateForMessage(k))
 	}
+	if strings.ContainsRune(k, 0) {
+		return Errorf(EINVALID, "extra field name %q contains NUL", truncateForMessage(k))
+	}
 	return nil
+}
+
+// checkJSONText refuses a JSON value with a NUL (\u0000) in any string or object
+// key: PostgreSQL's jsonb refuses it where SQLite stores it (ERR-3). Other escaped
+// control characters are kept, as the gateway wrote them.
+func checkJSONText(what string, v json.RawMessage) error {
+	if !bytes.Contains(v, []byte(`\u`)) {
+		return nil // no escape at all: raw NUL is not valid JSON text
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // malformed JSON is refused elsewhere; io.EOF ends the value
+		}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
+			return Errorf(EINVALID, "%s contains a NUL character (\\u0000)", what)
+		}
+	}
 }
 
 // reservedNames are names the service itself puts next to an entry's fields (in

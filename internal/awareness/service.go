@@ -14,6 +14,9 @@ import (
 const (
 	MaxChangesLimit = 200
 	MaxListLimit    = 500
+	// MaxActiveMinutes is the largest sessionsList activeMinutes that counts (ten
+	// years); larger values are clamped to it.
+	MaxActiveMinutes = 10 * 365 * 24 * 60
 )
 
 // Config wires a Service.
@@ -28,6 +31,9 @@ type Config struct {
 	// Observer is told what the service does (metrics, traces); nil: nobody. A Hub
 	// made by NewService reports to it too.
 	Observer Observer
+	// Grants are the auth file's cross-agent permissions (CLT-1); the zero value
+	// grants none.
+	Grants Grants
 }
 
 // Service is the domain API: every resolver and command calls one of its methods.
@@ -38,13 +44,15 @@ type Service struct {
 	now   func() time.Time
 	ups   upstreamState
 	obs   Observer
+	// grants are the cross-agent permissions of agent principals (CLT-1).
+	grants Grants
 	// commit batches concurrent appends into one transaction (group commit).
 	commit *committer
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
 func NewService(cfg Config) *Service {
-	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now, obs: ObserverOr(cfg.Observer)}
+	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now, obs: ObserverOr(cfg.Observer), grants: cfg.Grants}
 	if s.hub == nil {
 		s.hub = NewHubObserved(s.obs)
 	}
@@ -244,12 +252,19 @@ func (s *Service) SessionsList(ctx context.Context, f SessionFilter, first int, 
 		if *f.ActiveMinutes < 1 {
 			return SessionPage{}, Errorf(EINVALID, "filter.activeMinutes must be positive, got %d", *f.ActiveMinutes)
 		}
-		q.UpdatedSince = s.Now().Add(-time.Duration(*f.ActiveMinutes) * time.Minute)
+		// Clamped: minutes beyond MaxActiveMinutes would overflow the duration and
+		// select nothing; every stored session is more recent anyway.
+		q.UpdatedSince = s.Now().Add(-time.Duration(min(*f.ActiveMinutes, MaxActiveMinutes)) * time.Minute)
 	}
 	if f.KeyPrefix != nil {
 		p := strings.ToLower(strings.TrimSpace(*f.KeyPrefix))
 		if len(p) > MaxKeyBytes {
 			return SessionPage{}, Errorf(EINVALID, "filter.keyPrefix is longer than %d bytes", MaxKeyBytes)
+		}
+		if p != "" {
+			if err := checkLine("filter.keyPrefix", p, MaxKeyBytes); err != nil {
+				return SessionPage{}, err
+			}
 		}
 		q.KeyPrefix = p
 	}
@@ -282,7 +297,7 @@ func encodeSessionCursor(r SessionRef) string {
 func decodeSessionCursor(c string) (SessionRef, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
-		if a, k, ok := strings.Cut(string(b), "\x00"); ok && ValidAgentID(a) && k != "" {
+		if a, k, ok := strings.Cut(string(b), "\x00"); ok && ValidAgentID(a) && checkKeyBytes("after", k) == nil {
 			return SessionRef{AgentID: a, Key: k}, nil
 		}
 	}
@@ -308,7 +323,7 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 	if err != nil {
 		return WatchResult{Watched: false, Reason: ErrorMessage(err)}, nil
 	}
-	if err := s.authorize(ctx, w.AgentID); err != nil {
+	if err := s.authorizeWatch(ctx, w, t); err != nil {
 		return WatchResult{}, err
 	}
 	if w.Key == t.Key && w.AgentID == t.AgentID {
@@ -459,6 +474,9 @@ func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *s
 		if err != nil {
 			return nil, err
 		}
+		// A bare target means the session of its resolved agent (KEY-3), never the
+		// same key of every agent: another agent's cursors on its own `global` are
+		// not this target's (CLT-1).
 		q.TargetKey = t.Key
 		q.TargetAgent = t.AgentID
 		if watcher == nil {

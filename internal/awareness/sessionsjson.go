@@ -180,6 +180,9 @@ func importEntry(agent, key string, raw json.RawMessage) (SessionWrite, error) {
 		if err := checkExtraKey(name); err != nil {
 			return SessionWrite{}, err
 		}
+		if err := checkJSONText(truncateForMessage(name), v); err != nil {
+			return SessionWrite{}, err
+		}
 		if e.Extra == nil {
 			e.Extra = map[string]json.RawMessage{}
 		}

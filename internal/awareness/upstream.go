@@ -199,6 +199,9 @@ func (s *Service) AdoptSession(ctx context.Context, key string, agentID *string,
 	if !ok {
 		return UpstreamLink{}, Errorf(EINVALID, "catalogId %q is not a configured catalog", truncateForMessage(catalogID))
 	}
+	if err := s.authorizeAdopt(ctx, cat.ID()); err != nil {
+		return UpstreamLink{}, err
+	}
 	us, err := s.UpstreamStore()
 	if err != nil {
 		return UpstreamLink{}, err

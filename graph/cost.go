@@ -1,0 +1,390 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// The work budget of one request (ERR-4). A request over any of them is refused with
+// COMPLEXITY_LIMIT_EXCEEDED before a resolver runs.
+const (
+	// MaxExpandedSelections bounds the selections (fields, fragment spreads, inline
+	// fragments) of a document once every fragment spread is replaced by its
+	// fragment: the operations and every fragment definition, each expanded on its
+	// own, summed. gqlparser's validation and the cost walk below do work
+	// proportional to this number; GraphiQL's introspection query (gqlgen's
+	// introspection.Query) expands to 214.
+	MaxExpandedSelections = 2000
+	// MaxIdenticalFields bounds the fields of one response name (alias or name) in one
+	// selection set, fragments merged in. gqlparser's OverlappingFieldsCanBeMerged
+	// compares them pairwise: its work is quadratic in this number.
+	MaxIdenticalFields = 20
+	// CostBudget bounds an operation's cost: every field costs 1, and the fields
+	// under a list cost once per element the list may hold (see operationCost).
+	CostBudget = 20000
+	// MaxMutationFields bounds the mutation fields (aliases included) of one request:
+	// at most this many appends, watches … per request.
+	MaxMutationFields = 10
+	// DefaultListCost is the element count assumed for a list with no size argument
+	// (pendingNotices, watches, upstreamLinks, ackNotices).
+	DefaultListCost = 10
+)
+
+// codeComplexity is the extensions.code of a request over the work budget (ERR-4),
+// gqlgen's own code for its complexity limit.
+const codeComplexity = "COMPLEXITY_LIMIT_EXCEEDED"
+
+func complexityError(format string, args ...any) *gqlerror.Error {
+	err := gqlerror.Errorf(format, args...)
+	errcode.Set(err, codeComplexity)
+	return err
+}
+
+// DocumentLimits is a gqlgen extension that bounds the work of parsing and validating a
+// document before gqlgen does either (ERR-4). gqlparser's validation costs grow with
+// the document after fragment expansion (doubling fragments: 2^n fields from n+1 tiny
+// fragments) and quadratically with identical fields in one selection set
+// (`{ __typename × 14000 }`); both were seconds of CPU from a kilobyte. It runs as an
+// OperationParameterMutator, i.e. before gqlgen's parse and validation: it parses the
+// document itself (linear, bounded by TokenLimit) and checks it with CheckDocument, whose
+// work is linear in the document. A document found in Cache (gqlgen's query cache, which
+// only holds documents that passed validation) was checked already.
+type DocumentLimits struct {
+	// TokenLimit is gqlgen's parser token limit (ParserTokenLimit).
+	TokenLimit int
+	// Cache is gqlgen's query cache; nil checks every document.
+	Cache graphql.Cache[*ast.QueryDocument]
+}
+
+var (
+	_ graphql.HandlerExtension          = DocumentLimits{}
+	_ graphql.OperationParameterMutator = DocumentLimits{}
+	_ graphql.HandlerExtension          = CostLimit{}
+	_ graphql.OperationContextMutator   = CostLimit{}
+)
+
+// ExtensionName implements graphql.HandlerExtension.
+func (DocumentLimits) ExtensionName() string { return "DocumentLimits" }
+
+// Validate implements graphql.HandlerExtension.
+func (DocumentLimits) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters implements graphql.OperationParameterMutator. A document
+// that does not parse is left to gqlgen, which reports the parse error.
+func (l DocumentLimits) MutateOperationParameters(ctx context.Context, params *graphql.RawParams) *gqlerror.Error {
+	if params.Query == "" {
+		return nil
+	}
+	if l.Cache != nil {
+		if _, ok := l.Cache.Get(ctx, params.Query); ok {
+			return nil
+		}
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: params.Query}, l.TokenLimit)
+	if err != nil {
+		return nil
+	}
+	_, gerr := CheckDocument(ctx, doc)
+	return gerr
+}
+
+// CheckDocument checks a parsed document against MaxExpandedSelections and
+// MaxIdenticalFields without expanding it first: each fragment's expanded size is
+// computed once (memoized), so that pass visits each selection of the document once;
+// only a document within MaxExpandedSelections is then expanded, to count identical
+// fields. work counts the selections visited (at most the document's selections plus
+// MaxExpandedSelections), the deterministic measure the tests bound. It stops,
+// UNAVAILABLE, when ctx ends.
+func CheckDocument(ctx context.Context, doc *ast.QueryDocument) (work int, _ *gqlerror.Error) {
+	c := &docCheck{ctx: ctx, frags: map[string]*ast.FragmentDefinition{}, size: map[string]int{}}
+	for _, f := range doc.Fragments {
+		if _, dup := c.frags[f.Name]; !dup {
+			c.frags[f.Name] = f
+		}
+	}
+	total := 0
+	sets := make([]ast.SelectionSet, 0, len(doc.Operations)+len(doc.Fragments))
+	for _, op := range doc.Operations {
+		sets = append(sets, op.SelectionSet)
+	}
+	for _, f := range doc.Fragments {
+		sets = append(sets, f.SelectionSet)
+	}
+	for _, set := range sets {
+		total = min(total+c.setSize(set), MaxExpandedSelections+1)
+		if c.err != nil {
+			return c.work, c.err
+		}
+	}
+	if total > MaxExpandedSelections {
+		return c.work, complexityError("the document has more than %d selections once its fragments are expanded (each operation and fragment definition on its own, summed): ask for fewer fields or split the request", MaxExpandedSelections)
+	}
+	if c.cyclic {
+		// gqlparser refuses the cycle (NoFragmentCycles); expanding it here would not end.
+		return c.work, nil
+	}
+	for _, set := range sets {
+		c.identical(set)
+		if c.err != nil {
+			return c.work, c.err
+		}
+	}
+	return c.work, nil
+}
+
+// docCheck is the state of one CheckDocument.
+type docCheck struct {
+	ctx   context.Context
+	frags map[string]*ast.FragmentDefinition
+	// size is the expanded size of each fragment measured so far; -1 while it is
+	// being measured (a cycle meets it and counts 0).
+	size   map[string]int
+	cyclic bool
+	work   int
+	err    *gqlerror.Error
+}
+
+// tick counts one unit of work and checks ctx every 1024 units.
+func (c *docCheck) tick() bool {
+	c.work++
+	if c.err == nil && c.work&1023 == 0 && c.ctx.Err() != nil {
+		c.err = gqlerror.Errorf("the request ended while its document was being checked")
+		errcode.Set(c.err, awareness.EUNAVAILABLE)
+	}
+	return c.err == nil
+}
+
+// setSize returns the expanded selection count of set, saturated at
+// MaxExpandedSelections+1. A spread counts 1 besides its fragment, so that spreads of
+// fragments without fields (or unknown ones) still count.
+func (c *docCheck) setSize(set ast.SelectionSet) int {
+	n := 0
+	for _, sel := range set {
+		if !c.tick() {
+			return 0
+		}
+		switch s := sel.(type) {
+		case *ast.Field:
+			n += 1 + c.setSize(s.SelectionSet)
+		case *ast.InlineFragment:
+			n += 1 + c.setSize(s.SelectionSet)
+		case *ast.FragmentSpread:
+			n += 1 + c.fragSize(s.Name)
+		}
+		if n > MaxExpandedSelections {
+			return MaxExpandedSelections + 1
+		}
+	}
+	return n
+}
+
+func (c *docCheck) fragSize(name string) int {
+	if v, ok := c.size[name]; ok {
+		if v < 0 {
+			c.cyclic = true
+			return 0
+		}
+		return v
+	}
+	def := c.frags[name]
+	if def == nil {
+		return 0 // gqlparser refuses the unknown fragment
+	}
+	c.size[name] = -1
+	v := c.setSize(def.SelectionSet)
+	c.size[name] = v
+	return v
+}
+
+// identical refuses a selection set (fragments merged in, as
+// OverlappingFieldsCanBeMerged merges them) with more than MaxIdenticalFields fields of
+// one response name, in set and in every set below it. It expands fragments, so it
+// runs only on documents whose expanded size is bounded and that have no cycle.
+func (c *docCheck) identical(set ast.SelectionSet) {
+	var fields []*ast.Field
+	c.collect(set, &fields)
+	counts := make(map[string]int, len(fields))
+	for _, f := range fields {
+		name := f.Alias
+		if name == "" {
+			name = f.Name
+		}
+		counts[name]++
+		if counts[name] > MaxIdenticalFields && c.err == nil {
+			c.err = complexityError("the selection set has more than %d fields named %q (fragments merged in); the limit is %d", MaxIdenticalFields, truncateName(name), MaxIdenticalFields)
+		}
+	}
+	for _, f := range fields {
+		if c.err != nil {
+			return
+		}
+		if len(f.SelectionSet) > 0 {
+			c.identical(f.SelectionSet)
+		}
+	}
+}
+
+func (c *docCheck) collect(set ast.SelectionSet, into *[]*ast.Field) {
+	for _, sel := range set {
+		if !c.tick() {
+			return
+		}
+		switch s := sel.(type) {
+		case *ast.Field:
+			*into = append(*into, s)
+		case *ast.InlineFragment:
+			c.collect(s.SelectionSet, into)
+		case *ast.FragmentSpread:
+			if def := c.frags[s.Name]; def != nil {
+				c.collect(def.SelectionSet, into)
+			}
+		}
+	}
+}
+
+func truncateName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// CostLimit is a gqlgen extension that refuses an operation costing more than
+// CostBudget, or with more than MaxMutationFields mutation fields, after validation
+// and before execution (ERR-4). It replaces gqlgen's complexity limit, which counts
+// every field 1 whatever its list size and expands fragments without memoizing (the
+// document was bounded by DocumentLimits first, so the walk here is bounded too).
+type CostLimit struct{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (CostLimit) ExtensionName() string { return "CostLimit" }
+
+// Validate implements graphql.HandlerExtension.
+func (CostLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext implements graphql.OperationContextMutator.
+func (CostLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil {
+		return nil
+	}
+	if oc.Operation.Operation == ast.Mutation {
+		if n := len(graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"})); n > MaxMutationFields {
+			return complexityError("the request has %d mutation fields; at most %d are allowed per request: send the rest in further requests", n, MaxMutationFields)
+		}
+	}
+	cost := OperationCost(oc.Operation, oc.Variables)
+	if cost > CostBudget {
+		return complexityError("the operation costs more than %d (every field 1, times the elements a list may hold: limit, first, or %d); the budget is %d: ask for fewer fields, a smaller limit or first", CostBudget, DefaultListCost, CostBudget)
+	}
+	return nil
+}
+
+// OperationCost is the cost of a validated operation, saturated at CostBudget+1: every
+// field costs 1 plus its selections' cost, times the elements the field's list may
+// hold:
+//
+//   - StateChanges.events: the limit of its sessionStatus (default and maximum
+//     awareness.MaxChangesLimit);
+//   - SessionList.sessions: the first of its sessionsList (default 50, maximum
+//     awareness.MaxListLimit);
+//   - any other list: DefaultListCost;
+//   - introspection fields (__schema, __type, the fields of __Type …): 1 each, no
+//     list weight, as gqlgen counts them.
+func OperationCost(op *ast.OperationDefinition, vars map[string]any) int {
+	w := costWalk{vars: vars}
+	return w.set(op.SelectionSet, 0, 0)
+}
+
+type costWalk struct {
+	vars map[string]any
+}
+
+// set returns the cost of a selection set; limit and first are the size arguments of
+// the enclosing sessionStatus and sessionsList (0 outside one).
+func (w costWalk) set(set ast.SelectionSet, limit, first int) int {
+	cost := 0
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			cost += w.field(s, limit, first)
+		case *ast.InlineFragment:
+			cost += w.set(s.SelectionSet, limit, first)
+		case *ast.FragmentSpread:
+			if s.Definition != nil {
+				cost += w.set(s.Definition.SelectionSet, limit, first)
+			}
+		}
+		if cost > CostBudget {
+			return CostBudget + 1
+		}
+	}
+	return cost
+}
+
+func (w costWalk) field(f *ast.Field, limit, first int) int {
+	if f.Definition == nil || f.ObjectDefinition == nil {
+		return 1
+	}
+	parent := f.ObjectDefinition.Name
+	if strings.HasPrefix(f.Name, "__") || strings.HasPrefix(parent, "__") {
+		return 1 + w.set(f.SelectionSet, limit, first)
+	}
+	switch parent + "." + f.Name {
+	case "Query.sessionStatus":
+		limit = w.intArg(f, "limit", awareness.MaxChangesLimit, awareness.MaxChangesLimit)
+	case "Query.sessionsList":
+		first = w.intArg(f, "first", 50, awareness.MaxListLimit)
+	}
+	elems := 1
+	if f.Definition.Type.Elem != nil {
+		switch parent + "." + f.Name {
+		case "StateChanges.events":
+			elems = max(limit, 1)
+		case "SessionList.sessions":
+			elems = max(first, 1)
+		default:
+			elems = DefaultListCost
+		}
+	}
+	child := w.set(f.SelectionSet, limit, first)
+	return min(1+elems*child, CostBudget+1)
+}
+
+// intArg returns the field's integer argument name, def when absent or null, clamped to
+// [1, maxV] (the resolver refuses or clamps values outside; the cost counts the most
+// the call can return).
+func (w costWalk) intArg(f *ast.Field, name string, def, maxV int) int {
+	v, ok := f.ArgumentMap(w.vars)[name]
+	if !ok || v == nil {
+		return def
+	}
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case int32:
+		n = int64(x)
+	case float64:
+		n = int64(x)
+	case json.Number:
+		p, err := x.Int64()
+		if err != nil {
+			return maxV
+		}
+		n = p
+	default:
+		return maxV
+	}
+	return int(min(max(n, 1), int64(maxV)))
+}

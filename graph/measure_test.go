@@ -1,0 +1,54 @@
+package graph_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the CPU time (user + system) this process has used.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestMeasureHostileCPU prints the CPU time the handler spends on each hostile
+// document. It measures, it asserts nothing about time (the regression tests count
+// work instead); run it with AWARENESS_MEASURE=1 for the numbers of the README.
+func TestMeasureHostileCPU(t *testing.T) {
+	if os.Getenv("AWARENESS_MEASURE") == "" {
+		t.Skip("set AWARENESS_MEASURE=1 to measure the CPU time of the hostile documents")
+	}
+	e := newHandlerEnv(t)
+	// Seed the session the aliased reads ask for with a full page of events.
+	for i := range 200 {
+		body, _ := json.Marshal(map[string]any{"query": fmt.Sprintf(`mutation { recordEvent(input: {sessionKey: "agent:main:main", kind: goal_changed, actorType: agent, summary: "goal number %d of the seeded session, long enough to weigh"}) { recorded } }`, i)})
+		if _, r := e.do(t, body); len(r.Errors) > 0 {
+			t.Fatal(r.Errors)
+		}
+	}
+	for _, d := range hostileDocs() {
+		if f := os.Getenv("AWARENESS_MEASURE"); f != "1" && !strings.Contains(d.name, f) {
+			continue
+		}
+		body, _ := json.Marshal(map[string]any{"query": d.query})
+		start, wall := cpuTime(t), time.Now()
+		_, r := e.do(t, body)
+		cpu := cpuTime(t) - start
+		msg := ""
+		if len(r.Errors) > 0 {
+			msg = r.Errors[0].Message
+			if len(msg) > 90 {
+				msg = msg[:90]
+			}
+		}
+		t.Logf("%-40s %6d bytes  cpu %-12v wall %-12v code %q %s (data %d bytes)", d.name, len(d.query), cpu, time.Since(wall).Round(time.Millisecond), r.code(), msg, len(r.Data))
+	}
+}
