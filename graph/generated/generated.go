@@ -7912,14 +7912,14 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // region    ***************************** type.gotpl *****************************
 
 func (ec *executionContext) unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, v any) (awareness.ActorType, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, sel ast.SelectionSet, v awareness.ActorType) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[v])
+	res := scalar.MarshalString(marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ActorType!")
 	}
@@ -7963,14 +7963,14 @@ func (ec *executionContext) marshalNCompactionPolicy2githubᚗcomᚋawarenessᚋ
 }
 
 func (ec *executionContext) unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, v any) (awareness.EventKind, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, sel ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[v])
+	res := scalar.MarshalString(marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "EventKind!")
 	}
@@ -8001,13 +8001,13 @@ var (
 )
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
-	res, err := graphql.UnmarshalInt(v)
+	res, err := scalar.UnmarshalInt(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt(v)
+	res := scalar.MarshalInt(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
@@ -8015,13 +8015,13 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 }
 
 func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
-	res, err := graphql.UnmarshalInt64(v)
+	res, err := scalar.UnmarshalInt64(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt64(v)
+	res := scalar.MarshalInt64(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
@@ -8071,14 +8071,14 @@ func (ec *executionContext) unmarshalNSessionInput2githubᚗcomᚋawarenessᚋaw
 }
 
 func (ec *executionContext) unmarshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind(ctx context.Context, v any) (awareness.SessionKind, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind(ctx context.Context, sel ast.SelectionSet, v awareness.SessionKind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[v])
+	res := scalar.MarshalString(marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "SessionKind!")
 	}
@@ -8171,13 +8171,13 @@ func (ec *executionContext) marshalNStateEvent2ᚖgithubᚗcomᚋawarenessᚋawa
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
+	res, err := scalar.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(v)
+	res := scalar.MarshalString(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
@@ -8423,7 +8423,7 @@ func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*i
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalInt(v)
+	res, err := scalar.UnmarshalInt(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -8433,7 +8433,7 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalInt(*v)
+	res := scalar.MarshalInt(*v)
 	return res
 }
 
@@ -8471,7 +8471,7 @@ func (ec *executionContext) unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋa
 	if v == nil {
 		return nil, nil
 	}
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -8482,7 +8482,7 @@ func (ec *executionContext) marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawa
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[*v])
+	res := scalar.MarshalString(marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[*v])
 	return res
 }
 
@@ -8596,7 +8596,7 @@ func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v an
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalString(v)
+	res, err := scalar.UnmarshalString(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -8606,7 +8606,7 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(*v)
+	res := scalar.MarshalString(*v)
 	return res
 }
 

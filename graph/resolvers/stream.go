@@ -86,15 +86,19 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
 		return next(ctx)
 	}
-	if oc.Headers.Get("Upgrade") == "" {
+	drop, _ := ctx.Value(streamDropKey{}).(func())
+	if oc.Headers.Get("Upgrade") != "" {
+		drop = wsgorilla.DropSlow(ctx)
+	} else if drop == nil {
 		err := &gqlerror.Error{
-			Message:    "subscriptions are served over WebSocket only (graphql-transport-ws or graphql-ws at the same endpoint)",
+			Message: "subscriptions are served over WebSocket (graphql-transport-ws or graphql-ws) or Server-Sent Events " +
+				"(POST with Accept: text/event-stream) at the same endpoint",
 			Extensions: map[string]any{"code": awareness.EINVALID},
 		}
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
-	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{})
-	if drop := wsgorilla.DropSlow(ctx); drop != nil {
+	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{drop: drop})
+	if drop != nil {
 		ctx = awareness.WithDropFunc(ctx, drop)
 	}
 	return next(ctx)
