@@ -164,7 +164,7 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 	if i.Conns != nil && !i.Conns.add(c) {
 		// Shutting down: the connection opened after CloseAll ran. It is returned
 		// closed (gqlgen's first read fails), as the handshake response is written.
-		_ = c.closeWithin(CloseServiceRestart, "service restart", closeFrameTimeout)
+		c.closeWithin(CloseServiceRestart, "service restart", closeFrameTimeout)
 	}
 	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
 		slot.c.Store(c)
@@ -308,6 +308,9 @@ func (c *Conn) NextReader() (int, io.Reader, error) {
 	for {
 		typ, r, err := c.ws.NextReader()
 		if err != nil {
+			if _, ok := errors.AsType[*websocket.CloseError](err); ok && c.closeSent.Load() {
+				return typ, nil, transport.ErrWebsocketClosed // the peer answered our close
+			}
 			return typ, nil, mapReadError(err)
 		}
 		data, err := io.ReadAll(r)
@@ -491,9 +494,7 @@ func DropSlow(ctx context.Context) func() {
 			_ = c.ws.Close()
 			return
 		}
-		go func() {
-			_ = c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
-		}()
+		go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
 	}
 }
 
@@ -501,13 +502,21 @@ func DropSlow(ctx context.Context) func() {
 // (shutdown, a slow subscriber), so that one stuck client cannot hold up the others.
 const closeFrameTimeout = time.Second
 
-// closeWithin sends a close frame with code within d and closes the connection.
-func (c *Conn) closeWithin(code int, reason string, d time.Duration) error {
-	if c.closeSent.CompareAndSwap(false, true) {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d))
+// closeWithin starts the closing handshake of RFC 6455 §7.1: it sends a close frame
+// with code within d and leaves the connection open for the peer's close frame, which
+// ends gqlgen's read loop and with it the connection; a peer that does not answer
+// within d more is cut off. Closing the socket at once instead would let a frame the
+// peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make the peer
+// lose the close frame and see 1006.
+func (c *Conn) closeWithin(code int, reason string, d time.Duration) {
+	if !c.closeSent.CompareAndSwap(false, true) {
+		return
 	}
-	_ = c.Close()
-	return &CloseError{Code: code, Reason: reason}
+	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d)); err != nil {
+		_ = c.Close()
+		return
+	}
+	time.AfterFunc(d, func() { _ = c.Close() })
 }
 
 // Conns tracks open connections (Implementation.Conns). The zero value is ready to
@@ -546,10 +555,12 @@ func (s *Conns) Len() int {
 }
 
 // CloseAll closes every open connection with code and reason (CloseServiceRestart at
-// shutdown), each close frame written within closeFrameTimeout and all at once, and
-// refuses connections accepted after it. Closing a connection ends gqlgen's read loop,
-// which cancels the connection's operations: the close frame is on the wire before any
-// stream learns it ended. It returns the number of connections closed.
+// shutdown), each close frame written within closeFrameTimeout and all at once, waits
+// for the peers' close frames (at most closeFrameTimeout more: then the connection is
+// cut off) and closes connections accepted after it the same way. The end of a
+// connection ends gqlgen's read loop, which cancels the connection's operations: the
+// close frame is on the wire before any stream learns it ended. It returns the number
+// of connections it closed.
 func (s *Conns) CloseAll(code int, reason string) int {
 	s.mu.Lock()
 	s.closed = true
@@ -560,14 +571,15 @@ func (s *Conns) CloseAll(code int, reason string) int {
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range conns {
-		wg.Go(func() {
-			if c.watch.writing() {
-				_ = c.ws.Close() // stuck behind a client that does not read
-				return
-			}
-			_ = c.closeWithin(code, reason, closeFrameTimeout)
-		})
+		// A write in progress delays the close frame; a stuck one makes it fail
+		// after closeFrameTimeout, and the connection is then cut off.
+		wg.Go(func() { c.closeWithin(code, reason, closeFrameTimeout) })
 	}
 	wg.Wait()
+	// The peers answer with their close frames (or are cut off after
+	// closeFrameTimeout); each connection leaves s when it closes.
+	for deadline := time.Now().Add(2 * closeFrameTimeout); s.Len() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	return len(conns)
 }
