@@ -589,7 +589,7 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 // shutdown timeout, so this is what ends them at shutdown.
 func endWith(streams context.Context, conns *sync.WaitGroup, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" && !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if !graph.IsStream(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -110,3 +110,10 @@ func (s *sseWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (s *sseWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// IsStream reports whether r opens a long-lived stream on /query: a WebSocket upgrade
+// or an SSE request (sseTransport). The server ends such requests itself at shutdown;
+// http.Server.Shutdown would wait for them.
+func IsStream(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || sseTransport{}.Supports(r)
+}
