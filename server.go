@@ -454,8 +454,9 @@ func validateDB(db string) error {
 	return nil
 }
 
-// serve runs the service until ctx is cancelled, then shuts it down: end WebSocket
-// streams, drain HTTP requests, stop the pruner, close the hub, close the database.
+// serve runs the service until ctx is cancelled, then shuts it down: close WebSockets
+// with 1012, end SSE streams, drain HTTP requests, stop the pruner, close the hub and
+// the database.
 func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	log.Info("starting",
@@ -566,13 +567,16 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	}
 	log.Info("startup sweep done", "notices_republished", n)
 
-	// Cancelled first at shutdown: every WebSocket stream ends, while plain requests
-	// finish under http.Server.Shutdown.
+	// Cancelled first at shutdown: every WebSocket and SSE stream ends, while plain
+	// requests finish under http.Server.Shutdown. Before that, every WebSocket is
+	// closed with 1012 (service restart): default graphql-ws clients reconnect on it.
 	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
 	defer endStreams()
-	var wsConns sync.WaitGroup // upgraded connections still being served
+	var wsConns sync.WaitGroup // upgraded connections and SSE streams still being served
+	ws := new(wsgorilla.Conns)
 	srv := &http.Server{
-		Handler:           routes(svc, store, tel, tracer, cfg, log, streams, &wsConns),
+		Handler:           routes(svc, store, tel, tracer, cfg, log, streams, &wsConns, ws),
+		MaxHeaderBytes:    graph.MaxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
@@ -638,8 +642,10 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		code = exitError
 	}
 
+	closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
+	log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
 	endStreams()
-	log.Info("shutdown: WebSocket streams cancelled")
+	log.Info("shutdown: WebSocket and SSE streams cancelled")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
@@ -669,7 +675,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 
 // routes builds the HTTP routes.
 func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Telemetry, tracer trace.Tracer, cfg serveConfig,
-	log *slog.Logger, streams context.Context, wsConns *sync.WaitGroup) http.Handler {
+	log *slog.Logger, streams context.Context, wsConns *sync.WaitGroup, ws *wsgorilla.Conns) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.Auth != nil {
 		log.Info("authentication on", "auth_file", cfg.AuthFile, "tokens", cfg.Auth.Roles())
@@ -683,7 +689,7 @@ func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Teleme
 	}
 	gcfg := graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
-		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout,
+		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout, WSConns: ws,
 	}
 	var query http.Handler
 	if tracer != nil {
@@ -723,11 +729,12 @@ func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Teleme
 	return mux
 }
 
-// endWith cancels WebSocket requests when streams ends. http.Server.Shutdown does not
-// track hijacked connections, so this is what ends them at shutdown.
+// endWith cancels WebSocket and SSE requests when streams ends. http.Server.Shutdown
+// does not track hijacked connections, and would wait for an SSE stream until the
+// shutdown timeout, so this is what ends them at shutdown.
 func endWith(streams context.Context, conns *sync.WaitGroup, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" {
+		if !graph.IsStream(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

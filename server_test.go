@@ -136,12 +136,16 @@ func TestServeStartsServesAndShutsDown(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("exit code = %d, want 0; log:\n%s", code, stderr.String())
 	}
+	// The WebSocket was closed with 1012 (service restart), which default graphql-ws
+	// clients reconnect on (1000 would make them give up).
 	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for {
 		if _, _, err := ws.ReadMessage(); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				t.Errorf("the WebSocket is still open after shutdown")
+			} else if !websocket.IsCloseError(err, websocket.CloseServiceRestart) {
+				t.Errorf("WebSocket ended with %v, want close code 1012", err)
 			}
 			break
 		}
@@ -150,7 +154,8 @@ func TestServeStartsServesAndShutsDown(t *testing.T) {
 		t.Errorf("database file: %v", err)
 	}
 	log := stderr.String()
-	for _, step := range []string{"msg=starting", "startup sweep done", "msg=listening", "shutdown: WebSocket streams cancelled",
+	for _, step := range []string{"msg=starting", "startup sweep done", "msg=listening",
+		"shutdown: WebSocket connections closed with 1012", "shutdown: WebSocket and SSE streams cancelled",
 		"shutdown: http server stopped", "shutdown: pruner stopped", "shutdown: upstream monitor stopped", "shutdown: notice hub closed", "shutdown: database closed", "shutdown complete"} {
 		if !strings.Contains(log, step) {
 			t.Errorf("log lacks %q:\n%s", step, log)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/awareness/awareness/internal/testenv"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -163,14 +164,19 @@ func nodeClient(t *testing.T) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("SKIPPED: node is not installed; the third-party client test needs node >= 20")
+		testenv.Missing(t, "third-party GraphQL clients", "node >= 20 is not installed (apt-get install nodejs npm); .ci/run then runs npm ci in e2e/node")
+		return "", ""
 	}
 	dir = filepath.Join(repoRoot, "e2e", "node")
 	npmOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "graphql-ws")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "node_modules", "subscriptions-transport-ws")); err == nil {
-				return
+		installed := true
+		for _, pkg := range []string{"graphql-ws", "subscriptions-transport-ws", "@apollo/client", "@urql/core", "graphql-sse", "graphql-http"} {
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+				installed = false
 			}
+		}
+		if installed {
+			return
 		}
 		npm, err := exec.LookPath("npm")
 		if err != nil {

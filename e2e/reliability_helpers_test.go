@@ -31,6 +31,9 @@ type serverOpts struct {
 	wrap func(bin string, args []string) *exec.Cmd
 	// dbArg replaces the --db value passed to the server (a path inside a namespace).
 	dbArg string
+	// addr, when set, is the listen address (a restart on the port of a server that
+	// just exited); otherwise a free port is picked.
+	addr string
 }
 
 // startServerWith is startServer with extra flags or a wrapper command.
@@ -55,6 +58,9 @@ func tryStartWith(t *testing.T, db string, o serverOpts) (s *server, retry bool)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	if o.addr != "" {
+		addr = o.addr
+	}
 	s = &server{
 		t: t, db: db, addr: addr,
 		base: "http://" + addr, wsURL: "ws://" + addr + "/query",

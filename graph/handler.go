@@ -13,21 +13,23 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/jsontext"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -57,16 +59,28 @@ const (
 	WSPingPongInterval = 20 * time.Second
 	// WSKeepAliveInterval is the legacy graphql-ws `ka` cadence.
 	WSKeepAliveInterval = 15 * time.Second
+
+	// MaxHeaderBytes is the http.Server header limit the service sets: above
+	// MaxRequestBytes, so that a GET whose query string is over MaxRequestBytes gets the
+	// coded 414 of checkBody rather than net/http's plain-text 431 (which only a
+	// request line or headers over MaxHeaderBytes still get).
+	MaxHeaderBytes = 2 * MaxRequestBytes
+
+	// CORSMaxAge is how long a browser may cache a CORS preflight answer, in seconds.
+	CORSMaxAge = 600
 )
 
 // Config wires NewHandler.
 type Config struct {
 	Service *awareness.Service
 	Logger  *slog.Logger
-	// AllowedOrigins are the extra browser origins allowed to open a WebSocket
-	// (wsgorilla.Implementation.AllowedOrigins); requests without Origin and
-	// same-host origins are always allowed.
+	// AllowedOrigins are the extra browser origins allowed to call /query, over HTTP
+	// (CORS) and WebSocket alike (patterns as wsgorilla.Implementation.AllowedOrigins);
+	// requests without Origin and same-host origins are always allowed.
 	AllowedOrigins []string
+	// WSConns, when set, tracks the open WebSocket connections, for the server to close
+	// them with 1012 at shutdown (wsgorilla.Conns.CloseAll).
+	WSConns *wsgorilla.Conns
 	// Auth, when set, requires a bearer token on every request (see Authenticate);
 	// nil serves without authentication.
 	Auth *auth.Keyring
@@ -83,18 +97,25 @@ type Config struct {
 	gqlgenEventPages bool
 }
 
-// NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), OPTIONS,
-// GET and POST transports, with a query cache, automatic persisted queries, the work
-// budget of cost.go (DocumentLimits before validation, CostLimit after it), a depth
-// limit (DepthLimit), a parser token limit, introspection
-// (the playground needs it), the ErrorPresenter and RecoverFunc of package resolvers,
-// and StreamErrors. With cfg.Auth set, every request needs a bearer token (see
-// authenticate and wsInit).
+// NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), SSE
+// (sseTransport), GraphQL over HTTP (httpTransport: POST, GET) and OPTIONS transports,
+// with a query cache, automatic persisted queries, the work budget of cost.go
+// (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
+// parser token limit, introspection (the playground needs it), the ErrorPresenter and
+// RecoverFunc of package resolvers, and StreamErrors. With cfg.Auth set, every request
+// needs a bearer token (see authenticate and wsInit).
 //
-// In front of gqlgen it refuses WebSocket upgrades from foreign origins (403), request
-// bodies over MaxRequestBytes (413) and request text that is not valid UTF-8 or that
-// escapes a lone UTF-16 surrogate (400): encoding/json would silently turn either into
-// U+FFFD, altering a session key instead of rejecting it (KEY-4, ERR-2).
+// In front of gqlgen, in this order: a request from a browser origin that is neither
+// the page's own host nor one of cfg.AllowedOrigins is refused with 403 FORBIDDEN
+// (HTTP and WebSocket alike; a request without Origin, a gateway's, always passes);
+// CORS answers the preflights of allowed origins (rs/cors: methods GET and POST,
+// headers Authorization, Content-Type and Accept, no credentials: the token travels in
+// Authorization, never in a cookie); an Upgrade header on anything but a WebSocket
+// handshake is refused with 400; authentication; request bodies over MaxRequestBytes
+// (413), query strings over it (414), and request text that is not valid UTF-8 or that
+// escapes a lone UTF-16 surrogate (400, jsontext.Valid; wsgorilla applies the same
+// check to WebSocket messages): encoding/json would silently turn either into U+FFFD,
+// altering a session key instead of rejecting it (KEY-4, ERR-2, ERR-3).
 func NewHandler(cfg Config) http.Handler {
 	log := cfg.Logger
 	if log == nil {
@@ -119,6 +140,7 @@ func NewHandler(cfg Config) http.Handler {
 		InitTimeout:       initTimeout,
 		PingInterval:      pingPong,
 		KeepAliveInterval: WSKeepAliveInterval,
+		Conns:             cfg.WSConns,
 	}
 	readLimit := int64(MaxRequestBytes)
 
@@ -134,9 +156,9 @@ func NewHandler(cfg Config) http.Handler {
 			log.Debug("websocket closed", "code", code)
 		},
 	})
-	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
+	srv.AddTransport(sseTransport{})
+	srv.AddTransport(httpTransport{})
 	queryCache := lru.New[*ast.QueryDocument](QueryCacheSize)
 	srv.SetQueryCache(queryCache)
 	srv.SetParserTokenLimit(ParserTokenLimit)
@@ -156,7 +178,45 @@ func NewHandler(cfg Config) http.Handler {
 		srv.Use(EventPage{})
 	}
 
-	return ws.Guard(authenticate(cfg.Auth, log, checkBody(srv)))
+	cors := cors.New(cors.Options{
+		// Only origins checkOrigin let through get this far.
+		AllowOriginVaryRequestFunc: func(*http.Request, string) (bool, []string) { return true, nil },
+		AllowedMethods:             []string{http.MethodGet, http.MethodPost},
+		AllowedHeaders:             []string{"Authorization", "Content-Type", "Accept"},
+		MaxAge:                     CORSMaxAge,
+	})
+	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
+		ws.Guard(authenticate(cfg.Auth, log, checkBody(srv))))))
+}
+
+// checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed
+// refuses: a browser page of another origin than the service's own host and the
+// allowed ones. A preflight from such an origin is refused too.
+func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if !wsgorilla.OriginAllowed(origin, r.Host, patterns) {
+			log.Debug("request from a foreign origin refused", "origin", origin, "remote", r.RemoteAddr)
+			w.Header().Add("Vary", "Origin")
+			writeCodedError(w, http.StatusForbidden, awareness.EFORBIDDEN,
+				"origin "+strconv.Quote(origin)+" may not call this service: start it with --allowed-origins naming the origin")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkUpgrade refuses an Upgrade header on anything but a WebSocket handshake (a GET
+// asking for "websocket"), in the GraphQL error shape, instead of letting gqlgen try
+// and answer in plain text.
+func checkUpgrade(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if up := r.Header.Get("Upgrade"); up != "" && (r.Method != http.MethodGet || !strings.EqualFold(up, "websocket")) {
+			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // checkBody enforces MaxRequestBytes and text validity on POST bodies and GET query
@@ -175,8 +235,8 @@ func checkBody(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadRequest, "could not read the request body")
 				return
 			}
-			if !validJSONText(body) {
-				writeError(w, http.StatusBadRequest, "request body is not valid UTF-8 or escapes a lone UTF-16 surrogate")
+			if !jsontext.Valid(body) {
+				writeError(w, http.StatusBadRequest, jsontext.Message)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -192,8 +252,8 @@ func checkBody(next http.Handler) http.Handler {
 			}
 			for _, vs := range q {
 				for _, v := range vs {
-					if !validJSONText([]byte(v)) {
-						writeError(w, http.StatusBadRequest, "query string is not valid UTF-8 or escapes a lone UTF-16 surrogate")
+					if !jsontext.Valid([]byte(v)) {
+						writeError(w, http.StatusBadRequest, jsontext.Message)
 						return
 					}
 				}
@@ -222,69 +282,4 @@ func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// validJSONText reports whether b is valid UTF-8 whose JSON string escapes never
-// decode to a lone UTF-16 surrogate. It does not check JSON syntax: malformed JSON is
-// left to the decoder.
-func validJSONText(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
-	}
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			inString = c == '"'
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(b) && b[i+1] != 'u' {
-				i++ // \" \\ \/ \b \f \n \r \t
-				continue
-			}
-			r, ok := hex4(b, i+2)
-			if !ok {
-				continue // malformed escape: the decoder rejects it
-			}
-			i += 5
-			if !utf16.IsSurrogate(r) {
-				continue
-			}
-			if r >= 0xDC00 {
-				return false // a low surrogate with no high one before it
-			}
-			if i+2 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
-				if r2, ok := hex4(b, i+3); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
-					i += 6
-					continue
-				}
-			}
-			return false // a high surrogate not followed by a low one
-		}
-	}
-	return true
-}
-
-func hex4(b []byte, at int) (rune, bool) {
-	if at+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[at : at+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }

@@ -1092,75 +1092,119 @@ var sources = []*ast.Source{
 # must not rename, remove or retype what is here. Clients (gateways, dashboards, the acceptance
 # tests) rely on exactly these names. Requirement ids refer to SPEC.md.
 
-"RFC 3339 timestamp with nanoseconds, UTC."
+"A point in time as an RFC 3339 string, written in UTC with nanoseconds (2026-01-02T15:04:05.123456789Z); input accepts RFC 3339 with or without fractional seconds, never an empty string."
 scalar Time
 
-"A small JSON object (event payloads). Keys are whitelisted (SIG-2)."
+"A small JSON object. Event payloads allow only the keys outcome, channel and turns (SIG-2); Session.extra holds the gateway's other session fields as it wrote them."
 scalar JSON
 
-"SIG-1. Lower-case values so that JSON matches the gateway's documented session_status output."
+"What happened to a session. The lower-case values match the gateway's session_status output. Only human_direct_message, upstream_missing and goal_changed notify watchers; child_spawned starts the parent's watch; the others are kept for reconciliation only (SIG-1)."
 enum EventKind {
+  "A person sent a turn directly into the session (not through its manager). Notifies watchers."
   human_direct_message
+  "The upstream transcript of an adopted session disappeared. Notifies watchers."
   upstream_missing
+  "The session's goal was created, updated or cleared. Notifies watchers."
   goal_changed
+  "A sub-agent or ACP child session was created; the producer-passed watchers (the parent) start watching it from this event on (WAT-2)."
   child_spawned
+  "A child run ended successfully. Kept in the log only, never notifies."
   run_completed
+  "A child run failed, timed out or was cancelled (see the outcome payload). Kept in the log only."
   run_failed
+  "The session's history was compacted; counts a compaction in the registry (REG-3). Kept in the log only."
   compacted
+  "The session was adopted from a catalog (adoptSession). Kept in the log only."
   adopted
 }
 
+"Who caused an event. A watcher is never notified of events it caused itself (actorId equal to the watcher)."
 enum ActorType {
+  "A person, e.g. someone typing into the session from a chat channel."
   human
+  "An agent session; actorId is then its session key."
   agent
+  "The service or the gateway itself (e.g. upstream monitoring)."
   system
 }
 
+"How a failed child run ended (the outcome payload of run_failed)."
 enum RunOutcome {
+  "The run was cancelled."
   cancelled
+  "The run ran out of time."
   timeout
+  "The run failed with an error."
   error
 }
 
+"The shape of a session key (KEY-2), as the service classifies it."
 enum SessionKind {
+  "A main session, agent:<agentId>:<mainKey> (by default agent:main:main)."
   main
+  "A sub-agent session, agent:<agentId>:subagent:<id>."
   subagent
+  "An ACP child session, agent:<agentId>:acp:<id>."
   acp
+  "A direct conversation with one peer, agent:<agentId>[:<channel>]:direct:<peer>."
   direct
+  "A group chat, agent:<agentId>:<channel>:group:<id>."
   group
+  "A room, …:room:<id>."
   room
+  "A channel, …:channel:<id>."
   channel
+  "A cron job's session, cron:<jobId> (a bare key: it carries an explicit agentId)."
   cron
+  "A webhook's session, hook:<uuid> (a bare key)."
   hook
+  "The bare global session of a gateway with session scope global."
   global
+  "Any other agent-qualified key."
   other
 }
 
+"One entry of a session's signal log (SIG-2). It never contains message content."
 type StateEvent {
+  "Position in the session's log: 1, 2, 3 … with no gaps; the session's state version is its highest sequence (SIG-3)."
   sequence: Int!
+  "What happened."
   kind: EventKind!
+  "Who caused it."
   actorType: ActorType!
+  "The acting person's sender id, or the acting agent's session key; null when not given."
   actorId: String
+  "One line of at most 200 characters; the canonical summary of the kind when the producer gave none (e.g. human message via telegram)."
   summary: String!
+  "When it happened: the producer's time clamped into the last 24 hours (SIG-5)."
   occurredAt: Time!
+  "The run the event belongs to, when the producer named one."
   runId: String
+  "Small structured details: outcome (run_failed), channel, turns; null when none."
   payload: JSON
 }
 
-"REC-1, REC-2."
+"The events after a changesSince of sessionStatus: one page of the delta, and whether it is complete (REC-1, REC-2)."
 type StateChanges {
+  "Events with a sequence greater than changesSince, oldest first, at most limit of them."
   events: [StateEvent!]!
+  "True when retention already pruned events after changesSince: the delta is incomplete, so rebuild the whole view of the session instead of applying it (REC-2)."
   historyGap: Boolean!
+  "True when more events follow this page: ask again with changesSince set to nextChangesSince."
   truncated: Boolean!
+  "The oldest sequence still in the log; when none is retained, the sequence the next event will get."
   earliestAvailableSequence: Int!
   "Pass as changesSince to continue after a truncated page."
   nextChangesSince: Int!
 }
 
+"A session's current version and, when asked, what changed since a given version (REC-1)."
 type SessionStatus {
+  "The session's key, as stored (trimmed and lower-cased)."
   sessionKey: String!
+  "The session's agent."
   agentId: String!
-  "0 when the session has no log."
+  "The session's highest sequence; 0 when the session has no log."
   stateVersion: Int!
   "Null unless changesSince was given."
   stateChanges: StateChanges
@@ -1168,40 +1212,65 @@ type SessionStatus {
   session: Session
 }
 
-"REG-1. A session registry entry."
+"A session registry entry: the gateway's SessionEntry fields (REG-1)."
 type Session {
+  "The session's key (canonical agent:<agentId>:… or a bare key)."
   sessionKey: String!
+  "The session's agent."
   agentId: String!
+  "The shape of the key."
   kind: SessionKind!
+  "The gateway's id of the current incarnation of the session."
   sessionId: String
+  "The key of the session that spawned this one, if any."
   parentSessionKey: String
+  "direct, group or room, as the gateway wrote it."
   chatType: String
+  "The chat provider or channel, as the gateway wrote it."
   provider: String
+  "A human-readable name of the session."
   displayName: String
+  "When the entry last changed."
   updatedAt: Time!
   "Null when the session never logged a change (REC-5)."
   stateVersion: Int
+  "Input tokens used, as the gateway reported."
   inputTokens: Int
+  "Output tokens used, as the gateway reported."
   outputTokens: Int
+  "Total tokens used, as the gateway reported."
   totalTokens: Int
+  "Tokens in the current context window, as the gateway reported; compactionPolicy compares it with the window."
   contextTokens: Int
+  "How many times the session was compacted (compacted events recorded)."
   compactionCount: Int!
+  "When the last pre-compaction memory flush ran (recordMemoryFlush); null when none ran."
   memoryFlushAt: Time
+  "The compactionCount at the last memory flush; null when none ran."
   memoryFlushCompactionCount: Int
 }
 
+"Where a page of a list ends (cursor pagination)."
 type PageInfo {
+  "True when more items follow this page."
   hasNextPage: Boolean!
+  "Pass as after to get the next page; null on an empty page."
   endCursor: String
 }
 
+"One page of sessionsList."
 type SessionList {
+  "The sessions of this page."
   sessions: [Session!]!
+  "How to ask for the next page."
   pageInfo: PageInfo!
 }
 
+"Conditions of sessionsList; all given conditions must hold."
 input SessionFilter {
+  "Only sessions of this agent."
   agentId: String
+  "Only sessions of these kinds."
   kinds: [SessionKind!]
   "Only sessions updated in the last N minutes."
   activeMinutes: Int
@@ -1209,22 +1278,33 @@ input SessionFilter {
   keyPrefix: String
 }
 
-"WAT-1. One watcher's cursor on one target."
+"One watcher's cursor on one target (WAT-1): three sequences of the target with lastAcked ≤ notified ≤ material."
 type WatchCursor {
+  "The watching session's key (always agent-qualified)."
   watcher: String!
+  "The watched session's key."
   target: String!
+  "The watched session's agent."
   targetAgentId: String!
+  "L: the last sequence the watcher acknowledged; its next reconcile starts here."
   lastAcked: Int!
+  "N: the sequence the pending notice covers (frozen when it opened); equal to lastAcked when nothing is pending."
   notified: Int!
+  "M: the latest notifying sequence of the target the watcher has not caused itself."
   material: Int!
+  "True while a notice is pending (notified > lastAcked)."
   pending: Boolean!
+  "When the cursor last changed; cursors untouched for the retention period expire (WAT-5)."
   updatedAt: Time!
 }
 
-"NTC-1..7. A pending stale notice."
+"A pending stale notice: another actor changed the target since the watcher last looked, so the watcher should reconcile before acting. There is at most one per (watcher, target), and it stays pending, durably, until acknowledged (NTC-1..7)."
 type StaleNotice {
+  "The session to tell."
   watcher: String!
+  "The session that changed."
   target: String!
+  "The changed session's agent."
   targetAgentId: String!
   "L: where the watcher should reconcile from."
   changesSince: Int!
@@ -1236,125 +1316,227 @@ type StaleNotice {
   text: String!
   "NTC-6: true for main-session watchers (run a turn now)."
   wake: Boolean!
+  "When the notice opened."
   openedAt: Time!
 }
 
-"UPS-1..5. An adopted session's link to its upstream source."
+"An adopted session's link to its upstream transcript, checked on a fixed cadence for new human prompts (UPS-1..5)."
 type UpstreamLink {
+  "The adopted session's key."
   sessionKey: String!
+  "The adopted session's agent."
   agentId: String!
+  "The catalog the transcript comes from (a --catalog id)."
   catalogId: String!
+  "The transcript's thread id in the catalog."
   threadId: String!
   "Bytes of the upstream transcript already classified."
   marker: Int!
+  "Checks in a row that did not find the transcript; at three the link is removed and upstream_missing recorded (UPS-4)."
   consecutiveMisses: Int!
+  "When the transcript was last checked; null before the first check."
   lastCheckedAt: Time
   "Why the scan cannot advance (e.g. a line over the per-cycle limit); null when healthy."
   blockedReason: String
 }
 
-"REG-3."
+"Whether a session should flush its memory or compact, for a model's context window (REG-3)."
 type CompactionPolicy {
+  "The session's contextTokens (0 when not reported)."
   contextTokens: Int!
+  "True when contextTokens is above memoryFlushThreshold and no flush ran since the last compaction."
   memoryFlushDue: Boolean!
+  "True when contextTokens is above compactionThreshold."
   compactionDue: Boolean!
+  "The session's compactionCount."
   compactionCount: Int!
 }
 
+"Reads: reconciliation, the sessions registry, notices, cursors and upstream links. Queries never change state."
 type Query {
-  "REC-1..4."
-  sessionStatus(sessionKey: String!, agentId: String, changesSince: Int, limit: Int = 200): SessionStatus!
-  "REC-5."
-  sessionsList(filter: SessionFilter, first: Int = 50, after: String): SessionList!
+  """
+  A session's state version and, with changesSince, the events after it, so that an agent
+  catches up cheaply before acting on what it knew (REC-1..4). Never moves a cursor.
+  """
+  sessionStatus(
+    "The session's key."
+    sessionKey: String!
+    "The agent of a bare key (KEY-3); default: the agent of a canonical key, else main."
+    agentId: String
+    "Return the events after this sequence (a notice's changesSince); a value above the head is refused with CURSOR_AHEAD."
+    changesSince: Int
+    "The most events to return, at most 200."
+    limit: Int = 200
+  ): SessionStatus!
+  "The sessions registry, one page at a time, each with its stateVersion (REC-5)."
+  sessionsList(
+    "Only sessions that match."
+    filter: SessionFilter
+    "Page size, 1 to 500."
+    first: Int = 50
+    "The endCursor of the previous page."
+    after: String
+  ): SessionList!
   "Pending notices of one watcher, without acknowledging them."
-  pendingNotices(watcher: String!): [StaleNotice!]!
+  pendingNotices(
+    "The watching session's key."
+    watcher: String!
+  ): [StaleNotice!]!
   "Cursors held by a watcher and/or on a target."
   watches(
+    "Only cursors this session holds."
     watcher: String
+    "Only cursors on this session."
     target: String
     "Qualifies a bare target (KEY-3): default the agent of a canonical key, else main. Only with target."
     targetAgentId: String
   ): [WatchCursor!]!
-  "UPS-*."
-  upstreamLinks(agentId: String): [UpstreamLink!]!
-  "REG-3."
-  compactionPolicy(sessionKey: String!, agentId: String, contextWindow: Int!, reserveTokens: Int = 16384, softThresholdTokens: Int = 4000): CompactionPolicy!
+  "The upstream links of adopted sessions, with their scan state (UPS-1..5)."
+  upstreamLinks(
+    "Only links of this agent's sessions."
+    agentId: String
+  ): [UpstreamLink!]!
+  "Whether a session's memory flush or compaction is due for a model's context window (REG-3)."
+  compactionPolicy(
+    "The session's key."
+    sessionKey: String!
+    "The agent of a bare key; default as for sessionStatus."
+    agentId: String
+    "The model's context window, in tokens."
+    contextWindow: Int!
+    "Tokens held in reserve: compaction is due above contextWindow − reserveTokens."
+    reserveTokens: Int = 16384
+    "How far below the compaction threshold a memory flush becomes due."
+    softThresholdTokens: Int = 4000
+  ): CompactionPolicy!
 }
 
+"One event to append to a session's log (SIG-2)."
 input RecordEventInput {
+  "The session the event happened to."
   sessionKey: String!
   "Default: the agent of a canonical key, else main (KEY-3)."
   agentId: String
+  "What happened."
   kind: EventKind!
+  "Who caused it."
   actorType: ActorType!
+  "The acting person's sender id, or the acting agent's session key: a watcher with this key is not notified (self-suppression)."
   actorId: String
   "Default: the canonical summary of the kind (SIG-2)."
   summary: String
+  "When it happened; default now, clamped into the last 24 hours (SIG-5)."
   occurredAt: Time
+  "The run the event belongs to."
   runId: String
+  "How a run_failed run ended."
   outcome: RunOutcome
+  "The channel a human message came through (e.g. telegram); used in the summary."
   channel: String
+  "How many turns the event stands for, a positive number."
   turns: Int
+  "Makes the append idempotent per session: a second append with the same key returns the first event and changes nothing (SIG-4)."
   dedupeKey: String
   "Producer-passed watchers (WAT-2, WAT-4), e.g. the parent session."
   watchers: [String!]
 }
 
+"What recordEvent did."
 type RecordEventResult {
   "False when deduplicated (SIG-4)."
   recorded: Boolean!
+  "The event as stored (the first one when deduplicated)."
   event: StateEvent!
+  "The session's state version after the append."
   stateVersion: Int!
   "Notices opened by this append."
   noticesOpened: Int!
 }
 
+"What watch did."
 type WatchResult {
+  "True when the watcher now watches the target."
   watched: Boolean!
   "Why not, when watched is false."
   reason: String
+  "The pair's cursor; null when watched is false."
   cursor: WatchCursor
 }
 
+"A watcher starting to watch a target (WAT-3)."
 input WatchInput {
+  "The watching session's key; it must be agent-qualified (agent:<agentId>:…)."
   watcher: String!
+  "The session to watch."
   target: String!
+  "The agent of a bare target key; default: the agent of a canonical key, else main."
   targetAgentId: String
 }
 
 "REG-1. Fields left null are left unchanged."
 input SessionInput {
+  "The session's key."
   sessionKey: String!
+  "The agent of a bare key; default: the agent of a canonical key, else main."
   agentId: String
+  "The gateway's id of the current incarnation."
   sessionId: String
+  "The key of the session that spawned this one."
   parentSessionKey: String
+  "direct, group or room."
   chatType: String
+  "The chat provider or channel."
   provider: String
+  "A human-readable name."
   displayName: String
+  "Input tokens used."
   inputTokens: Int
+  "Output tokens used."
   outputTokens: Int
+  "Total tokens used."
   totalTokens: Int
+  "Tokens in the current context window."
   contextTokens: Int
   "Other SessionEntry fields, kept as they are."
   extra: JSON
 }
 
+"A session to adopt from a catalog (UPS-1)."
 input AdoptInput {
+  "The key the adopted session gets."
   sessionKey: String!
+  "The agent of a bare key; default: the agent of a canonical key, else main."
   agentId: String
+  "The catalog to adopt from (a --catalog id)."
   catalogId: String!
+  "The transcript's thread id in the catalog."
   threadId: String!
 }
 
+"Writes: events, watches, acknowledgements and the sessions registry. A refused call writes nothing (ERR-2)."
 type Mutation {
-  "SIG-*. Append one typed event."
-  recordEvent(input: RecordEventInput!): RecordEventResult!
-  "WAT-3."
-  watch(input: WatchInput!): WatchResult!
-  "WAT-5. True when a cursor was removed."
-  unwatch(watcher: String!, target: String!, targetAgentId: String): Boolean!
+  "Append one typed event to a session's log; a notifying kind opens a notice for each watcher that has none pending (SIG-1..5, NTC-2)."
+  recordEvent(
+    "The event."
+    input: RecordEventInput!
+  ): RecordEventResult!
+  "Start watching a target from its current version: earlier history never notifies (WAT-3)."
+  watch(
+    "The watcher and the target."
+    input: WatchInput!
+  ): WatchResult!
+  "Stop watching (WAT-5). True when a cursor was removed."
+  unwatch(
+    "The watching session's key."
+    watcher: String!
+    "The watched session's key."
+    target: String!
+    "The agent of a bare target key."
+    targetAgentId: String
+  ): Boolean!
   "NTC-3. Acknowledge the watcher's pending notices. The exact form (notices) acknowledges exactly the notices a turn consumed; the target forms (all, or those of the given targets) acknowledge whatever is pending now, which races with a notice opened after the prompt was built. Returns the follow-up notices opened."
   ackNotices(
+    "The watching session's key."
     watcher: String!
     "Acknowledge whatever is pending on these targets now (racy: see the field's description). Omit targets and notices to acknowledge every pending notice of the watcher (racy likewise)."
     targets: [String!]
@@ -1364,31 +1546,66 @@ type Mutation {
     notices: [NoticeRef!]
   ): [StaleNotice!]!
   "WAT-5. A new incarnation of the watcher session: drop the cursors it holds."
-  resetSession(sessionKey: String!, agentId: String): Boolean!
+  resetSession(
+    "The session's key."
+    sessionKey: String!
+    "The agent of a bare key."
+    agentId: String
+  ): Boolean!
   "WAT-5. Delete a session's log, links and cursors (its head stays, so versions never regress)."
-  deleteSession(sessionKey: String!, agentId: String): Boolean!
-  "REG-1."
-  upsertSession(input: SessionInput!): Session!
+  deleteSession(
+    "The session's key."
+    sessionKey: String!
+    "The agent of a bare key."
+    agentId: String
+  ): Boolean!
+  "Create or update a session registry entry; null fields are left unchanged, extra is merged (REG-1)."
+  upsertSession(
+    "The entry's fields."
+    input: SessionInput!
+  ): Session!
   "REG-2. The content of a gateway's sessions.json for one agent; returns the number of entries imported."
-  importSessions(agentId: String!, sessionsJson: String!): Int!
+  importSessions(
+    "The agent the file belongs to."
+    agentId: String!
+    "The file's content, a JSON object of session key to SessionEntry."
+    sessionsJson: String!
+  ): Int!
   "UPS-1. Records adopted and links the session to its upstream transcript."
-  adoptSession(input: AdoptInput!): UpstreamLink!
+  adoptSession(
+    "The session and the transcript."
+    input: AdoptInput!
+  ): UpstreamLink!
   "UPS-3. A prompt the gateway itself sent into an adopted session; only a salted hash is kept."
-  recordOwnPrompt(sessionKey: String!, agentId: String, text: String!): Boolean!
+  recordOwnPrompt(
+    "The adopted session's key."
+    sessionKey: String!
+    "The agent of a bare key."
+    agentId: String
+    "The prompt's text; only a salted hash of its normalized form is stored."
+    text: String!
+  ): Boolean!
 }
 
+"Live streams, over WebSocket (graphql-transport-ws or graphql-ws) or Server-Sent Events on /query. A stream the server ends (restart, a subscriber that fell behind) is to be started again: staleNotices then sends every notice still pending first."
 type Subscription {
   """
   NTC-5, NTC-7. Notices of one watcher: first every notice pending now, then each notice as it
   opens. Without a watcher (dashboards), every watcher's notices.
   """
   staleNotices(
+    "The watching session's key; every watcher's notices when omitted."
     watcher: String
     "Also deliver, once per closed notice, the notice again with closed: true when it is acknowledged (any client, any form) or its cursor is removed (unwatch, reset, delete, expiry); a follow-up opened by an acknowledgement arrives after it. Default false: open notices only."
     includeClosed: Boolean = false
   ): StaleNotice!
   "Live log of one session, or of all sessions when omitted."
-  stateEvents(sessionKey: String, agentId: String): StateEvent!
+  stateEvents(
+    "The session to follow; every session when omitted."
+    sessionKey: String
+    "The agent of a bare key; needs sessionKey."
+    agentId: String
+  ): StateEvent!
 }
 
 # ---------------------------------------------------------------------------------
@@ -1398,6 +1615,7 @@ type Subscription {
 extend type StateEvent {
   "The session the event belongs to, so that a live feed of every session is self-describing."
   sessionKey: String!
+  "The agent of the session the event belongs to."
   agentId: String!
 }
 
@@ -1445,7 +1663,12 @@ extend type StaleNotice {
 
 extend type Mutation {
   "REG-3. A pre-compaction memory flush ran now: sets memoryFlushAt to now and memoryFlushCompactionCount to compactionCount, so no flush is due again until the next compaction. NOT_FOUND when the session is not registered."
-  recordMemoryFlush(sessionKey: String!, agentId: String): Session!
+  recordMemoryFlush(
+    "The session's key."
+    sessionKey: String!
+    "The agent of a bare key."
+    agentId: String
+  ): Session!
 }
 `, BuiltIn: false},
 }
@@ -8241,14 +8464,14 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // region    ***************************** type.gotpl *****************************
 
 func (ec *executionContext) unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, v any) (awareness.ActorType, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, sel ast.SelectionSet, v awareness.ActorType) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[v])
+	res := scalar.MarshalString(marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ActorType!")
 	}
@@ -8292,14 +8515,14 @@ func (ec *executionContext) marshalNCompactionPolicy2githubᚗcomᚋawarenessᚋ
 }
 
 func (ec *executionContext) unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, v any) (awareness.EventKind, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, sel ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[v])
+	res := scalar.MarshalString(marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "EventKind!")
 	}
@@ -8330,13 +8553,13 @@ var (
 )
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
-	res, err := graphql.UnmarshalInt(v)
+	res, err := scalar.UnmarshalInt(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt(v)
+	res := scalar.MarshalInt(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
@@ -8344,13 +8567,13 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 }
 
 func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
-	res, err := graphql.UnmarshalInt64(v)
+	res, err := scalar.UnmarshalInt64(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalInt64(v)
+	res := scalar.MarshalInt64(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
@@ -8405,14 +8628,14 @@ func (ec *executionContext) unmarshalNSessionInput2githubᚗcomᚋawarenessᚋaw
 }
 
 func (ec *executionContext) unmarshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind(ctx context.Context, v any) (awareness.SessionKind, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind(ctx context.Context, sel ast.SelectionSet, v awareness.SessionKind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[v])
+	res := scalar.MarshalString(marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "SessionKind!")
 	}
@@ -8525,13 +8748,13 @@ func (ec *executionContext) marshalNStateEvent2ᚖgithubᚗcomᚋawarenessᚋawa
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
+	res, err := scalar.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(v)
+	res := scalar.MarshalString(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
@@ -8777,7 +9000,7 @@ func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*i
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalInt(v)
+	res, err := scalar.UnmarshalInt(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -8787,7 +9010,7 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalInt(*v)
+	res := scalar.MarshalInt(*v)
 	return res
 }
 
@@ -8842,7 +9065,7 @@ func (ec *executionContext) unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋa
 	if v == nil {
 		return nil, nil
 	}
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -8853,7 +9076,7 @@ func (ec *executionContext) marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawa
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[*v])
+	res := scalar.MarshalString(marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome[*v])
 	return res
 }
 
@@ -8967,7 +9190,7 @@ func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v an
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalString(v)
+	res, err := scalar.UnmarshalString(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -8977,7 +9200,7 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(*v)
+	res := scalar.MarshalString(*v)
 	return res
 }
 

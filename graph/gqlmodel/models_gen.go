@@ -8,19 +8,28 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
+// A session to adopt from a catalog (UPS-1).
 type AdoptInput struct {
-	SessionKey string  `json:"sessionKey"`
-	AgentID    *string `json:"agentId,omitempty"`
-	CatalogID  string  `json:"catalogId"`
-	ThreadID   string  `json:"threadId"`
+	// The key the adopted session gets.
+	SessionKey string `json:"sessionKey"`
+	// The agent of a bare key; default: the agent of a canonical key, else main.
+	AgentID *string `json:"agentId,omitempty"`
+	// The catalog to adopt from (a --catalog id).
+	CatalogID string `json:"catalogId"`
+	// The transcript's thread id in the catalog.
+	ThreadID string `json:"threadId"`
 }
 
-// REG-3.
+// Whether a session should flush its memory or compact, for a model's context window (REG-3).
 type CompactionPolicy struct {
-	ContextTokens   int  `json:"contextTokens"`
-	MemoryFlushDue  bool `json:"memoryFlushDue"`
-	CompactionDue   bool `json:"compactionDue"`
-	CompactionCount int  `json:"compactionCount"`
+	// The session's contextTokens (0 when not reported).
+	ContextTokens int `json:"contextTokens"`
+	// True when contextTokens is above memoryFlushThreshold and no flush ran since the last compaction.
+	MemoryFlushDue bool `json:"memoryFlushDue"`
+	// True when contextTokens is above compactionThreshold.
+	CompactionDue bool `json:"compactionDue"`
+	// The session's compactionCount.
+	CompactionCount int `json:"compactionCount"`
 	// contextWindow − reserveTokens − softThresholdTokens: a memory flush needs contextTokens above it.
 	MemoryFlushThreshold int `json:"memoryFlushThreshold"`
 	// contextWindow − reserveTokens: compaction needs contextTokens above it.
@@ -29,74 +38,112 @@ type CompactionPolicy struct {
 	MemoryFlushCompactionCount *int `json:"memoryFlushCompactionCount,omitempty"`
 }
 
+// Writes: events, watches, acknowledgements and the sessions registry. A refused call writes nothing (ERR-2).
 type Mutation struct {
 }
 
+// Where a page of a list ends (cursor pagination).
 type PageInfo struct {
-	HasNextPage bool    `json:"hasNextPage"`
-	EndCursor   *string `json:"endCursor,omitempty"`
+	// True when more items follow this page.
+	HasNextPage bool `json:"hasNextPage"`
+	// Pass as after to get the next page; null on an empty page.
+	EndCursor *string `json:"endCursor,omitempty"`
 }
 
+// Reads: reconciliation, the sessions registry, notices, cursors and upstream links. Queries never change state.
 type Query struct {
 }
 
+// One event to append to a session's log (SIG-2).
 type RecordEventInput struct {
+	// The session the event happened to.
 	SessionKey string `json:"sessionKey"`
 	// Default: the agent of a canonical key, else main (KEY-3).
-	AgentID   *string             `json:"agentId,omitempty"`
-	Kind      awareness.EventKind `json:"kind"`
+	AgentID *string `json:"agentId,omitempty"`
+	// What happened.
+	Kind awareness.EventKind `json:"kind"`
+	// Who caused it.
 	ActorType awareness.ActorType `json:"actorType"`
-	ActorID   *string             `json:"actorId,omitempty"`
+	// The acting person's sender id, or the acting agent's session key: a watcher with this key is not notified (self-suppression).
+	ActorID *string `json:"actorId,omitempty"`
 	// Default: the canonical summary of the kind (SIG-2).
-	Summary    *string               `json:"summary,omitempty"`
-	OccurredAt *time.Time            `json:"occurredAt,omitempty"`
-	RunID      *string               `json:"runId,omitempty"`
-	Outcome    *awareness.RunOutcome `json:"outcome,omitempty"`
-	Channel    *string               `json:"channel,omitempty"`
-	Turns      *int                  `json:"turns,omitempty"`
-	DedupeKey  *string               `json:"dedupeKey,omitempty"`
+	Summary *string `json:"summary,omitempty"`
+	// When it happened; default now, clamped into the last 24 hours (SIG-5).
+	OccurredAt *time.Time `json:"occurredAt,omitempty"`
+	// The run the event belongs to.
+	RunID *string `json:"runId,omitempty"`
+	// How a run_failed run ended.
+	Outcome *awareness.RunOutcome `json:"outcome,omitempty"`
+	// The channel a human message came through (e.g. telegram); used in the summary.
+	Channel *string `json:"channel,omitempty"`
+	// How many turns the event stands for, a positive number.
+	Turns *int `json:"turns,omitempty"`
+	// Makes the append idempotent per session: a second append with the same key returns the first event and changes nothing (SIG-4).
+	DedupeKey *string `json:"dedupeKey,omitempty"`
 	// Producer-passed watchers (WAT-2, WAT-4), e.g. the parent session.
 	Watchers []string `json:"watchers,omitempty"`
 }
 
+// What recordEvent did.
 type RecordEventResult struct {
 	// False when deduplicated (SIG-4).
-	Recorded     bool             `json:"recorded"`
-	Event        *awareness.Event `json:"event"`
-	StateVersion int              `json:"stateVersion"`
+	Recorded bool `json:"recorded"`
+	// The event as stored (the first one when deduplicated).
+	Event *awareness.Event `json:"event"`
+	// The session's state version after the append.
+	StateVersion int `json:"stateVersion"`
 	// Notices opened by this append.
 	NoticesOpened int `json:"noticesOpened"`
 	// Producer-passed watchers that cannot watch (bare, the session itself, malformed); the event is still recorded.
 	SkippedWatchers []awareness.SkippedWatcher `json:"skippedWatchers"`
 }
 
-// REG-1. A session registry entry.
+// A session registry entry: the gateway's SessionEntry fields (REG-1).
 type Session struct {
-	SessionKey       string                `json:"sessionKey"`
-	AgentID          string                `json:"agentId"`
-	Kind             awareness.SessionKind `json:"kind"`
-	SessionID        *string               `json:"sessionId,omitempty"`
-	ParentSessionKey *string               `json:"parentSessionKey,omitempty"`
-	ChatType         *string               `json:"chatType,omitempty"`
-	Provider         *string               `json:"provider,omitempty"`
-	DisplayName      *string               `json:"displayName,omitempty"`
-	UpdatedAt        time.Time             `json:"updatedAt"`
+	// The session's key (canonical agent:<agentId>:… or a bare key).
+	SessionKey string `json:"sessionKey"`
+	// The session's agent.
+	AgentID string `json:"agentId"`
+	// The shape of the key.
+	Kind awareness.SessionKind `json:"kind"`
+	// The gateway's id of the current incarnation of the session.
+	SessionID *string `json:"sessionId,omitempty"`
+	// The key of the session that spawned this one, if any.
+	ParentSessionKey *string `json:"parentSessionKey,omitempty"`
+	// direct, group or room, as the gateway wrote it.
+	ChatType *string `json:"chatType,omitempty"`
+	// The chat provider or channel, as the gateway wrote it.
+	Provider *string `json:"provider,omitempty"`
+	// A human-readable name of the session.
+	DisplayName *string `json:"displayName,omitempty"`
+	// When the entry last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
 	// Null when the session never logged a change (REC-5).
-	StateVersion               *int       `json:"stateVersion,omitempty"`
-	InputTokens                *int       `json:"inputTokens,omitempty"`
-	OutputTokens               *int       `json:"outputTokens,omitempty"`
-	TotalTokens                *int       `json:"totalTokens,omitempty"`
-	ContextTokens              *int       `json:"contextTokens,omitempty"`
-	CompactionCount            int        `json:"compactionCount"`
-	MemoryFlushAt              *time.Time `json:"memoryFlushAt,omitempty"`
-	MemoryFlushCompactionCount *int       `json:"memoryFlushCompactionCount,omitempty"`
+	StateVersion *int `json:"stateVersion,omitempty"`
+	// Input tokens used, as the gateway reported.
+	InputTokens *int `json:"inputTokens,omitempty"`
+	// Output tokens used, as the gateway reported.
+	OutputTokens *int `json:"outputTokens,omitempty"`
+	// Total tokens used, as the gateway reported.
+	TotalTokens *int `json:"totalTokens,omitempty"`
+	// Tokens in the current context window, as the gateway reported; compactionPolicy compares it with the window.
+	ContextTokens *int `json:"contextTokens,omitempty"`
+	// How many times the session was compacted (compacted events recorded).
+	CompactionCount int `json:"compactionCount"`
+	// When the last pre-compaction memory flush ran (recordMemoryFlush); null when none ran.
+	MemoryFlushAt *time.Time `json:"memoryFlushAt,omitempty"`
+	// The compactionCount at the last memory flush; null when none ran.
+	MemoryFlushCompactionCount *int `json:"memoryFlushCompactionCount,omitempty"`
 	// REG-1, REG-2. Every other SessionEntry field of the gateway's store (sessionFile, subject, toggles, overrides, spawnedBy, unknown fields …), as the gateway wrote it.
 	Extra map[string]any `json:"extra,omitempty"`
 }
 
+// Conditions of sessionsList; all given conditions must hold.
 type SessionFilter struct {
-	AgentID *string                 `json:"agentId,omitempty"`
-	Kinds   []awareness.SessionKind `json:"kinds,omitempty"`
+	// Only sessions of this agent.
+	AgentID *string `json:"agentId,omitempty"`
+	// Only sessions of these kinds.
+	Kinds []awareness.SessionKind `json:"kinds,omitempty"`
 	// Only sessions updated in the last N minutes.
 	ActiveMinutes *int `json:"activeMinutes,omitempty"`
 	// Only sessions whose key starts with this prefix.
@@ -105,30 +152,47 @@ type SessionFilter struct {
 
 // REG-1. Fields left null are left unchanged.
 type SessionInput struct {
-	SessionKey       string  `json:"sessionKey"`
-	AgentID          *string `json:"agentId,omitempty"`
-	SessionID        *string `json:"sessionId,omitempty"`
+	// The session's key.
+	SessionKey string `json:"sessionKey"`
+	// The agent of a bare key; default: the agent of a canonical key, else main.
+	AgentID *string `json:"agentId,omitempty"`
+	// The gateway's id of the current incarnation.
+	SessionID *string `json:"sessionId,omitempty"`
+	// The key of the session that spawned this one.
 	ParentSessionKey *string `json:"parentSessionKey,omitempty"`
-	ChatType         *string `json:"chatType,omitempty"`
-	Provider         *string `json:"provider,omitempty"`
-	DisplayName      *string `json:"displayName,omitempty"`
-	InputTokens      *int    `json:"inputTokens,omitempty"`
-	OutputTokens     *int    `json:"outputTokens,omitempty"`
-	TotalTokens      *int    `json:"totalTokens,omitempty"`
-	ContextTokens    *int    `json:"contextTokens,omitempty"`
+	// direct, group or room.
+	ChatType *string `json:"chatType,omitempty"`
+	// The chat provider or channel.
+	Provider *string `json:"provider,omitempty"`
+	// A human-readable name.
+	DisplayName *string `json:"displayName,omitempty"`
+	// Input tokens used.
+	InputTokens *int `json:"inputTokens,omitempty"`
+	// Output tokens used.
+	OutputTokens *int `json:"outputTokens,omitempty"`
+	// Total tokens used.
+	TotalTokens *int `json:"totalTokens,omitempty"`
+	// Tokens in the current context window.
+	ContextTokens *int `json:"contextTokens,omitempty"`
 	// Other SessionEntry fields, kept as they are.
 	Extra map[string]any `json:"extra,omitempty"`
 }
 
+// One page of sessionsList.
 type SessionList struct {
+	// The sessions of this page.
 	Sessions []Session `json:"sessions"`
+	// How to ask for the next page.
 	PageInfo *PageInfo `json:"pageInfo"`
 }
 
+// A session's current version and, when asked, what changed since a given version (REC-1).
 type SessionStatus struct {
+	// The session's key, as stored (trimmed and lower-cased).
 	SessionKey string `json:"sessionKey"`
-	AgentID    string `json:"agentId"`
-	// 0 when the session has no log.
+	// The session's agent.
+	AgentID string `json:"agentId"`
+	// The session's highest sequence; 0 when the session has no log.
 	StateVersion int `json:"stateVersion"`
 	// Null unless changesSince was given.
 	StateChanges *awareness.StatusChanges `json:"stateChanges,omitempty"`
@@ -136,32 +200,46 @@ type SessionStatus struct {
 	Session *Session `json:"session,omitempty"`
 }
 
+// Live streams, over WebSocket (graphql-transport-ws or graphql-ws) or Server-Sent Events on /query. A stream the server ends (restart, a subscriber that fell behind) is to be started again: staleNotices then sends every notice still pending first.
 type Subscription struct {
 }
 
-// UPS-1..5. An adopted session's link to its upstream source.
+// An adopted session's link to its upstream transcript, checked on a fixed cadence for new human prompts (UPS-1..5).
 type UpstreamLink struct {
+	// The adopted session's key.
 	SessionKey string `json:"sessionKey"`
-	AgentID    string `json:"agentId"`
-	CatalogID  string `json:"catalogId"`
-	ThreadID   string `json:"threadId"`
+	// The adopted session's agent.
+	AgentID string `json:"agentId"`
+	// The catalog the transcript comes from (a --catalog id).
+	CatalogID string `json:"catalogId"`
+	// The transcript's thread id in the catalog.
+	ThreadID string `json:"threadId"`
 	// Bytes of the upstream transcript already classified.
-	Marker            int        `json:"marker"`
-	ConsecutiveMisses int        `json:"consecutiveMisses"`
-	LastCheckedAt     *time.Time `json:"lastCheckedAt,omitempty"`
+	Marker int `json:"marker"`
+	// Checks in a row that did not find the transcript; at three the link is removed and upstream_missing recorded (UPS-4).
+	ConsecutiveMisses int `json:"consecutiveMisses"`
+	// When the transcript was last checked; null before the first check.
+	LastCheckedAt *time.Time `json:"lastCheckedAt,omitempty"`
 	// Why the scan cannot advance (e.g. a line over the per-cycle limit); null when healthy.
 	BlockedReason *string `json:"blockedReason,omitempty"`
 }
 
+// A watcher starting to watch a target (WAT-3).
 type WatchInput struct {
-	Watcher       string  `json:"watcher"`
-	Target        string  `json:"target"`
+	// The watching session's key; it must be agent-qualified (agent:<agentId>:…).
+	Watcher string `json:"watcher"`
+	// The session to watch.
+	Target string `json:"target"`
+	// The agent of a bare target key; default: the agent of a canonical key, else main.
 	TargetAgentID *string `json:"targetAgentId,omitempty"`
 }
 
+// What watch did.
 type WatchResult struct {
+	// True when the watcher now watches the target.
 	Watched bool `json:"watched"`
 	// Why not, when watched is false.
-	Reason *string           `json:"reason,omitempty"`
+	Reason *string `json:"reason,omitempty"`
+	// The pair's cursor; null when watched is false.
 	Cursor *awareness.Cursor `json:"cursor,omitempty"`
 }

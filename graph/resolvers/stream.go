@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -21,13 +22,19 @@ import (
 // subscriber: the resolver registers the reason function with onStreamEnd, and the
 // response interceptor calls it when the stream yields its last (nil) response.
 //
-// When the hub drops a subscription for falling behind, the connection's write in
-// progress, if any, is stuck behind a client that does not read: StreamErrors puts
-// wsgorilla.CloseIfWriting into the operation's context (awareness.WithDropFunc), so
-// that the drop closes such a connection at once instead of after the write timeout.
+// When the hub drops a subscription for falling behind (awareness.ErrSlowSubscriber),
+// the stream's transport ends it so that a client with default options comes back on
+// its own: a WebSocket connection is closed with 1013 (wsgorilla.DropSlow), an SSE
+// stream ends without its `complete` event (WithStreamDrop); either way the client
+// reconnects, subscribes again and gets every pending notice first (NTC-5). No `error`
+// frame is sent then: clients treat it as the operation's end. StreamErrors puts the
+// drop function into the operation's context (awareness.WithDropFunc), so that the hub
+// runs it at the drop (closing a connection whose write is stuck at once instead of
+// after the write timeout), and runs it again (it is idempotent) when the stream ends.
+// Other ends (the hub closing) still send an `error` frame with the reason's code.
 //
 // It also refuses subscriptions over plain HTTP (GET/POST), which would hold the
-// request open for one event: subscriptions need the WebSocket transport.
+// request open for one event: subscriptions need the WebSocket or SSE transport.
 type StreamErrors struct {
 	Present graphql.ErrorPresenterFunc
 }
@@ -48,8 +55,19 @@ type streamEndsKey struct{}
 
 // streamEnds collects the end-reason functions of one subscription operation.
 type streamEnds struct {
-	mu  sync.Mutex
-	fns []func() error
+	drop func() // ends the transport's stream after a slow-subscriber drop; nil when none
+	mu   sync.Mutex
+	fns  []func() error
+}
+
+type streamDropKey struct{}
+
+// WithStreamDrop marks ctx as the context of a streaming transport other than the
+// WebSocket (SSE) whose stream drop ends: StreamErrors lets subscriptions run under
+// it, and calls drop (which must not block, and may run more than once) when the hub
+// drops one of them for falling behind.
+func WithStreamDrop(ctx context.Context, drop func()) context.Context {
+	return context.WithValue(ctx, streamDropKey{}, drop)
 }
 
 // onStreamEnd registers why a subscription's channel closed; end is called once the
@@ -68,16 +86,24 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
 		return next(ctx)
 	}
-	if oc.Headers.Get("Upgrade") == "" {
+	drop, _ := ctx.Value(streamDropKey{}).(func())
+	if oc.Headers.Get("Upgrade") != "" {
+		drop = wsgorilla.DropSlow(ctx)
+	} else if drop == nil {
 		err := &gqlerror.Error{
-			Message:    "subscriptions are served over WebSocket only (graphql-transport-ws or graphql-ws at the same endpoint)",
+			Message: "subscriptions are served over WebSocket (graphql-transport-ws or graphql-ws) or Server-Sent Events " +
+				"(POST with Accept: text/event-stream) at the same endpoint",
 			Extensions: map[string]any{"code": awareness.EINVALID},
 		}
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
-	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{})
-	ctx = awareness.WithTransport(ctx, "websocket")
-	if drop := wsgorilla.CloseIfWriting(ctx); drop != nil {
+	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{drop: drop})
+	if oc.Headers.Get("Upgrade") != "" {
+		ctx = awareness.WithTransport(ctx, "websocket")
+	} else {
+		ctx = awareness.WithTransport(ctx, "sse")
+	}
+	if drop != nil {
 		ctx = awareness.WithDropFunc(ctx, drop)
 	}
 	return next(ctx)
@@ -99,7 +125,12 @@ func (s StreamErrors) InterceptResponse(ctx context.Context, next graphql.Respon
 	ends.fns = nil
 	ends.mu.Unlock()
 	for _, end := range fns {
-		if err := end(); err != nil {
+		err := end()
+		if errors.Is(err, awareness.ErrSlowSubscriber) && ends.drop != nil {
+			ends.drop()
+			continue
+		}
+		if err != nil {
 			transport.AddSubscriptionError(ctx, s.Present(ctx, err))
 		}
 	}

@@ -91,8 +91,8 @@ func TestAdapterLegacyKeepAlive(t *testing.T) {
 	}
 }
 
-func TestCloseIfWritingOutsideAWebSocket(t *testing.T) {
-	if f := wsgorilla.CloseIfWriting(context.Background()); f != nil {
-		t.Error("CloseIfWriting(a context without a connection) != nil")
+func TestDropSlowOutsideAWebSocket(t *testing.T) {
+	if f := wsgorilla.DropSlow(context.Background()); f != nil {
+		t.Error("DropSlow(a context without a connection) != nil")
 	}
 }

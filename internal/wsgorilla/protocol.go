@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/awareness/awareness/internal/jsontext"
 )
 
 // MaxSubscriptionsPerConn is the default cap on the operations (subscriptions, and
@@ -26,6 +28,20 @@ const (
 	CloseInitTimeout         = 4408 // no connection_init within InitTimeout
 	CloseSubscriberExists    = 4409 // subscribe with an id that is still active
 	CloseTooManyInitRequests = 4429 // a second connection_init
+)
+
+// Close codes of RFC 6455 (IANA registry) the adapter sends on both subprotocols
+// when the server, not the client, ends a healthy connection. graphql-ws 6.x (and so
+// Apollo Client's GraphQLWsLink and urql's subscriptionExchange on it) reconnects on
+// both with its default options and subscribes again; a code of 1000 would make it
+// give up once the closed port refuses the first retry.
+const (
+	// CloseServiceRestart (1012) ends every connection at shutdown (Conns.CloseAll).
+	CloseServiceRestart = websocket.CloseServiceRestart
+	// CloseTryAgainLater (1013) ends a connection one of whose subscriptions fell
+	// behind (DropSlow): its client reconnects after its backoff and resumes from
+	// durable state.
+	CloseTryAgainLater = websocket.CloseTryAgainLater
 )
 
 // Subprotocol names.
@@ -198,23 +214,30 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 	}
 }
 
-// inspectLegacy applies the operation cap to the legacy graphql-ws protocol and starts
-// the `ka` keep-alive at connection_init; its other rules stay gqlgen's.
+// inspectLegacy applies the operation cap to the legacy graphql-ws protocol, stops the
+// init timeout and starts the `ka` keep-alive at connection_init; its other rules stay
+// gqlgen's.
 func (c *Conn) inspectLegacy(data []byte) (bool, error) {
 	var f clientFrame
 	if json.Unmarshal(data, &f) != nil || f.Type == nil {
 		return true, nil
 	}
+	p := &c.proto
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if *f.Type == "connection_init" {
+		// The init timeout ends here, as on graphql-transport-ws: a legacy client that
+		// initialised in time is never closed with 4408.
+		p.inited = true
+		if p.timer != nil {
+			p.timer.Stop()
+		}
 		c.keep.start()
 		return true, nil
 	}
 	if f.ID == nil {
 		return true, nil
 	}
-	p := &c.proto
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch *f.Type {
 	case "start":
 		if _, ok := p.active[*f.ID]; !ok && len(p.active) >= p.maxSubs {
@@ -226,6 +249,30 @@ func (c *Conn) inspectLegacy(data []byte) (bool, error) {
 		delete(p.active, *f.ID)
 	}
 	return true, nil
+}
+
+// refuseText answers a text message that is valid UTF-8 but escapes a lone UTF-16
+// surrogate (jsontext.Valid), the same refusal HTTP gives (ERR-3): a subscribe
+// (start) gets an `error` frame for its id with INVALID_ARGUMENT and is not run; any
+// other message closes the connection with 4400. It returns the *CloseError when it
+// closed the connection.
+func (c *Conn) refuseText(data []byte) error {
+	var f clientFrame
+	_ = json.Unmarshal(data, &f)
+	op := "subscribe"
+	if c.proto.name == protoLegacyWS {
+		op = "start"
+	}
+	if f.Type != nil && *f.Type == op && f.ID != nil && *f.ID != "" {
+		c.proto.mu.Lock()
+		inited := c.proto.inited || c.proto.name != protoTransportWS
+		c.proto.mu.Unlock()
+		if inited {
+			_ = c.writeText(errorFrame(*f.ID, jsontext.Message))
+			return nil
+		}
+	}
+	return c.closeWith(CloseBadRequest, "Invalid message: "+jsontext.Message)
 }
 
 // sent notes the server's end of an operation (a complete or an error frame for its
@@ -283,11 +330,16 @@ func validSubscribePayload(raw json.RawMessage) bool {
 }
 
 func overCapFrame(id string, max int) []byte {
+	return errorFrame(id, fmt.Sprintf("too many operations active on this connection (at most %d): complete one before subscribing again", max))
+}
+
+// errorFrame is an `error` frame for operation id with one INVALID_ARGUMENT error.
+func errorFrame(id, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"id":   id,
 		"type": "error",
 		"payload": []map[string]any{{
-			"message":    fmt.Sprintf("too many operations active on this connection (at most %d): complete one before subscribing again", max),
+			"message":    msg,
 			"extensions": map[string]any{"code": overCapCode},
 		}},
 	})

@@ -12,8 +12,10 @@
 //     KeepAliveInterval, keepalive.go) instead of gqlgen's goroutine and ticker per
 //     connection, a small read buffer, pooled write buffers and net/http's hijacked
 //     buffers released, so that an idle connection costs little memory;
-//   - CloseIfWriting, for the application to end a connection whose write is stuck
-//     behind a client that does not read;
+//   - DropSlow, for the application to end a connection one of whose subscriptions
+//     fell behind (close code 1013, or at once when its write is stuck), and Conns,
+//     to close every connection with 1012 at shutdown, before any stream is
+//     cancelled, so that default graphql-ws clients reconnect;
 //   - a normal close (1000, 1001, 1005) mapped to transport.ErrWebsocketClosed;
 //   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
 //     with 1007;
@@ -48,6 +50,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+
+	"github.com/awareness/awareness/internal/jsontext"
 )
 
 const (
@@ -100,6 +104,9 @@ type Implementation struct {
 	// SendBufferSize is the socket send buffer requested for each connection; 0 means
 	// DefaultSendBuffer, a negative value leaves the kernel's autotuning alone.
 	SendBufferSize int
+	// Conns, when set, tracks every open connection so that the server can close them
+	// all with a close code of its choice at shutdown (Conns.CloseAll).
+	Conns *Conns
 }
 
 var _ transport.WebsocketImplementation = Implementation{}
@@ -154,6 +161,11 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 	releaseHijacked(h.brw)
 	i.capSendBuffer(ws)
 	c := i.newConn(ws)
+	if i.Conns != nil && !i.Conns.add(c) {
+		// Shutting down: the connection opened after CloseAll ran. It is returned
+		// closed (gqlgen's first read fails), as the handshake response is written.
+		c.closeWithin(CloseServiceRestart, "service restart", closeFrameTimeout)
+	}
 	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
 		slot.c.Store(c)
 	}
@@ -180,7 +192,7 @@ func (i Implementation) capSendBuffer(ws *websocket.Conn) {
 // Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
 // GraphQL-shaped JSON body, before next runs. Other requests pass through. An upgrade
 // it lets through carries a slot in its context that Accept fills with the connection,
-// so that code running under the request's context can reach it (CloseIfWriting).
+// so that code running under the request's context can reach it (DropSlow).
 func (i Implementation) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "" {
@@ -273,6 +285,7 @@ type Conn struct {
 	closeSent atomic.Bool // a close frame was written; later ones are dropped
 	proto     protocolState
 	keep      *keepAlive // nil without PingInterval / KeepAliveInterval
+	conns     *Conns     // the registry that tracks the connection; nil when none
 }
 
 var (
@@ -295,6 +308,9 @@ func (c *Conn) NextReader() (int, io.Reader, error) {
 	for {
 		typ, r, err := c.ws.NextReader()
 		if err != nil {
+			if _, ok := errors.AsType[*websocket.CloseError](err); ok && c.closeSent.Load() {
+				return typ, nil, transport.ErrWebsocketClosed // the peer answered our close
+			}
 			return typ, nil, mapReadError(err)
 		}
 		data, err := io.ReadAll(r)
@@ -303,6 +319,12 @@ func (c *Conn) NextReader() (int, io.Reader, error) {
 		}
 		if typ == websocket.TextMessage && !utf8.Valid(data) {
 			return typ, nil, c.closeWith(websocket.CloseInvalidFramePayloadData, "text message is not valid UTF-8")
+		}
+		if typ == websocket.TextMessage && !jsontext.Valid(data) {
+			if err := c.refuseText(data); err != nil {
+				return typ, nil, err
+			}
+			continue
 		}
 		deliver, err := c.inspect(typ, data)
 		if err != nil {
@@ -387,6 +409,9 @@ func (c *Conn) WriteClose(code int, reason string) error {
 
 // Close closes the underlying network connection.
 func (c *Conn) Close() error {
+	if c.conns != nil {
+		c.conns.remove(c)
+	}
 	c.proto.stop()
 	c.watch.stop()
 	c.keep.stop()
@@ -443,22 +468,118 @@ type connSlot struct{ c atomic.Pointer[Conn] }
 
 type connSlotKey struct{}
 
-// CloseIfWriting returns a function that closes ctx's WebSocket connection at once if a
-// write is in progress on it, for the application to call when it drops a stream of
-// that connection for falling behind: the write in progress is then stuck behind a
-// client that does not read, and would hold the connection until WriteTimeout. A
-// connection that is not writing stays open (the application ends the stream itself,
-// e.g. with an error frame). The function does not block. It returns nil when ctx is
-// not the context of a request upgraded through Guard and Accept.
-func CloseIfWriting(ctx context.Context) func() {
+// DropSlow returns a function that ends ctx's WebSocket connection because one of its
+// subscriptions fell behind, for the application to call when it drops such a stream.
+// The connection, not only the stream, ends, with close code 1013 (Try Again Later,
+// RFC 6455): an `error` frame would end the operation for good in graphql-ws's
+// client, while on 1013 it reconnects with its default options and subscribes again,
+// and the service then sends every notice still pending first (NTC-5). When a write
+// is in progress it is stuck behind a client that does not read, and would hold the
+// connection until WriteTimeout: the socket is then closed at once, without a close
+// frame (the client sees 1006, which it retries too). The function does not block (it
+// runs on the publishing goroutine); the close frame is written on a goroutine of its
+// own within closeFrameTimeout. It returns nil when ctx is not the context of a
+// request upgraded through Guard and Accept.
+func DropSlow(ctx context.Context) func() {
 	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
 	if !ok {
 		return nil
 	}
 	return func() {
-		if c := slot.c.Load(); c != nil && c.watch.writing() {
-			// No close frame: it would wait behind the stuck write.
-			_ = c.ws.Close()
+		c := slot.c.Load()
+		if c == nil {
+			return
 		}
+		if c.watch.writing() {
+			_ = c.ws.Close()
+			return
+		}
+		go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
 	}
+}
+
+// closeFrameTimeout bounds the close frame written when the server ends a connection
+// (shutdown, a slow subscriber), so that one stuck client cannot hold up the others.
+const closeFrameTimeout = time.Second
+
+// closeWithin starts the closing handshake of RFC 6455 §7.1: it sends a close frame
+// with code within d and leaves the connection open for the peer's close frame, which
+// ends gqlgen's read loop and with it the connection; a peer that does not answer
+// within d more is cut off. Closing the socket at once instead would let a frame the
+// peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make the peer
+// lose the close frame and see 1006.
+func (c *Conn) closeWithin(code int, reason string, d time.Duration) {
+	if !c.closeSent.CompareAndSwap(false, true) {
+		return
+	}
+	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d)); err != nil {
+		_ = c.Close()
+		return
+	}
+	time.AfterFunc(d, func() { _ = c.Close() })
+}
+
+// Conns tracks open connections (Implementation.Conns). The zero value is ready to
+// use; it belongs to the server that shuts the connections down.
+type Conns struct {
+	mu     sync.Mutex
+	m      map[*Conn]struct{}
+	closed bool
+}
+
+func (s *Conns) add(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[*Conn]struct{}{}
+	}
+	s.m[c] = struct{}{}
+	c.conns = s
+	return true
+}
+
+func (s *Conns) remove(c *Conn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// Len returns the number of open connections.
+func (s *Conns) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// CloseAll closes every open connection with code and reason (CloseServiceRestart at
+// shutdown), each close frame written within closeFrameTimeout and all at once, waits
+// for the peers' close frames (at most closeFrameTimeout more: then the connection is
+// cut off) and closes connections accepted after it the same way. The end of a
+// connection ends gqlgen's read loop, which cancels the connection's operations: the
+// close frame is on the wire before any stream learns it ended. It returns the number
+// of connections it closed.
+func (s *Conns) CloseAll(code int, reason string) int {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*Conn, 0, len(s.m))
+	for c := range s.m {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		// A write in progress delays the close frame; a stuck one makes it fail
+		// after closeFrameTimeout, and the connection is then cut off.
+		wg.Go(func() { c.closeWithin(code, reason, closeFrameTimeout) })
+	}
+	wg.Wait()
+	// The peers answer with their close frames (or are cut off after
+	// closeFrameTimeout); each connection leaves s when it closes.
+	for deadline := time.Now().Add(2 * closeFrameTimeout); s.Len() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return len(conns)
 }

@@ -2,20 +2,47 @@
 // mutations, graphql-transport-ws (the vendored graphql-ws client) for subscriptions.
 // Everything is served by the service itself, so it works with no internet access.
 // ?query=… (and ?variables=…) preload the editor, as in the usual GraphiQL links.
+//
+// Under --auth-file the WebSocket needs the token in connection_init: the playground
+// sends the Headers pane's Authorization when it has one, else the token the
+// dashboard stored (localStorage, the key of web/app/gql.js), as {Authorization:
+// "Bearer …"}. A change of the Headers pane's Authorization reconnects the socket
+// with the new one. Queries and mutations send the Headers pane's headers, else the
+// stored token, over HTTP.
 (function () {
   'use strict';
+  var TOKEN_KEY = 'awareness.token';
   var params = new URLSearchParams(window.location.search);
   var wsURL = (window.location.protocol === 'https:' ? 'wss://' : 'ws://') + window.location.host + '/query';
+  var paneAuth = '';
+  function storedAuth() {
+    try {
+      var t = localStorage.getItem(TOKEN_KEY) || '';
+      return t ? 'Bearer ' + t : '';
+    } catch (e) { return ''; }
+  }
+  function auth() { return paneAuth || storedAuth(); }
   var wsClient = window.graphqlWs.createClient({
     url: wsURL,
     lazy: true,
     retryAttempts: 5,
     shouldRetry: function () { return true; },
+    connectionParams: function () { var a = auth(); return a ? { Authorization: a } : {}; },
   });
-  var fetcher = window.GraphiQL.createFetcher({
+  var inner = window.GraphiQL.createFetcher({
     url: window.location.origin + '/query',
     wsClient: wsClient,
   });
+  function fetcher(graphQLParams, opts) {
+    var headers = Object.assign({}, (opts && opts.headers) || {});
+    var a = headers.Authorization || headers.authorization || '';
+    if (a !== paneAuth) {
+      paneAuth = a;
+      wsClient.terminate(); // reconnects with the new connection_init payload
+    }
+    if (!a && storedAuth()) headers.Authorization = storedAuth();
+    return inner(graphQLParams, Object.assign({}, opts, { headers: headers }));
+  }
   var defaultQuery = [
     '# Session state awareness: try a query, a mutation or a subscription.',
     '#',

@@ -1,8 +1,8 @@
-package graph
+package jsontext
 
 import "testing"
 
-func TestValidJSONText(t *testing.T) {
+func TestValid(t *testing.T) {
 	tests := []struct {
 		in   string
 		want bool
@@ -19,8 +19,8 @@ func TestValidJSONText(t *testing.T) {
 		{`\ud800`, true},       // outside a string: left to the JSON decoder
 	}
 	for _, tt := range tests {
-		if got := validJSONText([]byte(tt.in)); got != tt.want {
-			t.Errorf("validJSONText(%q) = %v, want %v", tt.in, got, tt.want)
+		if got := Valid([]byte(tt.in)); got != tt.want {
+			t.Errorf("Valid(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }
