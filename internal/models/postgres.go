@@ -124,6 +124,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Tracer = opts.queryTracer
 	pool := func(conns int) *sql.DB {
 		db := stdlib.OpenDB(*cfg.Copy())
 		db.SetMaxOpenConns(conns)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -21,6 +22,10 @@ import (
 type Options struct {
 	// Logger receives migration and slow-query logs; nil discards them.
 	Logger *slog.Logger
+
+	// queryTracer, for tests, sees every statement of a PostgreSQL store's pools and
+	// of its Listener's connection.
+	queryTracer pgx.QueryTracer
 }
 
 // Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy
