@@ -276,6 +276,13 @@ func TestParseServeConfig(t *testing.T) {
 				c.DB, c.NoticePoll = "postgres://u:pw@db.example:5432/aw?sslmode=disable", 2*time.Second
 			},
 		},
+		{
+			name: "postgres without hints",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints=false"},
+			want: func(c *serveConfig) {
+				c.DB, c.NoHints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", true
+			},
+		},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},

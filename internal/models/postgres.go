@@ -158,6 +158,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	s.pg = cfg
+	if opts.NoHints {
+		s.d.notify = false
+	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)
