@@ -155,8 +155,8 @@ type serveConfig struct {
 	// NoticePoll is the safety poll of the cross-process notice listener
 	// (PostgreSQL only).
 	NoticePoll time.Duration
-	// NoHints turns the cross-process NOTIFY hints off (--pg-hints=false).
-	NoHints bool
+	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
+	Hints models.HintMode
 }
 
 // serveEnv names the environment variable of each flag of serve.
@@ -205,7 +205,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
 		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
 		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
-		pgHints         = fs.Bool("pg-hints", true, "PostgreSQL: send a NOTIFY hint at each commit that opens notices or records events; false leaves other processes to --notice-poll (measurements of NOTIFY's cost) ($AWARENESS_PG_HINTS)")
+		pgHints         = fs.String("pg-hints", string(models.HintsInCommit), "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only) ($AWARENESS_PG_HINTS)")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "ID=DIR: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -254,7 +254,13 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
-		NoHints:            !*pgHints,
+	}
+	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
+	case models.HintsInCommit:
+	case models.HintsAfterCommit, models.HintsOff:
+		cfg.Hints = h
+	default:
+		return serveConfig{}, fmt.Errorf("--pg-hints %q: want commit, after-commit or off", *pgHints)
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -375,7 +381,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
 		"notice_poll", cfg.NoticePoll)
 
-	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), NoHints: cfg.NoHints})
+	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Hints: cfg.Hints})
 	if err != nil {
 		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
 		return exitError

@@ -267,3 +267,39 @@ func TestListener_MemoryFollowsInterest(t *testing.T) {
 		t.Fatalf("rescans with no subscriber sent %d statements", stmts-stmts0)
 	}
 }
+
+// With hints sent after the commit (HintsAfterCommit) a notice opened on B still
+// reaches A's subscriber through the hint (the safety poll is an hour), and an event
+// recorded on B reaches A's event stream.
+func TestListener_HintsAfterCommit(t *testing.T) {
+	r := newInterestRig(t, time.Hour)
+	r.b.hintsAfterCommit = true
+	w := lsWatcher
+	notes, _ := r.subscribeNotices(&w)
+	ectx, ecancel := context.WithCancel(context.Background())
+	defer ecancel()
+	evs, _, err := r.svcA.SubscribeEvents(ectx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		target := fmt.Sprintf("agent:main:subagent:after%d", i)
+		r.record(target, lsWatcher)
+		select {
+		case n := <-notes:
+			if n.Target.Key != target {
+				t.Fatalf("notice %+v, want target %s", n, target)
+			}
+		case <-time.After(lsWait):
+			t.Fatalf("notice %d did not arrive", i)
+		}
+		select {
+		case e := <-evs:
+			if e.Session.Key != target {
+				t.Fatalf("event %+v, want session %s", e, target)
+			}
+		case <-time.After(lsWait):
+			t.Fatalf("event %d did not arrive", i)
+		}
+	}
+}

@@ -158,8 +158,15 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	s.pg = cfg
-	if opts.NoHints {
+	switch opts.Hints {
+	case HintsInCommit, "":
+	case HintsAfterCommit:
+		s.hintsAfterCommit = true
+	case HintsOff:
 		s.d.notify = false
+	default:
+		s.Close()
+		return nil, fmt.Errorf("models: hint mode %q: want %s, %s or %s", opts.Hints, HintsInCommit, HintsAfterCommit, HintsOff)
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()

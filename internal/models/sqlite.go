@@ -22,10 +22,9 @@ import (
 type Options struct {
 	// Logger receives migration and slow-query logs; nil discards them.
 	Logger *slog.Logger
-	// NoHints, on PostgreSQL, sends no cross-process hint (NOTIFY) at commit: other
-	// processes then learn of this one's notices only by their --notice-poll rescans,
-	// and of its events not at all. For measurements of NOTIFY's commit cost.
-	NoHints bool
+	// Hints is how a PostgreSQL store sends its cross-process hints (notify.go);
+	// "" is HintsInCommit.
+	Hints HintMode
 
 	// queryTracer, for tests, sees every statement of a PostgreSQL store's pools and
 	// of its Listener's connection.

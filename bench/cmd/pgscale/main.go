@@ -51,7 +51,7 @@ type config struct {
 	bin, admin, out, label, phases string
 	procs                          []int
 	watchers, appends, faultN      int
-	writers, pending               int
+	writers, pending, seed, rounds int
 	duration, settle, wait         time.Duration
 	timeout                        time.Duration
 	keepLogs                       string
@@ -71,6 +71,8 @@ func main() {
 	flag.IntVar(&c.faultN, "fault-appends", 200, "appends of the x1 segment with the listener killed")
 	flag.IntVar(&c.writers, "writers", 4, "concurrent writers of x1 (x3 uses 4×)")
 	flag.IntVar(&c.pending, "pending", 100000, "pending notices of other watchers in x4")
+	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of x3")
+	flag.IntVar(&c.seed, "seed", 100000, "pending notices of other watchers in x1's database")
 	flag.DurationVar(&c.duration, "duration", 6*time.Second, "length of each x3 run")
 	flag.DurationVar(&c.settle, "settle", 11*time.Second, "wait before a statistics snapshot")
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long a notice may take before it counts as lost")
@@ -632,6 +634,12 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 		}
 		ps = append(ps, p)
 	}
+	// A database of some size (-seed pending notices of other watchers, analyzed), so
+	// that the plans are those of production, index scans, not the sequential scans
+	// of tables of a few rows, whose row counts would swamp the difference.
+	if err := seedPending(ctx, dsn, r.cfg.seed); err != nil {
+		return x, err
+	}
 	var watchers []string
 	for i := range r.cfg.watchers {
 		watchers = append(watchers, watcherKey(i))
@@ -652,14 +660,6 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	ws.waitFor(targetsOf(recs), r.cfg.wait)
 	if lost, _ := ws.count(targetsOf(recs)); lost > 0 {
 		return x, fmt.Errorf("warm-up: %d notices did not arrive", lost)
-	}
-	// Plans from fresh statistics, so that every P reads through the same plans.
-	if conn, err := pgx.Connect(ctx, dsn); err == nil {
-		_, err = conn.Exec(ctx, "ANALYZE")
-		conn.Close(context.Background())
-		if err != nil {
-			return x, err
-		}
 	}
 	logf("P=%d: warm; settling %v for the statistics", P, r.cfg.settle)
 	time.Sleep(r.cfg.settle)
@@ -746,7 +746,7 @@ func targetsOf(recs []appendRec) []string {
 
 type x3Result struct {
 	procs   int
-	hints   bool
+	hints   string
 	appends int
 	rate    float64
 	lat     dist
@@ -757,27 +757,51 @@ type x3Result struct {
 
 func (r *runner) x3(ctx context.Context, rep *bytes.Buffer) error {
 	maxP := slices.Max(r.cfg.procs)
-	var res []x3Result
-	for _, P := range []int{1, maxP} {
-		for _, hints := range []bool{true, false} {
-			x, err := r.x3Run(ctx, P, hints)
+	type conf struct {
+		procs int
+		hints string
+	}
+	var confs []conf
+	for _, h := range []string{"commit", "after-commit", "off"} {
+		confs = append(confs, conf{1, h}, conf{maxP, h})
+	}
+	runs := map[conf][]x3Result{}
+	// Interleaved rounds: the machine's drift (and the other users of the PostgreSQL
+	// server) hit every configuration alike; the median round is reported.
+	for round := range r.cfg.rounds {
+		for _, c := range confs {
+			x, err := r.x3Run(ctx, c.procs, c.hints)
 			if err != nil {
-				return fmt.Errorf("P=%d hints=%v: %w", P, hints, err)
+				return fmt.Errorf("round %d P=%d hints=%s: %w", round, c.procs, c.hints, err)
 			}
-			res = append(res, x)
+			runs[c] = append(runs[c], x)
 		}
 	}
-	fmt.Fprintf(rep, "### X3: appends/s, %d closed-loop writers spread over P processes, no subscribers\n\n", 4*r.cfg.writers)
-	fmt.Fprintf(rep, "| P | hints | appends | appends/s | recordEvent p50 | p99 | errors | server CPU per append | PostgreSQL backends' CPU per append |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, x := range res {
-		fmt.Fprintf(rep, "| %d | %v | %d | %.0f | %s | %s | %d | %s | %s |\n", x.procs, x.hints, x.appends, x.rate, ms(x.lat.p50), ms(x.lat.p99), x.errors, ms(x.srvCPU), ms(x.pgCPU))
+	med := map[conf]x3Result{}
+	for c, xs := range runs {
+		slices.SortFunc(xs, func(a, b x3Result) int { return int(a.rate - b.rate) })
+		med[c] = xs[len(xs)/2]
 	}
-	fmt.Fprintf(rep, "\nRatios: P=%d/P=1 hints on %.0f%%, hints off %.0f%%; hints on/off at P=1 %.0f%%, at P=%d %.0f%%.\n\n",
-		maxP, 100*res[2].rate/res[0].rate, 100*res[3].rate/res[1].rate, 100*res[0].rate/res[1].rate, maxP, 100*res[2].rate/res[3].rate)
+	fmt.Fprintf(rep, "### X3: appends/s, %d closed-loop writers spread over P processes, no subscribers (median of %d interleaved rounds)\n\n", 4*r.cfg.writers, r.cfg.rounds)
+	fmt.Fprintf(rep, "| P | hints | appends/s (median; every round) | recordEvent p50 | p99 | errors | server CPU per append | PostgreSQL backends' CPU per append |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range confs {
+		x := med[c]
+		var all []string
+		for _, y := range runs[c] {
+			all = append(all, fmt.Sprintf("%.0f", y.rate))
+		}
+		fmt.Fprintf(rep, "| %d | %s | %.0f (%s) | %s | %s | %d | %s | %s |\n", x.procs, x.hints, x.rate, strings.Join(all, ", "),
+			ms(x.lat.p50), ms(x.lat.p99), x.errors, ms(x.srvCPU), ms(x.pgCPU))
+	}
+	rate := func(p int, h string) float64 { return med[conf{p, h}].rate }
+	fmt.Fprintf(rep, "\nRatios: P=%d/P=1: hints in commit %.0f%%, after commit %.0f%%, off %.0f%%. Against hints off: in commit %.0f%% at P=1, %.0f%% at P=%d; after commit %.0f%% at P=1, %.0f%% at P=%d.\n\n",
+		maxP, 100*rate(maxP, "commit")/rate(1, "commit"), 100*rate(maxP, "after-commit")/rate(1, "after-commit"), 100*rate(maxP, "off")/rate(1, "off"),
+		100*rate(1, "commit")/rate(1, "off"), 100*rate(maxP, "commit")/rate(maxP, "off"), maxP,
+		100*rate(1, "after-commit")/rate(1, "off"), 100*rate(maxP, "after-commit")/rate(maxP, "off"), maxP)
 	return nil
 }
 
-func (r *runner) x3Run(ctx context.Context, P int, hints bool) (x3Result, error) {
+func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, error) {
 	x := x3Result{procs: P, hints: hints}
 	dsn, drop, err := r.freshDB(ctx)
 	if err != nil {
@@ -788,8 +812,8 @@ func (r *runner) x3Run(ctx context.Context, P int, hints bool) (x3Result, error)
 	defer func() { stopAll(ps) }()
 	for i := range P {
 		args := []string{"--notice-poll", "10m"}
-		if !hints {
-			args = append(args, "--pg-hints=false")
+		if hints != "commit" {
+			args = append(args, "--pg-hints", hints)
 		}
 		p, err := r.start(ctx, i, dsn, args...)
 		if err != nil {
@@ -855,7 +879,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints bool) (x3Result, error)
 	if len(lat) > 0 {
 		x.srvCPU, x.pgCPU = (srv1-srv0)/time.Duration(len(lat)), (pg1-pg0)/time.Duration(len(lat))
 	}
-	logf("x3 P=%d hints=%v: %.0f appends/s p99 %s errors %d", P, hints, x.rate, ms(x.lat.p99), errs)
+	logf("x3 P=%d hints=%s: %.0f appends/s p99 %s errors %d", P, hints, x.rate, ms(x.lat.p99), errs)
 	return x, nil
 }
 
@@ -864,29 +888,60 @@ func (r *runner) x3Run(ctx context.Context, P int, hints bool) (x3Result, error)
 
 func (r *runner) x4(ctx context.Context, rep *bytes.Buffer) error {
 	type row struct {
-		pending  int
-		rss      int64
-		rssAfter int64
+		pending       int
+		before        bool
+		rss, rssAfter int64
 	}
 	var res []row
-	for _, pending := range []int{0, r.cfg.pending} {
-		rs, ra, err := r.x4Run(ctx, pending)
+	for _, c := range []row{{0, false, 0, 0}, {r.cfg.pending, false, 0, 0}, {r.cfg.pending, true, 0, 0}} {
+		rs, ra, err := r.x4Run(ctx, c.pending, c.before)
 		if err != nil {
-			return fmt.Errorf("pending=%d: %w", pending, err)
+			return fmt.Errorf("pending=%d: %w", c.pending, err)
 		}
-		res = append(res, row{pending, rs, ra})
+		c.rss, c.rssAfter = rs, ra
+		res = append(res, c)
 	}
 	fmt.Fprintf(rep, "### X4: one process, %d local subscribers, pending notices of other watchers in the database\n\n", r.cfg.watchers)
-	fmt.Fprintf(rep, "| pending notices of others | RSS after subscribing | RSS after 5 rescans (--notice-poll 1s) |\n|---|---|---|\n")
+	fmt.Fprintf(rep, "| pending notices of others | when they were written | RSS after subscribing | RSS after 5 rescans (--notice-poll 1s) |\n|---|---|---|---|\n")
 	for _, x := range res {
-		fmt.Fprintf(rep, "| %d | %.1f MiB | %.1f MiB |\n", x.pending, float64(x.rss)/(1<<20), float64(x.rssAfter)/(1<<20))
+		when := "while the process runs"
+		if x.before {
+			when = "before the process started (its startup sweep reads them)"
+		} else if x.pending == 0 {
+			when = "—"
+		}
+		fmt.Fprintf(rep, "| %d | %s | %.1f MiB | %.1f MiB |\n", x.pending, when, float64(x.rss)/(1<<20), float64(x.rssAfter)/(1<<20))
 	}
-	fmt.Fprintf(rep, "\nDifference due to the %d pending: %+.1f MiB (%.0f bytes per pending notice).\n\n", r.cfg.pending,
-		float64(res[1].rssAfter-res[0].rssAfter)/(1<<20), float64(res[1].rssAfter-res[0].rssAfter)/float64(max(1, r.cfg.pending)))
+	d := func(x row) string {
+		b := x.rssAfter - res[0].rssAfter
+		return fmt.Sprintf("%+.1f MiB (%.0f bytes per pending notice)", float64(b)/(1<<20), float64(b)/float64(max(1, x.pending)))
+	}
+	fmt.Fprintf(rep, "\nDifference due to the %d pending, steady state: %s; after a startup over them: %s.\n\n", r.cfg.pending, d(res[1]), d(res[2]))
 	return nil
 }
 
-func (r *runner) x4Run(ctx context.Context, pending int) (int64, int64, error) {
+// seedPending inserts pending notices of 1,000 other watchers × pending/1000 targets
+// (l < n = m: nothing for a sweep to re-freeze) and analyzes the database.
+func seedPending(ctx context.Context, dsn string, pending int) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if pending > 0 {
+		now := time.Now().UnixNano()
+		_, err = conn.Exec(ctx, `INSERT INTO cursors (watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at)
+SELECT 'agent:main:subagent:bulk' || (i % 1000), 'main', 'agent:main:subagent:bt' || (i / 1000), 0, 1, 1, $1::bigint + i, $1::bigint
+FROM generate_series(0, $2::int - 1) AS i`, now, pending)
+		if err != nil {
+			return err
+		}
+	}
+	_, err = conn.Exec(ctx, "ANALYZE")
+	return err
+}
+
+func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, int64, error) {
 	dsn, drop, err := r.freshDB(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -898,18 +953,8 @@ func (r *runner) x4Run(ctx context.Context, pending int) (int64, int64, error) {
 		return 0, 0, err
 	}
 	p.stop()
-	if pending > 0 {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return 0, 0, err
-		}
-		now := time.Now().UnixNano()
-		// 1,000 other watchers × pending/1000 targets, each pair pending (l < n = m).
-		_, err = conn.Exec(ctx, `INSERT INTO cursors (watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at)
-SELECT 'agent:main:subagent:bulk' || (i % 1000), 'main', 'agent:main:subagent:bt' || (i / 1000), 0, 1, 1, $1::bigint + i, $1::bigint
-FROM generate_series(0, $2::int - 1) AS i`, now, pending)
-		conn.Close(context.Background())
-		if err != nil {
+	if before {
+		if err := seedPending(ctx, dsn, pending); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -918,6 +963,11 @@ FROM generate_series(0, $2::int - 1) AS i`, now, pending)
 		return 0, 0, err
 	}
 	defer p.stop()
+	if !before {
+		if err := seedPending(ctx, dsn, pending); err != nil {
+			return 0, 0, err
+		}
+	}
 	var watchers []string
 	for i := range r.cfg.watchers {
 		watchers = append(watchers, watcherKey(i))
