@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&c.writers, "writers", 4, "concurrent writers of x1 (x3 uses 4×)")
 	flag.IntVar(&c.pending, "pending", 100000, "pending notices of other watchers in x4")
 	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of x3")
-	flag.IntVar(&c.seed, "seed", 100000, "pending notices of other watchers in x1's database")
+	flag.IntVar(&c.seed, "seed", 100000, "sessions, and pending notices of other watchers, in x1's database")
 	flag.DurationVar(&c.duration, "duration", 6*time.Second, "length of each x3 run")
 	flag.DurationVar(&c.settle, "settle", 11*time.Second, "wait before a statistics snapshot")
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long a notice may take before it counts as lost")
@@ -624,6 +624,19 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 		return x, err
 	}
 	defer drop()
+	// A database of some size (-seed sessions, and as many pending notices of other
+	// watchers, analyzed) before the processes start, so that the plans are those of
+	// production, index scans: the foreign-key checks' plans are made once per
+	// connection, and over a table of a few rows they are sequential scans whose row
+	// counts would swamp everything else.
+	p, err := r.start(ctx, 0, dsn)
+	if err != nil {
+		return x, err
+	}
+	p.stop()
+	if err := seedPending(ctx, dsn, r.cfg.seed, r.cfg.seed); err != nil {
+		return x, err
+	}
 	var ps []*proc
 	defer func() { stopAll(ps) }()
 	for i := range P {
@@ -633,12 +646,6 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 			return x, err
 		}
 		ps = append(ps, p)
-	}
-	// A database of some size (-seed pending notices of other watchers, analyzed), so
-	// that the plans are those of production, index scans, not the sequential scans
-	// of tables of a few rows, whose row counts would swamp the difference.
-	if err := seedPending(ctx, dsn, r.cfg.seed); err != nil {
-		return x, err
 	}
 	var watchers []string
 	for i := range r.cfg.watchers {
@@ -920,14 +927,23 @@ func (r *runner) x4(ctx context.Context, rep *bytes.Buffer) error {
 	return nil
 }
 
-// seedPending inserts pending notices of 1,000 other watchers × pending/1000 targets
-// (l < n = m: nothing for a sweep to re-freeze) and analyzes the database.
-func seedPending(ctx context.Context, dsn string, pending int) error {
+// seedPending inserts sessions other sessions (none of the run) and pending notices of 1,000 other
+// watchers × pending/1000 targets (l < n = m: nothing for a sweep to re-freeze), and
+// analyzes the database.
+func seedPending(ctx context.Context, dsn string, pending, sessions int) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	if sessions > 0 {
+		_, err = conn.Exec(ctx, `INSERT INTO sessions (agent_id, session_key, kind, created_at, updated_at)
+SELECT 'main', 'agent:main:subagent:seed' || i, 'subagent', $1::bigint, $1::bigint FROM generate_series(1, $2::int) AS i`,
+			time.Now().UnixNano(), sessions)
+		if err != nil {
+			return err
+		}
+	}
 	if pending > 0 {
 		now := time.Now().UnixNano()
 		_, err = conn.Exec(ctx, `INSERT INTO cursors (watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at)
@@ -954,7 +970,7 @@ func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, in
 	}
 	p.stop()
 	if before {
-		if err := seedPending(ctx, dsn, pending); err != nil {
+		if err := seedPending(ctx, dsn, pending, 0); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -964,7 +980,7 @@ func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, in
 	}
 	defer p.stop()
 	if !before {
-		if err := seedPending(ctx, dsn, pending); err != nil {
+		if err := seedPending(ctx, dsn, pending, 0); err != nil {
 			return 0, 0, err
 		}
 	}
