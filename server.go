@@ -209,6 +209,8 @@ type serveConfig struct {
 	// Tracing is true when the standard OTEL_* environment configures an OTLP
 	// exporter (telemetry.TracingEnabled).
 	Tracing bool
+	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
+	Hints models.HintMode
 }
 
 // serveEnv names the environment variable of each flag of serve.
@@ -232,6 +234,7 @@ var serveEnv = map[string]string{
 	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
 	"notice-poll":          "AWARENESS_NOTICE_POLL",
 	"metrics-token-file":   "AWARENESS_METRICS_TOKEN_FILE",
+	"pg-hints":             "AWARENESS_PG_HINTS",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
@@ -260,6 +263,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
 		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
 		metricsToken    = fs.String("metrics-token-file", "", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr ($AWARENESS_METRICS_TOKEN_FILE)")
+		pgHints         = fs.String("pg-hints", string(models.HintsInCommit), "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only) ($AWARENESS_PG_HINTS)")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -312,6 +316,13 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
 		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
+	}
+	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
+	case models.HintsInCommit:
+	case models.HintsAfterCommit, models.HintsOff:
+		cfg.Hints = h
+	default:
+		return serveConfig{}, fmt.Errorf("--pg-hints %q: want commit, after-commit or off", *pgHints)
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -503,7 +514,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		},
 	})
 
-	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Observer: tel})
+	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Observer: tel, Hints: cfg.Hints})
 	if err != nil {
 		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
 		return exitError

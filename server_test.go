@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/syncbuf"
 )
 
@@ -281,6 +282,21 @@ func TestParseServeConfig(t *testing.T) {
 				c.DB, c.NoticePoll = "postgres://u:pw@db.example:5432/aw?sslmode=disable", 2*time.Second
 			},
 		},
+		{
+			name: "postgres without hints",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "off"},
+			want: func(c *serveConfig) {
+				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsOff
+			},
+		},
+		{
+			name: "postgres hints after commit",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "after-commit"},
+			want: func(c *serveConfig) {
+				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsAfterCommit
+			},
+		},
+		{name: "bad hint mode", args: []string{"--pg-hints", "maybe"}, wantErr: "--pg-hints"},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},

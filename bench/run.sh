@@ -12,6 +12,7 @@
 #   BENCH_SUBS     WebSocket subscribers (10000)          BENCH_SMALL small broadcast (1000)
 #   BENCH_PROFILE  0 skips the profiling pass of the WebSocket runs (1)
 #   BENCH_RESULTS  where to write the report (bench/RESULTS.md)
+#   BENCH_PGSCALE  0 skips the PostgreSQL scale-out run (bench/cmd/pgscale) (1)
 # Every step is bounded: go test -timeout, wsload -timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ fi
 
 step "build"
 go build -o "$out/awareness" .
-for c in wsload wsbaseline profserve benchreport; do go build -o "$out/$c" "./bench/cmd/$c"; done
+for c in wsload wsbaseline profserve benchreport pgscale; do go build -o "$out/$c" "./bench/cmd/$c"; done
 go test -c -o "$out/bench.test" ./bench/
 
 step "machine facts"
@@ -138,4 +139,14 @@ elapsed=$(( $(date +%s) - start ))
   -base "$out/ws-baseline.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
+if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGSCALE:-1}" = 1 ]; then
+  # Several serve processes on one PostgreSQL (X1-X5 of issue 20, ~6 minutes): fresh
+  # databases created and dropped on TEST_DATABASE_URL's server.
+  step "PostgreSQL scale-out: bench/cmd/pgscale, P = 1, 2, 4 processes"
+  if (cd "$out" && ./pgscale -bin ./awareness -label "this tree" -out "$out/pgscale.md" -timeout 9m); then
+    { echo; echo "## PostgreSQL scale-out (bench/cmd/pgscale, generated)"; echo; cat "$out/pgscale.md"; } >>"$results"
+  else
+    echo "pgscale failed (see above)"
+  fi
+fi
 step "done: $results (raw outputs and profiles in $out)"

@@ -3,6 +3,7 @@ package awareness
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -35,6 +36,43 @@ const (
 	StreamEvents  = "events"
 )
 
+// Interest is told which watchers and sessions the hub has live subscribers for, so
+// that a cross-process listener reads only what a subscriber of this process waits for
+// (models.Listener implements it). The hub calls it synchronously, under its own lock,
+// when the first subscription of a filter comes (on) and when the last one goes (off),
+// so each filter is announced once however many subscribers share it. A subscription's
+// interest is announced before Service.SubscribeNotices reads durable state: a notice
+// committed after that read is announced by a hint to a listener that already knows of
+// the interest, and one committed before it is in the read. Implementations must not
+// block and must not call the hub.
+type Interest interface {
+	// NoticeInterest concerns the notices of one watcher key; "" is every watcher (a
+	// staleNotices subscription without a watcher: interest in everything).
+	NoticeInterest(watcher string, on bool)
+	// EventInterest concerns the events of one session; nil is every session (a
+	// stateEvents subscription without a session), and an empty AgentID is the key
+	// under every agent.
+	EventInterest(ref *SessionRef, on bool)
+}
+
+// SetInterest installs i (nil removes it) and announces to it every filter subscribed
+// now. Call it before subscribers come; calling it later is safe too.
+func (h *Hub) SetInterest(i Interest) {
+	if i == nil {
+		h.notices.setInterest(nil)
+		h.events.setInterest(nil)
+		return
+	}
+	h.notices.setInterest(func(filter string, on bool) {
+		// A closed-items filter always comes with its watcher's own filter, and closed
+		// notices travel in hints, not through the listener's reads: no interest of its own.
+		if !strings.HasPrefix(filter, closedPrefix) {
+			i.NoticeInterest(filter, on)
+		}
+	})
+	h.events.setInterest(func(filter string, on bool) { i.EventInterest(refOfFilter(filter), on) })
+}
+
 // NewHub returns an empty hub.
 func NewHub() *Hub { return NewHubObserved(nil) }
 
@@ -62,7 +100,10 @@ func (h *Hub) PublishNotices(ns ...Notice) {
 // closedFilter is the filter under which the closed notices of watcher ("" = every
 // watcher) are published. Keys never contain control characters, so it cannot meet
 // an open notice's filter.
-func closedFilter(watcher string) string { return "\x01" + watcher }
+// closedPrefix marks the filter of a watcher's closed items.
+const closedPrefix = "\x01"
+
+func closedFilter(watcher string) string { return closedPrefix + watcher }
 
 // PublishEvents delivers events to the matching event subscribers. It never blocks on
 // a subscriber (see SubscriberBuffer).
@@ -92,6 +133,15 @@ func eventFilter(ref *SessionRef) string {
 		return ""
 	}
 	return ref.AgentID + "\x00" + ref.Key
+}
+
+// refOfFilter is the inverse of eventFilter.
+func refOfFilter(filter string) *SessionRef {
+	agent, key, ok := strings.Cut(filter, "\x00")
+	if !ok {
+		return nil
+	}
+	return &SessionRef{AgentID: agent, Key: key}
 }
 
 // streamNotices and streamEvents add held stream subscriptions (see stream) for the
@@ -376,6 +426,21 @@ type topic[T any] struct {
 	subs   map[string]map[*Sub[T]]struct{} // by filter
 	n      int
 	closed bool
+	// interest, when set, is told of a filter's first subscription and of its last
+	// one's end (see Interest); it runs under mu.
+	interest func(filter string, on bool)
+}
+
+// setInterest installs fn and announces the filters subscribed now.
+func (t *topic[T]) setInterest(fn func(filter string, on bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.interest = fn
+	if fn != nil {
+		for f := range t.subs {
+			fn(f, true)
+		}
+	}
 }
 
 func newTopic[T any](name string, obs Observer) topic[T] {
@@ -412,6 +477,9 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 		if m == nil {
 			m = map[*Sub[T]]struct{}{}
 			t.subs[f] = m
+			if t.interest != nil {
+				t.interest(f, true)
+			}
 		}
 		m[s] = struct{}{}
 	}
@@ -465,6 +533,9 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 		delete(t.subs[f], s)
 		if len(t.subs[f]) == 0 {
 			delete(t.subs, f)
+			if t.interest != nil {
+				t.interest(f, false)
+			}
 		}
 	}
 	t.n--
@@ -499,6 +570,9 @@ func (t *topic[T]) close() {
 			}
 		}
 		delete(t.subs, f)
+		if t.interest != nil {
+			t.interest(f, false)
+		}
 	}
 	t.n = 0
 }

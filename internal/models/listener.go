@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,31 +51,166 @@ type ListenerConfig struct {
 // database. It owns one dedicated connection (outside the pools: LISTEN is a session
 // state) and one goroutine between Start and Stop.
 //
-// On every (re)connect it first LISTENs, then scans every pending notice, so that
-// nothing committed while it was away is missed; then it waits for hints (notify.go).
-// On a hint it reads the pending notices of the named watchers (all of them for a
-// rescan hint) and publishes to the hub those it has not published before, and it
-// loads the events another process recorded and publishes them. Every Poll it pings
-// the connection and rescans. Any connection error closes the connection and
-// reconnects after a jittered backoff doubling from 100ms to 30s.
+// It reads only what this process has live subscribers for: the hub tells it, through
+// awareness.Interest, which watchers and sessions are subscribed here (interest). On
+// every (re)connect it first LISTENs, then scans the pending notices of the watchers of
+// interest, so that nothing committed while it was away is missed; then it waits for
+// hints (notify.go). On a hint it reads the pending notices of the named watchers that
+// are of interest and publishes to the hub those it has not published before, and it
+// loads the events another process recorded in sessions of interest and publishes
+// them. A hint that names nothing of interest costs no read at all. Every Poll it pings
+// the connection and rescans the watchers of interest. Any connection error closes the
+// connection and reconnects after a jittered backoff doubling from 100ms to 30s.
+//
+// A subscription without a watcher (staleNotices for every watcher, a dashboard) is
+// interest in every watcher: while one is live the listener reads every named watcher
+// and rescans every pending notice, as a process with all subscriptions must; likewise
+// a stateEvents subscription without a session loads every foreign event span.
 //
 // Delivery is at least once: a notice may reach the hub from the writer's own process
 // and from the listener, or from a hint and a rescan; Service.SubscribeNotices sends
-// each opened notice once per subscription. Events are best effort: those recorded
-// while the listener is disconnected are not replayed (subscribers reconcile with
-// changesSince), and hints carry events of other processes only.
+// each opened notice once per subscription. No notice is lost to the interest filter:
+// the hub announces a subscription's interest before the service reads its pending
+// notices, so a commit the listener skipped (its hint came before the interest) is in
+// that read. Events are best effort: those recorded while the listener is disconnected
+// are not replayed (subscribers reconcile with changesSince), and hints carry events
+// of other processes only.
 type Listener struct {
 	cfg     ListenerConfig
 	appName string
 	conns   atomic.Int64 // successful connects, for tests and logs
+	hints   atomic.Int64 // hints handled
+	scans   atomic.Int64 // full rescans (connect, poll, too-long hint) done
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// published is owned by the run goroutine: watcher → pair → ID of the notice last
-	// published for that pair, for the pairs pending at the last scan.
+	// imu guards the interest and published; it is never held across a read or a
+	// publish (the hub calls Notice/EventInterest under its own lock).
+	imu sync.Mutex
+	// allWatchers counts as interest in every watcher; watchers are the keys of
+	// interest otherwise.
+	allWatchers bool
+	watchers    map[string]struct{}
+	// allSessions is interest in every session's events; sessions are the refs of
+	// interest otherwise (an empty AgentID: the key under every agent).
+	allSessions bool
+	sessions    map[awareness.SessionRef]struct{}
+	// published: watcher → pair → ID of the notice last published for that pair, for
+	// the pending pairs of the watchers of interest at their last read.
 	published map[string]map[string]string
+}
+
+// ListenerStats are counters of a listener, for tests and measurements.
+type ListenerStats struct {
+	Connects int64 // successful connects
+	Hints    int64 // hints handled
+	Rescans  int64 // full rescans of the watchers of interest
+	// Tracked is the number of pending pairs remembered as published: the listener's
+	// memory, proportional to the pending notices of the watchers of interest.
+	Tracked int
+	// Watchers and Sessions are the filters of interest; AllWatchers and AllSessions
+	// report interest in everything.
+	Watchers, Sessions       int
+	AllWatchers, AllSessions bool
+}
+
+// Stats returns the listener's counters.
+func (l *Listener) Stats() ListenerStats {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	st := ListenerStats{Connects: l.conns.Load(), Hints: l.hints.Load(), Rescans: l.scans.Load(),
+		Watchers: len(l.watchers), Sessions: len(l.sessions), AllWatchers: l.allWatchers, AllSessions: l.allSessions}
+	for _, m := range l.published {
+		st.Tracked += len(m)
+	}
+	return st
+}
+
+// NoticeInterest implements awareness.Interest.
+func (l *Listener) NoticeInterest(watcher string, on bool) {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	switch {
+	case watcher == "":
+		l.allWatchers = on
+		if !on {
+			for w := range l.published {
+				if _, ok := l.watchers[w]; !ok {
+					delete(l.published, w)
+				}
+			}
+		}
+	case on:
+		l.watchers[watcher] = struct{}{}
+	default:
+		delete(l.watchers, watcher)
+		if !l.allWatchers {
+			delete(l.published, watcher)
+		}
+	}
+}
+
+// EventInterest implements awareness.Interest.
+func (l *Listener) EventInterest(ref *awareness.SessionRef, on bool) {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	switch {
+	case ref == nil:
+		l.allSessions = on
+	case on:
+		l.sessions[*ref] = struct{}{}
+	default:
+		delete(l.sessions, *ref)
+	}
+}
+
+// interestedIn returns the watchers of names that are of interest; a nil names asks
+// for every watcher of interest, and all reports interest in every watcher.
+func (l *Listener) interestedIn(names []string) (ws []string, all bool) {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	if l.allWatchers {
+		return names, true
+	}
+	if names == nil {
+		ws = make([]string, 0, len(l.watchers))
+		for w := range l.watchers {
+			ws = append(ws, w)
+		}
+		slices.Sort(ws)
+		return ws, false
+	}
+	for _, w := range names {
+		if _, ok := l.watchers[w]; ok {
+			ws = append(ws, w)
+		}
+	}
+	return ws, false
+}
+
+// wantsEvents reports whether ref's events are of interest.
+func (l *Listener) wantsEvents(ref awareness.SessionRef) bool {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	if l.allSessions {
+		return true
+	}
+	if _, ok := l.sessions[ref]; ok {
+		return true
+	}
+	_, ok := l.sessions[awareness.SessionRef{Key: ref.Key}]
+	return ok
+}
+
+// interestedLocked reports whether watcher w is of interest; the caller holds imu.
+func (l *Listener) interestedLocked(w string) bool {
+	if l.allWatchers {
+		return true
+	}
+	_, ok := l.watchers[w]
+	return ok
 }
 
 // NewListener returns a stopped listener. The store must be a PostgreSQL store.
@@ -92,7 +228,12 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Observer = awareness.ObserverOr(cfg.Observer)
-	return &Listener{cfg: cfg, appName: fmt.Sprintf("%s/%d", ListenerAppName, os.Getpid())}, nil
+	l := &Listener{cfg: cfg, appName: fmt.Sprintf("%s/%d", ListenerAppName, os.Getpid()),
+		watchers: map[string]struct{}{}, sessions: map[awareness.SessionRef]struct{}{},
+		published: map[string]map[string]string{}}
+	// The hub announces the subscriptions live now and every later change.
+	cfg.Hub.SetInterest(l)
+	return l, nil
 }
 
 // Connects returns how many times the listener has connected and listened.
@@ -130,7 +271,6 @@ func (l *Listener) Stop() {
 }
 
 func (l *Listener) run(ctx context.Context) {
-	l.published = map[string]map[string]string{}
 	backoff := listenerMinBackoff
 	for {
 		healthy, err := l.session(ctx)
@@ -178,7 +318,9 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 	n := l.conns.Add(1)
 	l.cfg.Logger.Info("notice listener: listening", "connects", n, "poll", l.cfg.Poll)
 	// Listen first, then read durable state: a notice committed in between is seen by
-	// the scan or announced by a hint (or both; publishing is idempotent).
+	// the scan or announced by a hint (or both; publishing is idempotent). The scan
+	// covers the watchers of interest only: a subscription that comes later reads its
+	// own pending notices after announcing its interest.
 	if err := l.scan(ctx, nil); err != nil {
 		return false, err
 	}
@@ -215,6 +357,7 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 
 // handle acts on one hint.
 func (l *Listener) handle(ctx context.Context, payload string) error {
+	l.hints.Add(1)
 	var h hintPayload
 	if err := json.Unmarshal([]byte(payload), &h); err != nil {
 		l.cfg.Logger.Warn("notice listener: unreadable hint; rescanning", "err", err)
@@ -243,6 +386,9 @@ func (l *Listener) handle(ctx context.Context, payload string) error {
 	}
 
 	for _, e := range h.Events {
+		if !l.wantsEvents(e.Ref) {
+			continue
+		}
 		if err := l.loadEvents(ctx, e); err != nil {
 			return err
 		}
@@ -250,10 +396,24 @@ func (l *Listener) handle(ctx context.Context, payload string) error {
 	return nil
 }
 
-// scan reads the pending notices of watchers (every watcher when nil) and publishes
-// those not published before. A failed read ends the connection: the next one scans
-// again.
-func (l *Listener) scan(ctx context.Context, watchers []string) error {
+// scan reads the pending notices of those of names that are of interest (every watcher
+// of interest when names is nil: a rescan) and publishes those not published before. A
+// scan with nothing of interest reads nothing. A failed read ends the connection: the
+// next one scans again.
+func (l *Listener) scan(ctx context.Context, names []string) error {
+	rescan := names == nil
+	if rescan {
+		l.scans.Add(1)
+	}
+	watchers, all := l.interestedIn(names)
+	if !all && len(watchers) == 0 {
+		if rescan {
+			l.imu.Lock()
+			clear(l.published)
+			l.imu.Unlock()
+		}
+		return nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, listenerOpTimeout)
 	defer cancel()
 	ns, err := l.cfg.Store.pendingOf(rctx, watchers)
@@ -262,6 +422,7 @@ func (l *Listener) scan(ctx context.Context, watchers []string) error {
 	}
 	now := make(map[string]map[string]string)
 	var fresh []awareness.Notice
+	l.imu.Lock()
 	for _, n := range ns {
 		pair, id := n.Target.AgentID+"\x00"+n.Target.Key, n.ID()
 		if l.published[n.Watcher][pair] != id {
@@ -272,17 +433,32 @@ func (l *Listener) scan(ctx context.Context, watchers []string) error {
 		}
 		now[n.Watcher][pair] = id
 	}
+	// Remember only the watchers still of interest: one whose last subscriber left
+	// during the read is forgotten, so the memory follows the subscriptions.
 	if watchers == nil {
-		l.published = now
+		clear(l.published)
+		for w, m := range now {
+			if l.interestedLocked(w) {
+				l.published[w] = m
+			}
+		}
 	} else {
 		for _, w := range watchers {
-			if now[w] == nil {
+			if now[w] == nil || !l.interestedLocked(w) {
 				delete(l.published, w)
 			} else {
 				l.published[w] = now[w]
 			}
 		}
+		if rescan {
+			for w := range l.published {
+				if now[w] == nil {
+					delete(l.published, w)
+				}
+			}
+		}
 	}
+	l.imu.Unlock()
 	l.cfg.Hub.PublishNotices(fresh...)
 	return nil
 }

@@ -2,6 +2,7 @@ package models
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -197,6 +198,45 @@ func (s *Store) sendHint(t *wtx, h *hint) error {
 	}
 	_, err := t.exec("SELECT pg_notify(?, ?)", hintChannel, payload)
 	return err
+}
+
+// HintMode is how a PostgreSQL store sends its hints (Options.Hints).
+type HintMode string
+
+// The hint modes.
+const (
+	// HintsInCommit sends the NOTIFY inside the write transaction: delivered exactly
+	// when it commits. NOTIFY takes a lock global to the PostgreSQL instance from the
+	// commit's start until it ends, its WAL flush included, so NOTIFYing commits of
+	// every process serialise. The default.
+	HintsInCommit HintMode = "commit"
+	// HintsAfterCommit sends it after the commit, in a statement of its own on the
+	// write pool: that transaction writes nothing, so the global lock is held for
+	// microseconds, not across a WAL flush. The rows are committed before the hint
+	// goes, so the listen-then-read rule is unchanged; a hint lost to a crash or an
+	// error between the two is found by the next --notice-poll rescan.
+	HintsAfterCommit HintMode = "after-commit"
+	// HintsOff sends none: other processes see this one's notices at their
+	// --notice-poll rescans only, and its events not at all. For measurements.
+	HintsOff HintMode = "off"
+)
+
+// sendHintAfter sends a committed transaction's hint (HintsAfterCommit). A failure is
+// logged, not returned: the write is committed, and the safety poll covers the hint.
+func (s *Store) sendHintAfter(ctx context.Context, h *hint) {
+	if !s.d.notify || h.empty() {
+		return
+	}
+	payload, dropped := h.encode(s.origin)
+	if dropped > 0 {
+		s.log.Debug("hint too long: event spans left out", "dropped", dropped)
+	}
+	// The caller's context may end as soon as the commit returns; the hint is due anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenerOpTimeout)
+	defer cancel()
+	if _, err := s.wsql.ExecContext(ctx, "SELECT pg_notify($1, $2)", hintChannel, payload); err != nil {
+		s.log.Warn("hint after commit not sent; other processes find the change at their next rescan", "err", err)
+	}
 }
 
 // newOrigin returns a random identifier of a store instance.

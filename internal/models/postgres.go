@@ -124,6 +124,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Tracer = opts.queryTracer
 	pool := func(conns int) *sql.DB {
 		db := stdlib.OpenDB(*cfg.Copy())
 		db.SetMaxOpenConns(conns)
@@ -157,6 +158,16 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	s.pg = cfg
+	switch opts.Hints {
+	case HintsInCommit, "":
+	case HintsAfterCommit:
+		s.hintsAfterCommit = true
+	case HintsOff:
+		s.d.notify = false
+	default:
+		s.Close()
+		return nil, fmt.Errorf("models: hint mode %q: want %s, %s or %s", opts.Hints, HintsInCommit, HintsAfterCommit, HintsOff)
+	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)

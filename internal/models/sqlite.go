@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -26,6 +27,13 @@ type Options struct {
 	// Observer is told of every transaction (its name, latency and error) and of
 	// acknowledged notices and lost-COMMIT resolutions; nil: nobody.
 	Observer awareness.Observer
+	// Hints is how a PostgreSQL store sends its cross-process hints (notify.go);
+	// "" is HintsInCommit.
+	Hints HintMode
+
+	// queryTracer, for tests, sees every statement of a PostgreSQL store's pools and
+	// of its Listener's connection.
+	queryTracer pgx.QueryTracer
 }
 
 // Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy

@@ -94,6 +94,10 @@ type Store struct {
 	// from which the Listener opens its own connection.
 	pg *pgx.ConnConfig
 
+	// hintsAfterCommit sends each transaction's hint after its commit, outside it
+	// (HintsAfterCommit).
+	hintsAfterCommit bool
+
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
 
@@ -197,7 +201,13 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	if err := fn(t, &h); err != nil {
 		return err
 	}
-	if err := s.sendHint(t, &h); err != nil {
+	if s.hintsAfterCommit {
+		defer func() {
+			if err == nil {
+				s.sendHintAfter(ctx, &h)
+			}
+		}()
+	} else if err := s.sendHint(t, &h); err != nil {
 		return err
 	}
 	var xid int64
