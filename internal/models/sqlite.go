@@ -43,6 +43,8 @@ var sqliteDialect = dialect{
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
 	gormPrepare: true,
 	prepare:     true,
+
+	detachStatements: true,
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
