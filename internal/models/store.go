@@ -98,6 +98,12 @@ type Store struct {
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
 
+	// commits counts committed write transactions (the checkpointer skips a tick
+	// without any). ckpt and its connection ckdb: SQLite only.
+	commits atomic.Uint64
+	ckpt    *Checkpointer
+	ckdb    *sql.DB
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -210,6 +216,9 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	}
 	done = true
 	err = t.tx.Commit()
+	if err == nil {
+		s.commits.Add(1)
+	}
 	if err == nil || xid == 0 {
 		return err
 	}
@@ -1325,8 +1334,14 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		var ckErr error
+		if s.ckpt != nil {
+			s.ckpt.Stop()
+			ckErr = s.ckdb.Close()
+		}
 		// Closing the pools closes GORM's prepared statements with their connections.
-		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close())
+		// SQLite checkpoints the log when its last connection closes.
+		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close(), ckErr)
 	})
 	return s.closeErr
 }
