@@ -36,6 +36,8 @@ type Service struct {
 	ups   upstreamState
 	// commit batches concurrent appends into one transaction (group commit).
 	commit *committer
+	// pub hands what writes committed to the hub, off the writers' path.
+	pub *publisher
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -52,8 +54,14 @@ func NewService(cfg Config) *Service {
 	}
 	s.ups.init(cfg.Catalogs)
 	s.commit = newCommitter(s.store, MaxGroupCommit)
+	s.pub = newPublisher(s.hub)
 	return s
 }
+
+// Flush waits until the events and notices of every write that answered before the
+// call were handed to the hub's subscribers. Writes answer once committed and publish
+// afterwards, off the caller's path (see publisher).
+func (s *Service) Flush() { s.pub.flush() }
 
 // Hub returns the service's notice hub.
 func (s *Service) Hub() *Hub { return s.hub }
@@ -73,7 +81,9 @@ type RecordResult struct {
 }
 
 // RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
-// publishes them after the commit (NTC-7). A rejected input writes nothing (ERR-2).
+// publishes them after the commit (NTC-7). It answers once the commit is durable: the
+// event and its notices are handed to the hub's subscribers after that, without the
+// caller waiting for them (see publisher). A rejected input writes nothing (ERR-2).
 func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	now := s.Now()
 	ne, err := ValidateRecord(in, now)
@@ -91,8 +101,7 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 		return RecordResult{}, err
 	}
 	if op.Recorded {
-		s.hub.PublishEvents(op.Event)
-		s.hub.PublishNotices(op.Opened...)
+		s.pub.publish([]Event{op.Event}, op.Opened)
 	}
 	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}, nil
 }
@@ -336,7 +345,7 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	if err != nil {
 		return nil, err
 	}
-	s.hub.PublishNotices(follow...)
+	s.pub.publish(nil, follow)
 	if follow == nil {
 		follow = []Notice{}
 	}
@@ -425,7 +434,8 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.hub.PublishNotices(ns...)
+	s.pub.publish(nil, ns)
+	s.pub.flush() // the sweep runs before serving: answer once republished
 	return len(ns), nil
 }
 

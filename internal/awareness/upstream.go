@@ -377,8 +377,7 @@ func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]Record
 	out := make([]RecordResult, len(ops))
 	for i, op := range ops {
 		if op.Recorded {
-			s.hub.PublishEvents(op.Event)
-			s.hub.PublishNotices(op.Opened...)
+			s.pub.publish([]Event{op.Event}, op.Opened)
 		}
 		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}
 	}
