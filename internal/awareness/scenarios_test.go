@@ -109,8 +109,10 @@ func (w *world) restart() {
 	w.open()
 }
 
-// rawPublished drains the hub's raw publications so far.
+// rawPublished drains the hub's raw publications of the writes that answered so far
+// (Flush: writes publish after they answer).
 func (w *world) rawPublished() []awareness.Notice {
+	w.svc.Flush()
 	var out []awareness.Notice
 	for {
 		select {

@@ -48,6 +48,8 @@ type Service struct {
 	grants Grants
 	// commit batches concurrent appends into one transaction (group commit).
 	commit *committer
+	// pub hands what writes committed to the hub, off the writers' path.
+	pub *publisher
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -64,8 +66,14 @@ func NewService(cfg Config) *Service {
 	}
 	s.ups.init(cfg.Catalogs)
 	s.commit = newCommitter(s.store, MaxGroupCommit, s.obs)
+	s.pub = newPublisher(s.hub)
 	return s
 }
+
+// Flush waits until the events and notices of every write that answered before the
+// call were handed to the hub's subscribers. Writes answer once committed and publish
+// afterwards, off the caller's path (see publisher).
+func (s *Service) Flush() { s.pub.flush() }
 
 // Hub returns the service's notice hub.
 func (s *Service) Hub() *Hub { return s.hub }
@@ -87,7 +95,9 @@ type RecordResult struct {
 }
 
 // RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
-// publishes them after the commit (NTC-7). A rejected input writes nothing (ERR-2).
+// publishes them after the commit (NTC-7). It answers once the commit is durable: the
+// event and its notices are handed to the hub's subscribers after that, without the
+// caller waiting for them (see publisher). A rejected input writes nothing (ERR-2).
 func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	res, err := s.recordEvent(ctx, in)
 	if err != nil {
@@ -114,8 +124,7 @@ func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult
 	}
 	s.observeAppend(op)
 	if op.Recorded {
-		s.hub.PublishEvents(op.Event)
-		s.hub.PublishNotices(op.Opened...)
+		s.pub.publish([]Event{op.Event}, op.Opened)
 	}
 	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
 		SkippedWatchers: ne.Skipped}, nil
@@ -354,7 +363,7 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 	if err != nil {
 		return false, err
 	}
-	s.hub.PublishNotices(closed...)
+	s.pub.publish(nil, closed)
 	return ok, nil
 }
 
@@ -427,8 +436,9 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	if len(res.Opened) > 0 {
 		s.obs.NoticesOpened(len(res.Opened))
 	}
-	s.hub.PublishNotices(res.Closed...)
-	s.hub.PublishNotices(res.Opened...)
+	// One publication, closed items first: a follow-up comes after the item that closes
+	// its predecessor.
+	s.pub.publish(nil, append(res.Closed, res.Opened...))
 	if res.Opened == nil {
 		res.Opened = []Notice{}
 	}
@@ -506,7 +516,7 @@ func (s *Service) ResetSession(ctx context.Context, key string, agentID *string)
 	if err != nil {
 		return false, err
 	}
-	s.hub.PublishNotices(closed...)
+	s.pub.publish(nil, closed)
 	return n > 0, nil
 }
 
@@ -524,7 +534,7 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	if err != nil {
 		return false, err
 	}
-	s.hub.PublishNotices(closed...)
+	s.pub.publish(nil, closed)
 	return ok, nil
 }
 
@@ -535,7 +545,8 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.hub.PublishNotices(ns...)
+	s.pub.publish(nil, ns)
+	s.pub.flush() // the sweep runs before serving: answer once republished
 	return len(ns), nil
 }
 

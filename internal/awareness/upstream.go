@@ -389,8 +389,7 @@ func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]Record
 	for i, op := range ops {
 		s.observeAppend(op)
 		if op.Recorded {
-			s.hub.PublishEvents(op.Event)
-			s.hub.PublishNotices(op.Opened...)
+			s.pub.publish([]Event{op.Event}, op.Opened)
 		}
 		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
 			SkippedWatchers: op.New.Skipped}

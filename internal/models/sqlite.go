@@ -34,6 +34,8 @@ type Options struct {
 	// queryTracer, for tests, sees every statement of a PostgreSQL store's pools and
 	// of its Listener's connection.
 	queryTracer pgx.QueryTracer
+	// Checkpoint configures the SQLite store's checkpointer (see Checkpointer).
+	Checkpoint CheckpointConfig
 }
 
 // Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy
@@ -41,10 +43,16 @@ type Options struct {
 // durable before Append returns, SIG-7) and _txlock=immediate, so a write transaction
 // takes the database write lock at BEGIN and never fails half way on a lock upgrade.
 // The read pool opens deferred, query-only transactions: in WAL mode readers never block
-// the writer and each read transaction sees one snapshot.
+// the writer and each read transaction sees one snapshot. The write connection runs
+// with wal_autocheckpoint=0: checkpoints run on the checkpointer's own connection
+// (checkpoint.go), never inside a commit.
 const (
 	sqliteWriteParams = "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_synchronous=FULL&_txlock=immediate"
 	sqliteReadParams  = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
+	// The checkpointer's connection: it waits for the writer and the readers only in a
+	// TRUNCATE checkpoint (the busy timeout bounds that wait).
+	sqliteCheckpointParams = "_busy_timeout=10000&_synchronous=FULL"
+	sqliteNoAutoCheckpoint = "PRAGMA wal_autocheckpoint=0"
 )
 
 var sqliteDialect = dialect{
@@ -56,6 +64,8 @@ var sqliteDialect = dialect{
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
 	gormPrepare: true,
 	prepare:     true,
+
+	detachStatements: true,
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
@@ -75,10 +85,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	}
 	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
 
-	wdb, err := sql.Open(sqlite.DriverName, uri+"?"+sqliteWriteParams)
-	if err != nil {
-		return nil, fmt.Errorf("models: open database: %w", err)
-	}
+	wdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteWriteParams, sqliteNoAutoCheckpoint))
 	// One writer connection: writers queue in the pool rather than on SQLITE_BUSY.
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
@@ -117,6 +124,14 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)
 	}
+	cdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteCheckpointParams, sqliteNoAutoCheckpoint))
+	cdb.SetMaxOpenConns(1)
+	cdb.SetMaxIdleConns(1)
+	cdb.SetConnMaxLifetime(0)
+	cdb.SetConnMaxIdleTime(0)
+	s.ckdb = cdb
+	s.ckpt = newCheckpointer(cdb, abs+"-wal", &s.commits, opts.Checkpoint, log)
+	s.ckpt.Start(context.WithoutCancel(ctx))
 	log.Info("state database open", "dialect", "sqlite", "path", abs, "read_conns", conns)
 	return s, nil
 }

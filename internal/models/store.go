@@ -54,6 +54,9 @@ type dialect struct {
 	// prepare prepares the append path's statements once on the write pool (see
 	// stmtCache); dollar rewrites the store's ? placeholders for database/sql.
 	prepare, dollar bool
+	// detachStatements runs a write transaction's statements under a context that is
+	// never cancelled (see beginWrite): SQLite.
+	detachStatements bool
 	// txid reads the id of the current write transaction, so that a COMMIT whose
 	// answer is lost can be resolved (outcome.go); "" when the database cannot lose
 	// one (SQLite commits in-process).
@@ -100,6 +103,12 @@ type Store struct {
 
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
+
+	// commits counts committed write transactions (the checkpointer skips a tick
+	// without any). ckpt and its connection ckdb: SQLite only.
+	commits atomic.Uint64
+	ckpt    *Checkpointer
+	ckdb    *sql.DB
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -218,6 +227,9 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	}
 	done = true
 	err = t.tx.Commit()
+	if err == nil {
+		s.commits.Add(1)
+	}
 	if err == nil || xid == 0 {
 		return err
 	}
@@ -312,8 +324,7 @@ INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
     l = excluded.l, n = excluded.n, m = excluded.m,
     opened_at = excluded.opened_at, updated_at = excluded.updated_at`
-	cursorsOfTargetWhere = "target_agent_id = ? AND target_key = ?"
-	cursorOfPairWhere    = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
+	cursorOfPairWhere = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
 )
 
 // hotStatements lists the statements an append transaction may run, in the dialect's
@@ -321,8 +332,7 @@ ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
 func hotStatements(d dialect) []string {
 	return []string{
 		headSelectSQL + d.forUpdate, headBumpSQL, eventInsertSQL, dedupeSelectSQL, cursorSaveSQL,
-		cursorQuery(cursorsOfTargetWhere, "watcher_key", d.forUpdate),
-		cursorQuery(cursorOfPairWhere, "", d.forUpdate),
+		cursorQuery(cursorOfPairWhere, "", d.forUpdate), openNoticesSQL,
 	}
 }
 
@@ -626,26 +636,55 @@ func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) erro
 
 // notifyWatchers applies a notifying event to every cursor on the target and to the
 // producer-passed watchers (NTC-2, WAT-4), collecting the notices it opens.
+//
+// The target's cursors are rewritten by one statement (openNoticesSQL), which is
+// awareness.ApplyMaterial over the set: a cursor behind the event (M < s) whose watcher
+// is not the event's actor gets M := s and, when synced (N = L), N := s and an opening
+// time; the rows it returns with N = M = s are the notices opened. The
+// producer-passed watchers then go through ApplyMaterial one by one: a watcher that
+// already holds a cursor on the target was covered by the statement, so it changes
+// nothing there, and one that does not gets its cursor created (L = 0).
 func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
-	curs, err := t.findCursors(cursorsOfTargetWhere, []any{ev.Session.AgentID, ev.Session.Key},
-		"watcher_key", s.d.forUpdate)
+	at := nanos(now)
+	if s.d.forUpdate != "" {
+		var locked int64
+		if _, err := t.scanRow([]any{&locked}, lockTargetCursorsSQL, ev.Session.AgentID, ev.Session.Key); err != nil {
+			return err
+		}
+	}
+	rows, err := t.query(openNoticesSQL, at, at, ev.Sequence, ev.Sequence,
+		ev.Session.AgentID, ev.Session.Key, ev.Sequence, ev.ActorID)
 	if err != nil {
 		return err
 	}
-	var seen map[string]bool
-	if len(op.New.Watchers) > 0 {
-		seen = make(map[string]bool, len(curs)+len(op.New.Watchers))
+	changed, err := scanCursors(rows)
+	if err != nil {
+		return err
 	}
-	apply := func(cur *awareness.Cursor, w string) error {
-		if seen != nil {
-			if seen[w] {
-				return nil
-			}
-			seen[w] = true
+	// The statement returns rows in no defined order; notices are collected in
+	// watcher order, as a per-row pass over the target's cursors would.
+	slices.SortFunc(changed, func(a, b awareness.Cursor) int { return strings.Compare(a.Watcher, b.Watcher) })
+	for _, c := range changed {
+		if c.N != ev.Sequence || c.L == c.N {
+			continue // was already pending: M moved, no notice opened
 		}
-		if !canWatch(w, ev.Session) {
-			return nil
+		if n, ok := awareness.NoticeOf(c); ok {
+			op.Opened = append(op.Opened, n)
+		}
+	}
+	var seen map[string]bool
+	for _, w := range op.New.Watchers {
+		if seen[w] || !canWatch(w, ev.Session) || w == ev.ActorID {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(op.New.Watchers))
+		}
+		seen[w] = true
+		cur, err := s.getCursor(t, w, ev.Session)
+		if err != nil {
+			return err
 		}
 		next, changed, opened := awareness.ApplyMaterial(cur, w, ev.Session, ev.Sequence, ev.ActorID, now)
 		if changed {
@@ -658,20 +697,35 @@ func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) er
 				op.Opened = append(op.Opened, n)
 			}
 		}
-		return nil
-	}
-	for i := range curs {
-		if err := apply(&curs[i], curs[i].Watcher); err != nil {
-			return err
-		}
-	}
-	for _, w := range op.New.Watchers {
-		if err := apply(nil, w); err != nil {
-			return err
-		}
 	}
 	return nil
 }
+
+// openNoticesSQL is the set-based ApplyMaterial of notifyWatchers. Its arguments, in
+// text order: the opening time, the update time, the event's sequence s (for N, then
+// M), the target's agent and key, s (the filter), the event's actor ("" for none).
+//
+// The filter is ApplyMaterial's: M < s (an older or equal sequence moves nothing) and
+// the watcher is not the actor (self-suppression). canWatch's rule is spelled in SQL:
+// the target's own key never watches it, and a watcher must be an agent-qualified key
+// (every path that writes a cursor checks the full grammar; this keeps a row written by
+// other means from being notified). On PostgreSQL the target's cursors are first locked
+// in primary-key order (the order Ack, Sweep and lockBatch use) by
+// lockTargetCursorsSQL, then updated.
+const (
+	openNoticesSQL = `UPDATE cursors
+SET opened_at = CASE WHEN n = l THEN ? ELSE opened_at END,
+    updated_at = ?,
+    n = CASE WHEN n = l THEN ? ELSE n END,
+    m = ?
+WHERE target_agent_id = ? AND target_key = ? AND m < ? AND watcher_key <> ?
+  AND watcher_key <> target_key AND substr(watcher_key, 1, 6) = 'agent:'
+RETURNING ` + cursorColumns
+	// lockTargetCursorsSQL takes the row locks of a target's cursors in primary-key
+	// order (PostgreSQL) and returns one row, however many it locked.
+	lockTargetCursorsSQL = `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ?
+ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`
+)
 
 // ---------------------------------------------------------------------------------------
 // Cursor rows
@@ -1398,8 +1452,14 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		var ckErr error
+		if s.ckpt != nil {
+			s.ckpt.Stop()
+			ckErr = s.ckdb.Close()
+		}
 		// Closing the pools closes GORM's prepared statements with their connections.
-		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close())
+		// SQLite checkpoints the log when its last connection closes.
+		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close(), ckErr)
 	})
 	return s.closeErr
 }

@@ -30,12 +30,25 @@ type wtx struct {
 
 var _ gorm.ConnPool = (*wtx)(nil)
 
+// beginWrite begins a write transaction under ctx: waiting for the write connection
+// and BEGIN end with ctx, and database/sql rolls the transaction back if ctx ends
+// before the commit. On SQLite the statements inside it run under
+// context.WithoutCancel(ctx): mattn/go-sqlite3 starts a goroutine per statement, and
+// one per row read, to interrupt it when a cancellable context ends, which for a
+// notifying append to a target of thousands of watchers was thousands of goroutines
+// inside the one serial transaction. A statement on the local database is not worth
+// interrupting; the transaction is still bounded by ctx (a rollback at the next
+// statement or at COMMIT).
 func (s *Store) beginWrite(ctx context.Context) (*wtx, error) {
 	tx, err := s.wsql.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &wtx{ctx: ctx, tx: tx, cache: s.stmts, w: s.w}, nil
+	sctx := ctx
+	if s.d.detachStatements {
+		sctx = context.WithoutCancel(ctx)
+	}
+	return &wtx{ctx: sctx, tx: tx, cache: s.stmts, w: s.w}, nil
 }
 
 // gorm returns the transaction's GORM session. It is made on first use: the append

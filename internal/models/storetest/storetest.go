@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"WAT-5_reset_and_cursor_expiry", testResetAndExpiry},
 		{"NTC-2_one_notice_for_twenty_changes", testOneNoticeForTwenty},
 		{"NTC-2_self_suppression", testSelfSuppression},
+		{"NTC-2_set_based_open_equals_per_cursor", testSetBasedOpen},
 		{"NTC-3_ack_reopens_once", testAckReopensOnce},
 		{"NTC-3_exact_ack_leaves_a_newer_notice_alone", testAckExact},
 		{"NTC-3_targets_are_agent_qualified", testAckTargetsPerAgent},
@@ -1400,5 +1402,105 @@ func testRemovalsCloseNotices(t *testing.T, f *fixture) {
 	}
 	if got := f.pending(""); len(got) != 0 {
 		t.Errorf("pending after every removal: %v", got)
+	}
+}
+
+// testSetBasedOpen checks that a notifying append to a target with many cursors in
+// every state (synced, pending, pending with newer changes, the actor itself, ahead of
+// the event) plus producer-passed watchers (one already holding a cursor, new ones,
+// one passed twice) leaves each cursor exactly as
+// awareness.ApplyMaterial applied to it one by one would, and reports the notices in
+// that order: the target's cursors by watcher key, then the new producer-passed ones.
+func testSetBasedOpen(t *testing.T, f *fixture) {
+	target := ref(t, targetKey)
+	actor := "agent:main:subagent:actor"
+	var watchers []string
+	for i := range 60 {
+		watchers = append(watchers, fmt.Sprintf("agent:w%02d:main", (i*37)%60))
+	}
+	watchers = append(watchers, actor)
+	now := t0
+	f.append1(now, system(targetKey, awareness.RunCompleted))
+	for _, w := range watchers {
+		f.watch(w, target, now)
+	}
+	// A third of the watchers end synced, the others pending (some with newer changes,
+	// some with a follow-up opened by an acknowledgement); the actor's cursor is pending.
+	now = now.Add(time.Second)
+	f.append1(now, human(targetKey))
+	for i, w := range watchers[:60] {
+		if i%3 != 0 {
+			if _, err := f.s.Ack(f.ctx, awareness.AckRequest{Watcher: w, Targets: []awareness.SessionRef{target}, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now = now.Add(time.Second)
+	f.append1(now, byAgent(targetKey, awareness.GoalChanged, watchers[0]))
+	for i, w := range watchers[:60] {
+		if i%3 == 1 || i%6 == 3 {
+			if _, err := f.s.Ack(f.ctx, awareness.AckRequest{Watcher: w, Targets: []awareness.SessionRef{target}, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before, err := f.s.Cursors(f.ctx, awareness.CursorQuery{TargetAgent: target.AgentID, TargetKey: target.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != len(watchers) {
+		t.Fatalf("%d cursors on the target, want %d", len(before), len(watchers))
+	}
+	passed := []string{watchers[5], "agent:new:main", "agent:new:subagent:x", "agent:new:main"}
+
+	now = now.Add(time.Second)
+	op := f.append1(now, byAgent(targetKey, awareness.GoalChanged, actor, passed...))
+	s := op.Event.Sequence
+
+	// The per-cursor reference.
+	want := map[string]awareness.Cursor{}
+	var wantOpened []string
+	sorted := slices.Clone(before)
+	slices.SortFunc(sorted, func(a, b awareness.Cursor) int { return strings.Compare(a.Watcher, b.Watcher) })
+	for _, c := range sorted {
+		next, _, opened := awareness.ApplyMaterial(&c, c.Watcher, target, s, actor, now)
+		want[c.Watcher] = next
+		if opened {
+			wantOpened = append(wantOpened, c.Watcher)
+		}
+	}
+	for _, w := range passed {
+		if _, ok := want[w]; ok {
+			continue
+		}
+		next, _, opened := awareness.ApplyMaterial(nil, w, target, s, actor, now)
+		want[w] = next
+		if opened {
+			wantOpened = append(wantOpened, w)
+		}
+	}
+	after, err := f.s.Cursors(f.ctx, awareness.CursorQuery{TargetAgent: target.AgentID, TargetKey: target.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]awareness.Cursor{}
+	for _, c := range after {
+		got[c.Watcher] = c
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cursors after the append (-per-cursor ApplyMaterial +store):\n%s", diff)
+	}
+	var gotOpened []string
+	for _, n := range op.Opened {
+		gotOpened = append(gotOpened, n.Watcher)
+		if wn, ok := awareness.NoticeOf(want[n.Watcher]); !ok || !cmp.Equal(wn, n) {
+			t.Errorf("opened notice %+v, want %+v", n, wn)
+		}
+	}
+	if diff := cmp.Diff(wantOpened, gotOpened); diff != "" {
+		t.Errorf("opened notices, by watcher (-want +got):\n%s", diff)
+	}
+	if len(wantOpened) < 20 {
+		t.Fatalf("the fixture opened only %d notices", len(wantOpened))
 	}
 }
