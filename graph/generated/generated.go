@@ -40,6 +40,12 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	ActivityBucket struct {
+		Count  func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Minute func(childComplexity int) int
+	}
+
 	CompactionPolicy struct {
 		CompactionCount            func(childComplexity int) int
 		CompactionDue              func(childComplexity int) int
@@ -70,6 +76,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		Activity         func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		CompactionPolicy func(childComplexity int, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) int
 		PendingNotices   func(childComplexity int, watcher string) int
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
@@ -210,6 +217,7 @@ type QueryResolver interface {
 	Watches(ctx context.Context, watcher *string, target *string) ([]awareness.Cursor, error)
 	UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error)
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
+	Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error)
@@ -233,6 +241,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "ActivityBucket.count":
+		if e.ComplexityRoot.ActivityBucket.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Count(childComplexity), true
+	case "ActivityBucket.kind":
+		if e.ComplexityRoot.ActivityBucket.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Kind(childComplexity), true
+	case "ActivityBucket.minute":
+		if e.ComplexityRoot.ActivityBucket.Minute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Minute(childComplexity), true
 
 	case "CompactionPolicy.compactionCount":
 		if e.ComplexityRoot.CompactionPolicy.CompactionCount == nil {
@@ -412,6 +439,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.activity":
+		if e.ComplexityRoot.Query.Activity == nil {
+			break
+		}
+
+		args, err := ec.field_Query_activity_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Activity(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["sinceMinutes"].(*int)), true
 	case "Query.compactionPolicy":
 		if e.ComplexityRoot.Query.CompactionPolicy == nil {
 			break
@@ -1369,6 +1407,26 @@ extend type Mutation {
   "REG-3. A pre-compaction memory flush ran now: sets memoryFlushAt to now and memoryFlushCompactionCount to compactionCount, so no flush is due again until the next compaction. NOT_FOUND when the session is not registered."
   recordMemoryFlush(sessionKey: String!, agentId: String): Session!
 }
+
+"How many events of one kind occurred in one minute: a bar of the dashboard's activity chart."
+type ActivityBucket {
+  "The start of the minute (UTC)."
+  minute: Time!
+  "The kind of the events counted."
+  kind: EventKind!
+  "How many events of this kind occurred (by occurredAt) in the minute."
+  count: Int!
+}
+
+extend type Query {
+  """
+  Events per minute by kind over the last sinceMinutes minutes (1..1440), up to the end of the
+  current minute: of one session when sessionKey is given (agentId qualifies it as keys do,
+  KEY-3), else of one agent's sessions when agentId is given, else of every session (admin).
+  Minutes without an event have no bucket; ordered by minute, then kind.
+  """
+  activity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [ActivityBucket!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1376,6 +1434,18 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_ActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "minute":
+		return ec.fieldContext_ActivityBucket_minute(ctx, field)
+	case "kind":
+		return ec.fieldContext_ActivityBucket_kind(ctx, field)
+	case "count":
+		return ec.fieldContext_ActivityBucket_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ActivityBucket", field.Name)
+}
 
 func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1967,6 +2037,36 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_activity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sinceMinutes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sinceMinutes"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_compactionPolicy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2240,6 +2340,75 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _ActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_minute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Minute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_minute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ActivityBucket_kind(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "EventKind")
+}
+
+func (ec *executionContext) _ActivityBucket_count(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "Int")
+}
 
 func (ec *executionContext) _CompactionPolicy_contextTokens(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.CompactionPolicy) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -3190,6 +3359,50 @@ func (ec *executionContext) fieldContext_Query_compactionPolicy(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_compactionPolicy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_activity(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_activity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Activity(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["sinceMinutes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.ActivityBucket) graphql.Marshaler {
+			return ec.marshalNActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_activity(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActivityBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6587,6 +6800,49 @@ func UnmarshalWatchInput(ctx context.Context, raw any) (gqlmodel.WatchInput, err
 
 // region    **************************** object.gotpl ****************************
 
+var activityBucketImplementors = []string{"ActivityBucket"}
+
+func (ec *executionContext) _ActivityBucket(ctx context.Context, sel ast.SelectionSet, obj *awareness.ActivityBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, activityBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ActivityBucket")
+		case "minute":
+			out.Values[i] = ec._ActivityBucket_minute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._ActivityBucket_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._ActivityBucket_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var compactionPolicyImplementors = []string{"CompactionPolicy"}
 
 func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.CompactionPolicy) graphql.Marshaler {
@@ -6855,6 +7111,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_compactionPolicy(ctx, field)
+				})
+		case "activity":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_activity(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -7910,6 +8172,26 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) marshalNActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.ActivityBucket) graphql.Marshaler {
+	return ec._ActivityBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.ActivityBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
 
 func (ec *executionContext) unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, v any) (awareness.ActorType, error) {
 	tmp, err := graphql.UnmarshalString(v)

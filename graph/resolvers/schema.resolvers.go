@@ -106,6 +106,14 @@ func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string,
 	return compactionPolicy(ctx, r.Service, sessionKey, agentID, contextWindow, reserveTokens, softThresholdTokens)
 }
 
+func (r *queryResolver) Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error) {
+	minutes := 60
+	if sinceMinutes != nil {
+		minutes = *sinceMinutes
+	}
+	return nonNil(r.Service.Activity(ctx, sessionKey, agentID, minutes))
+}
+
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error) {
 	ch, end, err := r.Service.SubscribeNotices(ctx, watcher)
 	if err != nil {
