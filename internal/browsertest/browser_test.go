@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/awareness/awareness/internal/syncbuf"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -581,7 +582,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("SKIP: browser tests need Chromium at %s (Debian: apt-get install -y chromium): %v", chromiumPath, err)
+		testenv.Missing(t, "browser tests", fmt.Sprintf("Chromium at %s (Debian: apt-get install -y chromium; .ci/run installs it): %v", chromiumPath, err))
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
