@@ -1,9 +1,11 @@
 package browsertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,18 +61,40 @@ func js(s string) string {
 // (and as an artifact always).
 func (b *browser) docShot(t *testing.T, name string) {
 	t.Helper()
-	png := b.screenshot(t, name)
-	if os.Getenv("UPDATE_SCREENSHOT") != "1" || png == nil {
+	b.saveDoc(t, name, filepath.Join("docs", "screenshots", name+".png"))
+}
+
+// docFile saves the viewport as docs/<name>.png when UPDATE_SCREENSHOT=1.
+func (b *browser) docFile(t *testing.T, name string) {
+	t.Helper()
+	b.saveDoc(t, name, filepath.Join("docs", name+".png"))
+}
+
+// saveDoc writes the screenshot, re-encoded at the best PNG compression (the README
+// carries a dozen of them).
+func (b *browser) saveDoc(t *testing.T, name, rel string) {
+	t.Helper()
+	raw := b.screenshot(t, name)
+	if os.Getenv("UPDATE_SCREENSHOT") != "1" || raw == nil {
 		return
 	}
-	dst := filepath.Join(repoRoot(t), "docs", "screenshots", name+".png")
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	dst := filepath.Join(repoRoot(t), rel)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, png, 0o644); err != nil {
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote %s", dst)
+	t.Logf("wrote %s (%d KiB)", dst, len(data)/1024)
 }
 
 func cardSel(list, watcher, target string) string {
@@ -147,6 +171,9 @@ func TestOutageWhileSessionPageLoadsThenRecovery(t *testing.T) {
 		t.Errorf("%d panels say live while the server is down", n)
 	}
 	b.docShot(t, "stale-1280")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.docShot(t, "stale-390")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(1280, 860))
 	t.Logf("stale at %v", time.Since(t0))
 
 	srv = startServer(t, addr, db)
@@ -329,6 +356,9 @@ func TestAuthDialogOnce(t *testing.T) {
 		t.Errorf("token input type = %q, want password (masked)", typ)
 	}
 	b.docShot(t, "auth-dialog-1280")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.docShot(t, "auth-dialog-390")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(1280, 860))
 	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`#auth-dialog .auth-cancel`)))
 	b.waitJS(t, 5*time.Second, `!document.querySelector('#auth-dialog[open]') && !!document.querySelector('#timeline-panel [data-unauthorised]') && !!document.querySelector('#about-panel [data-unauthorised]')`)
 	if n := b.count(t, `[data-empty-notices]`); n != 0 {
@@ -337,7 +367,10 @@ func TestAuthDialogOnce(t *testing.T) {
 	if st := b.str(t, `document.querySelector('#timeline-panel').dataset.freshness`); st != "unauthorised" {
 		t.Errorf("timeline panel freshness = %q, want unauthorised", st)
 	}
-	b.screenshot(t, "not-authorised")
+	b.docShot(t, "not-authorised-1280")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.docShot(t, "not-authorised-390")
+	b.do(t, 5*time.Second, chromedp.EmulateViewport(1280, 860))
 	if b.str(t, `document.querySelector('#auth-dialog').dataset.prompts`) != "1" {
 		t.Error("the dialog opened again after Cancel without being asked")
 	}

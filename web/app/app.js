@@ -72,7 +72,7 @@ function render() {
   if (unmount) unmount();
   unmount = null;
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const current = a.dataset.nav === route.name || (a.dataset.nav === 'sessions' && route.name === 'session');
+    const current = a.dataset.nav === route.name || (a.dataset.nav === 'sessions' && route.name === 'session') || (a.dataset.nav === 'notices' && route.name === 'watcher');
     if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   const ctx = { live, notices, bus, panels, auth, query: route.query };

@@ -98,7 +98,7 @@ export class Auth extends EventTarget {
     const form = h('form', { method: 'dialog', class: 'auth-form' },
       h('h2', { id: 'auth-h' }, 'Access token'),
       h('p', { class: 'auth-msg' }),
-      h('div', { class: 'field' }, h('label', { for: 'auth-token' }, 'Token (one of the server’s --auth-file)'), input),
+      h('div', { class: 'field' }, h('label', { for: 'auth-token' }, 'Token'), input),
       h('div', { class: 'form-actions' },
         h('button', { type: 'submit', class: 'primary', value: 'ok' }, 'Use token'),
         h('button', { type: 'button', class: 'auth-cancel' }, 'Cancel')));

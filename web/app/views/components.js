@@ -163,22 +163,13 @@ export function noticeList(container, store, list, empty, opts = {}) {
   };
 }
 
-/** noNotices is the empty state of a notice list, with how to get a first notice. */
+/**
+ * noNotices is the empty state of a notice list, with how to get a first notice. When
+ * the feed failed or was refused it is empty: the panel's alert says why, and a
+ * refusal must never read as "nothing pending".
+ */
 export function noNotices(store, auth, text) {
-  if (store.error) {
-    const unauth = [store.error].flat().some((e) => e && e.extensions && ['UNAUTHENTICATED', 'FORBIDDEN'].includes(e.extensions.code));
-    if (unauth) {
-      return h('div', { class: 'banner unauth', role: 'alert', dataset: { unauthorised: '' } },
-        h('strong', null, 'Not authorised. '), `The notice feed was refused: ${errorText(store.error)} `,
-        auth ? h('button', { type: 'button', class: 'link', onclick: () => auth.open() }, 'Enter a token') : null);
-    }
-    return h('p', { class: 'empty' }, `The notice feed failed: ${errorText(store.error)}`);
-  }
-  if (auth && auth.state === 'needed') {
-    return h('div', { class: 'banner unauth', role: 'alert', dataset: { unauthorised: '' } },
-      h('strong', null, 'Not authorised. '), 'This server needs an access token; without one nothing can be shown (this is not “nothing pending”). ',
-      h('button', { type: 'button', class: 'link', onclick: () => auth.open() }, 'Enter a token'));
-  }
+  if (store.error || (auth && auth.state === 'needed')) return h('div', { class: 'empty', dataset: { noticesUnknown: '' } });
   return h('div', { class: 'empty', dataset: { emptyNotices: '' } }, text);
 }
 

@@ -70,7 +70,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
   const targetsPanel = h('section', { class: 'panel', id: 'targets-panel', 'aria-labelledby': 't-h' }, targetsHead, targetsBody);
   const chart = activityChart({ sessionKey: key, agentId, panels, bus, auth, cleanups });
   const upstream = upstreamPanel({ agentId, sessionKey: key, panels, bus, auth, cleanups });
-  const summary = h('section', { class: 'panel', 'aria-label': 'Summary', style: 'margin-bottom:1rem' }, facts);
+  const summary = h('section', { class: 'panel', 'aria-label': 'Summary', style: 'margin-bottom:1rem', hidden: true }, facts);
 
   fill(root,
     h('div', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', h('span', { class: 'mono' }, agentId)),
@@ -109,6 +109,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       items.push(['Compactions', s.compactionCount]);
       items.push(['Updated', timeEl(s.updatedAt)]);
     }
+    summary.hidden = false;
     fill(facts, items.map(([k, v]) => h('div', { dataset: { fact: k.toLowerCase() } }, h('dt', null, k), h('dd', { dataset: k === 'State version' ? { version: '' } : null }, v))));
     fill(sub, `agent ${st.agentId} · state version ${version}`);
     fill(headBadges,
@@ -258,6 +259,14 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     fill(banner);
     noteGap(r.stateChanges);
     addEvents(r.stateChanges.events);
+    if (!events.has(1) && !(st.session && st.session.parentSessionKey)) {
+      // The first event names the parent (child_spawned by it): read it for the summary.
+      try {
+        const first = await readChanges(0, 1);
+        const ev = first.stateChanges.events[0];
+        if (ev && ev.kind === 'child_spawned' && ev.actorId && isQualified(ev.actorId)) { spawnedBy = ev.actorId; renderFacts(); }
+      } catch { /* the summary stays without it */ }
+    }
     version = Math.max(version, r.stateVersion);
     loaded = true;
     renderTimeline();
