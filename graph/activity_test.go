@@ -61,3 +61,46 @@ func TestActivityQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestNoticeActivityQuery: noticeActivity counts the notices this process opened and
+// acknowledged in the current minute, about one target or all, and refuses a window
+// outside 1..1440 minutes.
+func TestNoticeActivityQuery(t *testing.T) {
+	e := newEnv(t)
+	e.record(t, map[string]any{"sessionKey": child, "kind": "child_spawned", "actorType": "agent", "actorId": parent, "watchers": []string{parent}})
+	e.record(t, map[string]any{"sessionKey": child, "kind": "human_direct_message", "actorType": "human", "actorId": "telegram:ana"})
+	e.mustPost(t, `mutation($w: String!, $n: [NoticeRef!]) { ackNotices(watcher: $w, notices: $n) { target } }`,
+		map[string]any{"w": parent, "n": []any{map[string]any{"target": child, "notifiedVersion": 2}}})
+	type bucket struct {
+		Minute       string
+		Opened       int
+		Acknowledged int
+	}
+	read := func(q string, vars map[string]any) (opened, acked int) {
+		t.Helper()
+		var d struct{ NoticeActivity []bucket }
+		if err := json.Unmarshal(e.mustPost(t, q, vars), &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range d.NoticeActivity {
+			if m, err := time.Parse(time.RFC3339, b.Minute); err != nil || time.Since(m) > 2*time.Minute {
+				t.Errorf("bucket minute %q is not this minute (%v)", b.Minute, err)
+			}
+			opened += b.Opened
+			acked += b.Acknowledged
+		}
+		return opened, acked
+	}
+	if o, a := read(`{ noticeActivity { minute opened acknowledged } }`, nil); o != 1 || a != 1 {
+		t.Errorf("every session: opened %d acknowledged %d, want 1 and 1", o, a)
+	}
+	if o, a := read(`query($k: String) { noticeActivity(sessionKey: $k) { minute opened acknowledged } }`, map[string]any{"k": child}); o != 1 || a != 1 {
+		t.Errorf("about %s: opened %d acknowledged %d, want 1 and 1", child, o, a)
+	}
+	if o, a := read(`query($k: String) { noticeActivity(sessionKey: $k) { minute opened acknowledged } }`, map[string]any{"k": parent}); o != 0 || a != 0 {
+		t.Errorf("about %s: opened %d acknowledged %d, want none", parent, o, a)
+	}
+	if _, r, raw := e.post(t, `{ noticeActivity(sinceMinutes: 0) { opened } }`, nil); r.code() != "INVALID_ARGUMENT" {
+		t.Errorf("sinceMinutes 0: want INVALID_ARGUMENT, got %s", raw)
+	}
+}

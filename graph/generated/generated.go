@@ -70,6 +70,12 @@ type ComplexityRoot struct {
 		Watch             func(childComplexity int, input gqlmodel.WatchInput) int
 	}
 
+	NoticeActivityBucket struct {
+		Acknowledged func(childComplexity int) int
+		Minute       func(childComplexity int) int
+		Opened       func(childComplexity int) int
+	}
+
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
@@ -78,6 +84,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Activity         func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		CompactionPolicy func(childComplexity int, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) int
+		NoticeActivity   func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		PendingNotices   func(childComplexity int, watcher string) int
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
 		SessionsList     func(childComplexity int, filter *gqlmodel.SessionFilter, first *int, after *string) int
@@ -225,6 +232,7 @@ type QueryResolver interface {
 	UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error)
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
 	Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error)
+	NoticeActivity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.NoticeActivityBucket, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
@@ -433,6 +441,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
 
+	case "NoticeActivityBucket.acknowledged":
+		if e.ComplexityRoot.NoticeActivityBucket.Acknowledged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Acknowledged(childComplexity), true
+	case "NoticeActivityBucket.minute":
+		if e.ComplexityRoot.NoticeActivityBucket.Minute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Minute(childComplexity), true
+	case "NoticeActivityBucket.opened":
+		if e.ComplexityRoot.NoticeActivityBucket.Opened == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Opened(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -469,6 +496,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.CompactionPolicy(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["contextWindow"].(int), args["reserveTokens"].(*int), args["softThresholdTokens"].(*int)), true
 
+	case "Query.noticeActivity":
+		if e.ComplexityRoot.Query.NoticeActivity == nil {
+			break
+		}
+
+		args, err := ec.field_Query_noticeActivity_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.NoticeActivity(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["sinceMinutes"].(*int)), true
 	case "Query.pendingNotices":
 		if e.ComplexityRoot.Query.PendingNotices == nil {
 			break
@@ -1505,6 +1543,27 @@ extend type Query {
   """
   activity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [ActivityBucket!]!
 }
+
+"How many stale notices opened and how many were acknowledged in one minute: the notice marks of the activity chart."
+type NoticeActivityBucket {
+  "The start of the minute (UTC)."
+  minute: Time!
+  "Notices opened in the minute (by a recorded event, or as the follow-up of an acknowledgement)."
+  opened: Int!
+  "Notices acknowledged in the minute (ackNotices, any form)."
+  acknowledged: Int!
+}
+
+extend type Query {
+  """
+  Stale notices opened and acknowledged per minute over the last sinceMinutes minutes (1..1440),
+  about one session when sessionKey is given (the notices whose target it is), else about one
+  agent's sessions when agentId is given, else about every session (admin). Counted by this
+  server process since it started, not stored: a restart starts from zero, and with several
+  processes on one PostgreSQL database each counts its own. Minutes without a notice have no bucket.
+  """
+  noticeActivity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [NoticeActivityBucket!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1543,6 +1602,18 @@ func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, fi
 		return ec.fieldContext_CompactionPolicy_memoryFlushCompactionCount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CompactionPolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "minute":
+		return ec.fieldContext_NoticeActivityBucket_minute(ctx, field)
+	case "opened":
+		return ec.fieldContext_NoticeActivityBucket_opened(ctx, field)
+	case "acknowledged":
+		return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeActivityBucket", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2218,6 +2289,36 @@ func (ec *executionContext) field_Query_compactionPolicy_args(ctx context.Contex
 		return nil, err
 	}
 	args["softThresholdTokens"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_noticeActivity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sinceMinutes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sinceMinutes"] = arg2
 	return args, nil
 }
 
@@ -3179,6 +3280,75 @@ func (ec *executionContext) fieldContext_Mutation_recordMemoryFlush(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _NoticeActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_minute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Minute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_minute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Time")
+}
+
+func (ec *executionContext) _NoticeActivityBucket_opened(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_opened(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Opened, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_opened(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeActivityBucket_acknowledged(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Acknowledged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_acknowledged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3527,6 +3697,50 @@ func (ec *executionContext) fieldContext_Query_activity(ctx context.Context, fie
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_noticeActivity(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_noticeActivity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().NoticeActivity(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["sinceMinutes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.NoticeActivityBucket) graphql.Marshaler {
+			return ec.marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_noticeActivity(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeActivityBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_noticeActivity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7300,6 +7514,49 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var noticeActivityBucketImplementors = []string{"NoticeActivityBucket"}
+
+func (ec *executionContext) _NoticeActivityBucket(ctx context.Context, sel ast.SelectionSet, obj *awareness.NoticeActivityBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeActivityBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeActivityBucket")
+		case "minute":
+			out.Values[i] = ec._NoticeActivityBucket_minute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "opened":
+			out.Values[i] = ec._NoticeActivityBucket_opened(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acknowledged":
+			out.Values[i] = ec._NoticeActivityBucket_acknowledged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PageInfo) graphql.Marshaler {
@@ -7398,6 +7655,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_activity(ctx, field)
+				})
+		case "noticeActivity":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_noticeActivity(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -8637,6 +8900,26 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeActivityBucket) graphql.Marshaler {
+	return ec._NoticeActivityBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.NoticeActivityBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRef(ctx context.Context, v any) (awareness.NoticeRef, error) {

@@ -108,11 +108,11 @@ func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string,
 }
 
 func (r *queryResolver) Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error) {
-	minutes := 60
-	if sinceMinutes != nil {
-		minutes = *sinceMinutes
-	}
-	return nonNil(r.Service.Activity(ctx, sessionKey, agentID, minutes))
+	return nonNil(r.Service.Activity(ctx, sessionKey, agentID, activityMinutes(sinceMinutes)))
+}
+
+func (r *queryResolver) NoticeActivity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.NoticeActivityBucket, error) {
+	return nonNil(r.Service.NoticeActivity(ctx, sessionKey, agentID, activityMinutes(sinceMinutes)))
 }
 
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {

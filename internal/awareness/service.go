@@ -36,6 +36,8 @@ type Service struct {
 	ups   upstreamState
 	// commit batches concurrent appends into one transaction (group commit).
 	commit *committer
+	// tally counts the notices opened and acknowledged here (NoticeActivity).
+	tally noticeTally
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -95,6 +97,7 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 	if op.Recorded {
 		s.hub.PublishEvents(op.Event)
 		s.hub.PublishNotices(op.Opened...)
+		s.tally.add(now, op.Opened, false)
 	}
 	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
 		SkippedWatchers: ne.Skipped}, nil
@@ -390,6 +393,8 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	}
 	s.hub.PublishNotices(res.Closed...)
 	s.hub.PublishNotices(res.Opened...)
+	s.tally.add(req.Now, res.Closed, true)
+	s.tally.add(req.Now, res.Opened, false)
 	if res.Opened == nil {
 		res.Opened = []Notice{}
 	}

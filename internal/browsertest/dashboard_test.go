@@ -482,6 +482,12 @@ func TestActivityChartDrawsRecordedEvents(t *testing.T) {
 	}
 	srv.record(t, map[string]any{"sessionKey": worker, "kind": "goal_changed", "actorType": "human", "actorId": "telegram:ana"})
 	b.waitJS(t, 5*time.Second, `!!document.querySelector('#activity-chart rect.bar[data-kind="goal_changed"][data-count="1"]')`)
+	// Notices opened and acknowledged: marks above the bars.
+	srv.record(t, map[string]any{"sessionKey": peer2, "kind": "child_spawned", "actorType": "agent", "actorId": manager, "watchers": []string{manager}})
+	srv.record(t, map[string]any{"sessionKey": peer2, "kind": "human_direct_message", "actorType": "human", "actorId": "telegram:ana"})
+	b.waitJS(t, 5*time.Second, `document.querySelector('#activity-chart .legend li[data-notices="opened"]').dataset.total === '1'`)
+	srv.ackExact(t, manager, peer2)
+	b.waitJS(t, 5*time.Second, `document.querySelector('#activity-chart .legend li[data-notices="acknowledged"]').dataset.total === '1' && !!document.querySelector('#activity-chart circle.mark.acked[data-count="1"]')`)
 
 	b.do(t, 10*time.Second, chromedp.Navigate(srv.URL+"/#/session/main/"+peer1), chromedp.WaitVisible(chromedp.CSS(`#activity-chart svg.chart`)))
 	b.waitJS(t, 5*time.Second, `document.querySelector('#activity-chart').dataset.freshness === 'live'`)

@@ -234,27 +234,34 @@ const CHART_MINUTES = 60;
  * the last hour (the activity query), stacked bars drawn as SVG, with a legend of the
  * totals. It is live: it reloads when an event is logged and as the minutes pass.
  */
-export function activityChart({ sessionKey, agentId, panels, bus, auth, cleanups }) {
+export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups }) {
   const body = h('div', { class: 'chart-body' }, h('p', { class: 'skeleton' }, 'Loading…'));
   const head = h('div', { class: 'panel-head' },
     h('h2', { id: 'chart-h' }, 'Events per minute'),
     h('span', { class: 'hint' }, sessionKey ? 'this session · last hour' : 'all sessions · last hour'));
   const panel = h('section', { class: 'panel', id: 'activity-chart', 'aria-labelledby': 'chart-h' }, head, body);
   const load = async () => {
-    const d = await gql(`query Activity($key: String, $agentId: String) { activity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute kind count } }`,
-        { key: sessionKey || null, agentId: sessionKey ? agentId : null });
-    drawChart(body, d.activity, !!sessionKey);
+    const d = await gql(`query Activity($key: String, $agentId: String) {
+      activity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute kind count }
+      noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute opened acknowledged } }`,
+    { key: sessionKey || null, agentId: sessionKey ? agentId : null });
+    drawChart(body, d.activity, d.noticeActivity, !!sessionKey);
   };
   const p = panels.add(panel, head, load, 'the activity');
   const soon = throttle(() => p.run(), 1500);
   const onEvent = () => soon();
   bus.addEventListener('event', onEvent);
+  // An acknowledgement logs no event: the notice feed's changes redraw the marks.
+  notices.addEventListener('change', onEvent);
   const timer = setInterval(() => p.run(), 30000); // the window slides
-  cleanups.push(() => { bus.removeEventListener('event', onEvent); soon.cancel(); clearInterval(timer); p.remove(); });
+  cleanups.push(() => {
+    bus.removeEventListener('event', onEvent); notices.removeEventListener('change', onEvent);
+    soon.cancel(); clearInterval(timer); p.remove();
+  });
   return panel;
 }
 
-function drawChart(body, buckets, oneSession) {
+function drawChart(body, buckets, noticeBuckets, oneSession) {
   const NS = 'http://www.w3.org/2000/svg';
   const svg = (tag, attrs, ...kids) => {
     const el = document.createElementNS(NS, tag);
@@ -273,7 +280,15 @@ function drawChart(body, buckets, oneSession) {
     totals.set(b.kind, (totals.get(b.kind) || 0) + b.count);
   }
   const total = [...totals.values()].reduce((a, b) => a + b, 0);
-  if (!total) {
+  const marks = Array.from({ length: CHART_MINUTES }, () => [0, 0]);
+  let opened = 0; let acked = 0;
+  for (const b of noticeBuckets) {
+    const i = Math.floor(Date.parse(b.minute) / 60000) - first;
+    if (i < 0 || i >= CHART_MINUTES) continue;
+    marks[i][0] += b.opened; marks[i][1] += b.acknowledged;
+    opened += b.opened; acked += b.acknowledged;
+  }
+  if (!total && !opened && !acked) {
     fill(body, h('div', { class: 'empty', dataset: { chartEmpty: '' } },
       oneSession ? 'No event in the last hour. ' : 'No event in the last hour. Start the demo scene with ',
       oneSession ? null : h('code', null, 'awareness serve --demo'),
@@ -281,7 +296,8 @@ function drawChart(body, buckets, oneSession) {
     return;
   }
   const peak = Math.max(1, ...cols.map((c) => [...c.values()].reduce((a, b) => a + b, 0)));
-  const W = 600; const H = 150; const L = 28; const B = 18; const T = 6;
+  // One viewBox unit per CSS pixel: bars, marks and labels are never stretched.
+  const W = Math.max(280, Math.round(body.clientWidth || 600)); const H = 172; const L = 52; const B = 18; const T = 34;
   const bw = (W - L) / CHART_MINUTES;
   const y = (v) => T + (H - T - B) * (1 - v / peak);
   const g = svg('g', { class: 'bars' });
@@ -300,6 +316,17 @@ function drawChart(body, buckets, oneSession) {
       }, svg('title', null, `${label}: ${n} ${kind}`)));
     }
   });
+  // Notice marks above the bars: opened (upper row) and acknowledged (lower row).
+  const nm = svg('g', { class: 'notice-marks' },
+    svg('text', { x: L - 6, y: 11, 'text-anchor': 'end' }, 'opened'),
+    svg('text', { x: L - 6, y: 25, 'text-anchor': 'end' }, 'acked'));
+  marks.forEach(([o, a], i) => {
+    const cx = (L + i * bw + bw / 2).toFixed(1);
+    const minute = new Date((first + i) * 60000);
+    const label = minute.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    if (o) nm.append(svg('circle', { cx, cy: 8, r: Math.min(5, 2.5 + o / 2), class: 'mark opened', 'data-minute': minute.toISOString(), 'data-count': o }, svg('title', null, `${label}: ${o} notice${o === 1 ? '' : 's'} opened`)));
+    if (a) nm.append(svg('circle', { cx, cy: 22, r: Math.min(5, 2.5 + a / 2), class: 'mark acked', 'data-minute': minute.toISOString(), 'data-count': a }, svg('title', null, `${label}: ${a} notice${a === 1 ? '' : 's'} acknowledged`)));
+  });
   const axis = svg('g', { class: 'axis' },
     svg('line', { x1: L, x2: W, y1: H - B, y2: H - B }),
     svg('text', { x: L - 4, y: T + 8, 'text-anchor': 'end' }, peak),
@@ -308,11 +335,13 @@ function drawChart(body, buckets, oneSession) {
     svg('text', { x: L + (W - L) / 2, y: H - 4, 'text-anchor': 'middle' }, '−30 min'),
     svg('text', { x: W, y: H - 4, 'text-anchor': 'end' }, 'now'));
   const chart = svg('svg', {
-    viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', preserveAspectRatio: 'none',
-    'aria-label': `Events per minute over the last hour: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}`,
-  }, axis, g);
+    viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img',
+    'aria-label': `Events per minute over the last hour: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}; ${opened} notices opened, ${acked} acknowledged`,
+  }, axis, nm, g);
   const legend = h('ul', { class: 'legend' }, EVENT_KINDS.filter((k) => totals.get(k)).map((k) =>
-    h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: `swatch c-${k}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))));
+    h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: `swatch c-${k}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))),
+  h('li', { dataset: { notices: 'opened', total: opened }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot opened', 'aria-hidden': 'true' }), 'notices opened ', h('strong', null, opened)),
+  h('li', { dataset: { notices: 'acknowledged', total: acked }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot acked', 'aria-hidden': 'true' }), 'acknowledged ', h('strong', null, acked)));
   fill(body, chart, legend);
 }
 

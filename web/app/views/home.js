@@ -67,7 +67,7 @@ export function homeView(root, { notices, bus, panels, auth }) {
   bus.addEventListener('event', onEvent);
   cleanups.push(() => { bus.removeEventListener('event', onEvent); tick.cancel(); activityP.remove(); });
 
-  const chart = activityChart({ panels, bus, auth, cleanups });
+  const chart = activityChart({ panels, bus, notices, cleanups });
   const upstream = upstreamPanel({ panels, bus, auth, cleanups });
 
   fill(root,

@@ -68,7 +68,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
   const targetsHead = h('div', { class: 'panel-head' }, h('h2', { id: 't-h' }, 'Sessions it watches'),
     h('span', { class: 'hint' }, 'its cursors on them'));
   const targetsPanel = h('section', { class: 'panel', id: 'targets-panel', 'aria-labelledby': 't-h' }, targetsHead, targetsBody);
-  const chart = activityChart({ sessionKey: key, agentId, panels, bus, auth, cleanups });
+  const chart = activityChart({ sessionKey: key, agentId, panels, bus, notices, cleanups });
   const upstream = upstreamPanel({ agentId, sessionKey: key, panels, bus, auth, cleanups });
   const summary = h('section', { class: 'panel', 'aria-label': 'Summary', style: 'margin-bottom:1rem', hidden: true }, facts);
 
