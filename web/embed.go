@@ -5,7 +5,7 @@
 //     build step. It speaks GraphQL to /query, over HTTP POST for queries and
 //     mutations and over WebSocket (graphql-transport-ws, vendor/graphql-ws) for the
 //     live stateEvents and staleNotices subscriptions. Routing is hash based
-//     (#/notices, #/sessions, #/session/<agentId>/<sessionKey>).
+//     (#/notices, #/sessions, #/session/<agentId>/<sessionKey>, #/watcher/<key>).
 //   - the GraphQL playground (playground/): GraphiQL with React, vendored from npm
 //     (see VENDOR.md), served by Playground.
 //

@@ -40,6 +40,12 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	ActivityBucket struct {
+		Count  func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Minute func(childComplexity int) int
+	}
+
 	CompactionPolicy struct {
 		CompactionCount            func(childComplexity int) int
 		CompactionDue              func(childComplexity int) int
@@ -64,13 +70,21 @@ type ComplexityRoot struct {
 		Watch             func(childComplexity int, input gqlmodel.WatchInput) int
 	}
 
+	NoticeActivityBucket struct {
+		Acknowledged func(childComplexity int) int
+		Minute       func(childComplexity int) int
+		Opened       func(childComplexity int) int
+	}
+
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
 	}
 
 	Query struct {
+		Activity         func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		CompactionPolicy func(childComplexity int, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) int
+		NoticeActivity   func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		PendingNotices   func(childComplexity int, watcher string) int
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
 		SessionsList     func(childComplexity int, filter *gqlmodel.SessionFilter, first *int, after *string) int
@@ -217,6 +231,8 @@ type QueryResolver interface {
 	Watches(ctx context.Context, watcher *string, target *string, targetAgentID *string) ([]awareness.Cursor, error)
 	UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error)
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
+	Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error)
+	NoticeActivity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.NoticeActivityBucket, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
@@ -240,6 +256,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "ActivityBucket.count":
+		if e.ComplexityRoot.ActivityBucket.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Count(childComplexity), true
+	case "ActivityBucket.kind":
+		if e.ComplexityRoot.ActivityBucket.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Kind(childComplexity), true
+	case "ActivityBucket.minute":
+		if e.ComplexityRoot.ActivityBucket.Minute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityBucket.Minute(childComplexity), true
 
 	case "CompactionPolicy.compactionCount":
 		if e.ComplexityRoot.CompactionPolicy.CompactionCount == nil {
@@ -406,6 +441,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
 
+	case "NoticeActivityBucket.acknowledged":
+		if e.ComplexityRoot.NoticeActivityBucket.Acknowledged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Acknowledged(childComplexity), true
+	case "NoticeActivityBucket.minute":
+		if e.ComplexityRoot.NoticeActivityBucket.Minute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Minute(childComplexity), true
+	case "NoticeActivityBucket.opened":
+		if e.ComplexityRoot.NoticeActivityBucket.Opened == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActivityBucket.Opened(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -419,6 +473,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.activity":
+		if e.ComplexityRoot.Query.Activity == nil {
+			break
+		}
+
+		args, err := ec.field_Query_activity_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Activity(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["sinceMinutes"].(*int)), true
 	case "Query.compactionPolicy":
 		if e.ComplexityRoot.Query.CompactionPolicy == nil {
 			break
@@ -431,6 +496,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.CompactionPolicy(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["contextWindow"].(int), args["reserveTokens"].(*int), args["softThresholdTokens"].(*int)), true
 
+	case "Query.noticeActivity":
+		if e.ComplexityRoot.Query.NoticeActivity == nil {
+			break
+		}
+
+		args, err := ec.field_Query_noticeActivity_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.NoticeActivity(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["sinceMinutes"].(*int)), true
 	case "Query.pendingNotices":
 		if e.ComplexityRoot.Query.PendingNotices == nil {
 			break
@@ -1670,6 +1746,47 @@ extend type Mutation {
     agentId: String
   ): Session!
 }
+
+"How many events of one kind occurred in one minute: a bar of the dashboard's activity chart."
+type ActivityBucket {
+  "The start of the minute (UTC)."
+  minute: Time!
+  "The kind of the events counted."
+  kind: EventKind!
+  "How many events of this kind occurred (by occurredAt) in the minute."
+  count: Int!
+}
+
+extend type Query {
+  """
+  Events per minute by kind over the last sinceMinutes minutes (1..1440), up to the end of the
+  current minute: of one session when sessionKey is given (agentId qualifies it as keys do,
+  KEY-3), else of one agent's sessions when agentId is given, else of every session (admin).
+  Minutes without an event have no bucket; ordered by minute, then kind.
+  """
+  activity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [ActivityBucket!]!
+}
+
+"How many stale notices opened and how many were acknowledged in one minute: the notice marks of the activity chart."
+type NoticeActivityBucket {
+  "The start of the minute (UTC)."
+  minute: Time!
+  "Notices opened in the minute (by a recorded event, or as the follow-up of an acknowledgement)."
+  opened: Int!
+  "Notices acknowledged in the minute (ackNotices, any form)."
+  acknowledged: Int!
+}
+
+extend type Query {
+  """
+  Stale notices opened and acknowledged per minute over the last sinceMinutes minutes (1..1440),
+  about one session when sessionKey is given (the notices whose target it is), else about one
+  agent's sessions when agentId is given, else about every session (admin). Counted by this
+  server process since it started, not stored: a restart starts from zero, and with several
+  processes on one PostgreSQL database each counts its own. Minutes without a notice have no bucket.
+  """
+  noticeActivity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [NoticeActivityBucket!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1677,6 +1794,18 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_ActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "minute":
+		return ec.fieldContext_ActivityBucket_minute(ctx, field)
+	case "kind":
+		return ec.fieldContext_ActivityBucket_kind(ctx, field)
+	case "count":
+		return ec.fieldContext_ActivityBucket_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ActivityBucket", field.Name)
+}
 
 func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1696,6 +1825,18 @@ func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, fi
 		return ec.fieldContext_CompactionPolicy_memoryFlushCompactionCount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CompactionPolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "minute":
+		return ec.fieldContext_NoticeActivityBucket_minute(ctx, field)
+	case "opened":
+		return ec.fieldContext_NoticeActivityBucket_opened(ctx, field)
+	case "acknowledged":
+		return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeActivityBucket", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2298,6 +2439,36 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_activity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sinceMinutes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sinceMinutes"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_compactionPolicy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2341,6 +2512,36 @@ func (ec *executionContext) field_Query_compactionPolicy_args(ctx context.Contex
 		return nil, err
 	}
 	args["softThresholdTokens"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_noticeActivity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "sinceMinutes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sinceMinutes"] = arg2
 	return args, nil
 }
 
@@ -2587,6 +2788,75 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _ActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_minute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Minute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_minute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ActivityBucket_kind(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "EventKind")
+}
+
+func (ec *executionContext) _ActivityBucket_count(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityBucket_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityBucket_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityBucket", field, false, false, "Int")
+}
 
 func (ec *executionContext) _CompactionPolicy_contextTokens(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.CompactionPolicy) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -3233,6 +3503,75 @@ func (ec *executionContext) fieldContext_Mutation_recordMemoryFlush(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _NoticeActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_minute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Minute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_minute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Time")
+}
+
+func (ec *executionContext) _NoticeActivityBucket_opened(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_opened(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Opened, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_opened(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeActivityBucket_acknowledged(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Acknowledged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActivityBucket_acknowledged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3537,6 +3876,94 @@ func (ec *executionContext) fieldContext_Query_compactionPolicy(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_compactionPolicy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_activity(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_activity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Activity(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["sinceMinutes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.ActivityBucket) graphql.Marshaler {
+			return ec.marshalNActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_activity(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActivityBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_noticeActivity(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_noticeActivity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().NoticeActivity(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["sinceMinutes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.NoticeActivityBucket) graphql.Marshaler {
+			return ec.marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_noticeActivity(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeActivityBucket(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_noticeActivity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7091,6 +7518,49 @@ func UnmarshalWatchInput(ctx context.Context, raw any) (gqlmodel.WatchInput, err
 
 // region    **************************** object.gotpl ****************************
 
+var activityBucketImplementors = []string{"ActivityBucket"}
+
+func (ec *executionContext) _ActivityBucket(ctx context.Context, sel ast.SelectionSet, obj *awareness.ActivityBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, activityBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ActivityBucket")
+		case "minute":
+			out.Values[i] = ec._ActivityBucket_minute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._ActivityBucket_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._ActivityBucket_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var compactionPolicyImplementors = []string{"CompactionPolicy"}
 
 func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.CompactionPolicy) graphql.Marshaler {
@@ -7267,6 +7737,49 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var noticeActivityBucketImplementors = []string{"NoticeActivityBucket"}
+
+func (ec *executionContext) _NoticeActivityBucket(ctx context.Context, sel ast.SelectionSet, obj *awareness.NoticeActivityBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeActivityBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeActivityBucket")
+		case "minute":
+			out.Values[i] = ec._NoticeActivityBucket_minute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "opened":
+			out.Values[i] = ec._NoticeActivityBucket_opened(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acknowledged":
+			out.Values[i] = ec._NoticeActivityBucket_acknowledged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PageInfo) graphql.Marshaler {
@@ -7359,6 +7872,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_compactionPolicy(ctx, field)
+				})
+		case "activity":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_activity(ctx, field)
+				})
+		case "noticeActivity":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_noticeActivity(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -8463,6 +8988,26 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.ActivityBucket) graphql.Marshaler {
+	return ec._ActivityBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.ActivityBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx context.Context, v any) (awareness.ActorType, error) {
 	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType[tmp]
@@ -8578,6 +9123,26 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeActivityBucket) graphql.Marshaler {
+	return ec._NoticeActivityBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.NoticeActivityBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRef(ctx context.Context, v any) (awareness.NoticeRef, error) {

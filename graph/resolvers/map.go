@@ -139,3 +139,11 @@ func nonNilSlice[T any](s []T) []T {
 	}
 	return s
 }
+
+// activityMinutes is the window of an activity query: sinceMinutes, 60 when null.
+func activityMinutes(sinceMinutes *int) int {
+	if sinceMinutes == nil {
+		return 60
+	}
+	return *sinceMinutes
+}

@@ -107,6 +107,14 @@ func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string,
 	return compactionPolicy(ctx, r.Service, sessionKey, agentID, contextWindow, reserveTokens, softThresholdTokens)
 }
 
+func (r *queryResolver) Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error) {
+	return nonNil(r.Service.Activity(ctx, sessionKey, agentID, activityMinutes(sinceMinutes)))
+}
+
+func (r *queryResolver) NoticeActivity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.NoticeActivityBucket, error) {
+	return nonNil(r.Service.NoticeActivity(ctx, sessionKey, agentID, activityMinutes(sinceMinutes)))
+}
+
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	ch, end, err := r.Service.SubscribeNotices(ctx, watcher, includeClosed != nil && *includeClosed)
 	if err != nil {

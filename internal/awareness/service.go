@@ -50,6 +50,8 @@ type Service struct {
 	commit *committer
 	// pub hands what writes committed to the hub, off the writers' path.
 	pub *publisher
+	// tally counts the notices opened and acknowledged here (NoticeActivity).
+	tally noticeTally
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -125,6 +127,7 @@ func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult
 	s.observeAppend(op)
 	if op.Recorded {
 		s.pub.publish([]Event{op.Event}, op.Opened)
+		s.tally.add(now, op.Opened, false)
 	}
 	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
 		SkippedWatchers: ne.Skipped}, nil
@@ -439,6 +442,8 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	// One publication, closed items first: a follow-up comes after the item that closes
 	// its predecessor.
 	s.pub.publish(nil, append(res.Closed, res.Opened...))
+	s.tally.add(req.Now, res.Closed, true)
+	s.tally.add(req.Now, res.Opened, false)
 	if res.Opened == nil {
 		res.Opened = []Notice{}
 	}

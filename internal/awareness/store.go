@@ -208,6 +208,9 @@ type Store interface {
 
 	// Stats summarises the database.
 	Stats(ctx context.Context) (Stats, error)
+	// Activity counts the events selected by q per minute (of occurredAt) and kind,
+	// ordered by minute, then kind; minutes without an event have no bucket.
+	Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucket, error)
 	// Ping checks that the database answers and its migrations are applied.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/awareness/awareness/internal/syncbuf"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -185,9 +186,10 @@ func TestDashboardReconnects(t *testing.T) {
 		fmt.Sprintf(`#notice-list .notice[data-watcher=%q][data-target=%q]`, manager, worker))))
 }
 
-// TestDashboardSceneAndPhoneWidth seeds a small scene, takes the dashboard screenshot
-// (docs/dashboard.png with UPDATE_SCREENSHOT=1), and checks that every page fits a
-// phone-width screen without horizontal scrolling.
+// TestDashboardSceneAndPhoneWidth seeds a small scene and shows every view at 1280 and
+// 390 px: each fits a phone-width screen without horizontal scrolling and every panel
+// is live. With UPDATE_SCREENSHOT=1 it writes docs/dashboard.png and
+// docs/screenshots/<view>-<width>.png.
 func TestDashboardSceneAndPhoneWidth(t *testing.T) {
 	b := newBrowser(t)
 	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "awareness.db"))
@@ -204,35 +206,37 @@ func TestDashboardSceneAndPhoneWidth(t *testing.T) {
 	if n := b.count(t, `#notice-list .notice`); n != 3 {
 		t.Errorf("pending notices on the dashboard = %d, want 3", n)
 	}
-	time.Sleep(2500 * time.Millisecond) // let the arrival highlight fade
-	png := b.screenshot(t, "dashboard")
-	if os.Getenv("UPDATE_SCREENSHOT") == "1" {
-		dst := filepath.Join(repoRoot(t), "docs", "dashboard.png")
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", dst)
-	}
-
-	b.do(t, 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	pages := []struct{ name, route, ready string }{
-		{"phone-notices", "/#/", `#notice-list .notice`},
-		{"phone-sessions", "/#/sessions", `#sessions-table tbody tr[data-key]`},
-		{"phone-session", "/#/session/main/agent:main:subagent:coder-19c2", `#timeline li[data-seq]`},
+		{"notices", "/#/", `#notice-list .notice`},
+		{"sessions", "/#/sessions", `#sessions-table tbody tr[data-key]`},
+		{"session", "/#/session/main/agent:main:subagent:coder-19c2", `#timeline li[data-seq]`},
+		{"reconcile", "/#/session/main/agent:main:subagent:coder-19c2?since=1&watcher=agent:main:main", `#about-notices .notice.landed`},
+		{"watcher", "/#/watcher/agent:main:main", `#watcher-notices .notice`},
 	}
-	for _, p := range pages {
-		b.do(t, 15*time.Second,
-			chromedp.Navigate(srv.URL+p.route),
-			chromedp.WaitVisible(chromedp.CSS(p.ready)),
-		)
-		overflow := b.eval(t, `document.documentElement.scrollWidth - window.innerWidth`)
-		if overflow > 1 {
-			t.Errorf("%s: page is %vpx wider than a 390px screen", p.route, overflow)
+	for _, width := range []int{1280, 390} {
+		if width == 390 {
+			b.do(t, 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 		}
-		b.screenshot(t, p.name)
+		for _, p := range pages {
+			b.do(t, 15*time.Second,
+				chromedp.Navigate(srv.URL+p.route),
+				chromedp.WaitVisible(chromedp.CSS(p.ready)),
+			)
+			b.waitJS(t, 10*time.Second, `document.querySelectorAll('.freshness').length > 0 && [...document.querySelectorAll('.freshness')].every((c) => c.dataset.state === 'live')`)
+			// The arrival highlight is for people watching; the screenshot shows the rest.
+			b.do(t, 2*time.Second, evalJS(`document.querySelectorAll('.fresh').forEach((e) => e.classList.remove('fresh'))`))
+			if width == 390 {
+				overflow := b.eval(t, `document.documentElement.scrollWidth - window.innerWidth`)
+				if overflow > 1 {
+					t.Errorf("%s: page is %vpx wider than a 390px screen", p.route, overflow)
+				}
+			}
+			if p.name == "notices" && width == 1280 {
+				b.docFile(t, "dashboard") // the README's first picture
+				continue
+			}
+			b.docShot(t, fmt.Sprintf("%s-%d", p.name, width))
+		}
 	}
 }
 
@@ -581,7 +585,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("SKIP: browser tests need Chromium at %s (Debian: apt-get install -y chromium): %v", chromiumPath, err)
+		testenv.Missing(t, "browser tests", fmt.Sprintf("Chromium at %s (Debian: apt-get install -y chromium; .ci/run installs it): %v", chromiumPath, err))
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),

@@ -54,6 +54,11 @@ func TestPostgresRegistryConformance(t *testing.T) {
 	storetest.RunRegistry(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
 }
 
+func TestPostgresActivityConformance(t *testing.T) {
+	pgtest.AdminURL(t)
+	storetest.RunActivity(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
+}
+
 func TestPostgresUpstreamConformance(t *testing.T) {
 	pgtest.AdminURL(t)
 	storetest.RunUpstream(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })

@@ -41,6 +41,10 @@ func TestSQLiteConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
 }
 
+func TestSQLiteActivityConformance(t *testing.T) {
+	storetest.RunActivity(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
+}
+
 func TestSQLitePragmas(t *testing.T) {
 	s := MustOpenSQLite(t)
 	ctx := t.Context()

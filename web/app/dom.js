@@ -91,6 +91,11 @@ export function sessionHref(agentId, key, params) {
   return href;
 }
 
+/** watcherHref is the route of a watcher's view: everything it waits on. */
+export function watcherHref(watcher) {
+  return `#/watcher/${encodeKey(watcher)}`;
+}
+
 /** agentOf returns the agent id of a canonical key (agent:<id>:…), else 'main'. */
 export function agentOf(key) {
   const parts = String(key).trim().toLowerCase().split(':').filter(Boolean);
@@ -120,7 +125,7 @@ export function toast(message, kind = '') {
   if (!box) return;
   const el = h('div', { class: `toast ${kind}`, role: kind === 'bad' ? 'alert' : 'status' }, message);
   box.append(el);
-  setTimeout(() => el.remove(), kind === 'bad' ? 7000 : 4000);
+  setTimeout(() => el.remove(), kind === 'bad' || kind === 'warn' ? 7000 : 4000);
 }
 
 /**
@@ -151,15 +156,27 @@ export function kindClass(kind) {
   }
 }
 
-/** eventItem renders one StateEvent as a timeline row. session, when given, is shown. */
-export function eventItem(ev, session) {
+/**
+ * eventItem renders one StateEvent as a timeline row. session, when given, is shown.
+ * An actor that is a session (an agent's qualified key) links to its page; any other
+ * actor, when onActor is given, is a button that filters the list by it.
+ */
+export function eventItem(ev, session, onActor) {
   const payload = ev.payload || {};
   const meta = [];
-  meta.push(h('span', null, ev.actorType, ev.actorId ? h('span', { class: 'mono' }, ' ', ev.actorId) : null));
+  let actor = null;
+  if (ev.actorId && isQualified(ev.actorId)) {
+    actor = h('a', { class: 'mono actor', href: sessionHref(agentOf(ev.actorId), ev.actorId), title: 'The acting session' }, ev.actorId);
+  } else if (ev.actorId && onActor) {
+    actor = h('button', { type: 'button', class: 'link mono actor', title: `Show only the events of ${ev.actorId}`, onclick: () => onActor(ev.actorId) }, ev.actorId);
+  } else if (ev.actorId) {
+    actor = h('span', { class: 'mono' }, ev.actorId);
+  }
+  meta.push(h('span', null, ev.actorType, actor ? ' ' : null, actor));
   meta.push(timeEl(ev.occurredAt));
   if (ev.runId) meta.push(h('span', null, 'run ', h('span', { class: 'mono' }, ev.runId)));
   for (const [k, v] of Object.entries(payload)) meta.push(h('span', { class: 'badge' }, `${k}: ${v}`));
-  return h('li', { dataset: { seq: ev.sequence, kind: ev.kind } },
+  return h('li', { dataset: { seq: ev.sequence, kind: ev.kind, actor: ev.actorId || ev.actorType } },
     h('div', { class: 'seq', title: 'sequence' }, '#', ev.sequence),
     h('div', null,
       session ? h('div', { class: 'ev-session' }, sessionLink(session.sessionKey, session.agentId)) : null,

@@ -20,34 +20,33 @@ export class NetworkError extends Error {
   }
 }
 
-// Bearer token for a server started with --auth-file, kept in localStorage. Without an
-// auth file the server needs none and the dashboard never asks.
-const TOKEN_KEY = 'awareness.token';
-let tokenDeclined = false;
+/** isAuthError reports a refusal for want of a (valid, sufficient) token. */
+export function isAuthError(err) {
+  return err instanceof GraphQLRequestError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN');
+}
+
+// The page's Auth (auth.js), set once by app.js; null: no token handling.
+let auth = null;
+
+/** useAuth wires the token dialog into every request. */
+export function useAuth(a) { auth = a; }
 
 /** authToken returns the stored bearer token, or ''. */
 export function authToken() {
-  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
-}
-
-/** askToken asks the person for a token once per page load and stores it. */
-function askToken() {
-  if (tokenDeclined) return false;
-  const t = (window.prompt('This server needs an access token (a token of its --auth-file):') || '').trim();
-  if (!t) { tokenDeclined = true; return false; }
-  try { localStorage.setItem(TOKEN_KEY, t); } catch { /* private mode: keep it for this call only */ }
-  return true;
+  return auth ? auth.token() : '';
 }
 
 /**
  * gql runs one operation and resolves with its data. Any GraphQL error rejects with a
  * GraphQLRequestError (even with partial data): the dashboard never shows half an answer
- * as if it were whole.
+ * as if it were whole. A 401 waits for the one token dialog and, when a token was
+ * entered, runs the operation again.
  */
-export async function gql(query, variables = {}, { signal } = {}, retried = false) {
+export async function gql(query, variables = {}, { signal } = {}, retried = 0) {
   let res;
   const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
-  if (authToken()) headers.Authorization = `Bearer ${authToken()}`;
+  const token = authToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
   try {
     res = await fetch('/query', {
       method: 'POST',
@@ -59,13 +58,18 @@ export async function gql(query, variables = {}, { signal } = {}, retried = fals
     if (err && err.name === 'AbortError') throw err;
     throw new NetworkError(err);
   }
-  if (res.status === 401 && !retried && askToken()) return gql(query, variables, { signal }, true);
+  if (res.status === 401 && auth && retried < 3) {
+    // A token entered meanwhile (another request's dialog) is tried before asking.
+    if (authToken() !== token && authToken()) return gql(query, variables, { signal }, retried + 1);
+    if (await auth.refused()) return gql(query, variables, { signal }, retried + 1);
+  }
   let body;
   try {
     body = await res.json();
   } catch {
     throw new GraphQLRequestError([{ message: `unexpected response (HTTP ${res.status})` }], res.status);
   }
+  if (res.status !== 401 && auth && token) auth.ok();
   if (body.errors && body.errors.length) throw new GraphQLRequestError(body.errors, res.status);
   if (!res.ok || !body.data) throw new GraphQLRequestError([{ message: `HTTP ${res.status}` }], res.status);
   return body.data;
@@ -74,9 +78,17 @@ export async function gql(query, variables = {}, { signal } = {}, retried = fals
 /** errorText is a one-line explanation of err for a person. */
 export function errorText(err) {
   if (!err) return '';
-  if (err instanceof NetworkError) return 'The server cannot be reached; it will be retried.';
-  if (err instanceof GraphQLRequestError) return err.code ? `${err.message} (${err.code})` : err.message;
-  if (Array.isArray(err)) return err.map((e) => e.message).join('; ');
+  if (err instanceof NetworkError) return 'The server cannot be reached; this is retried when it is back.';
+  if (err instanceof GraphQLRequestError) {
+    if (err.code === 'UNAUTHENTICATED') return 'Not authorised: this server needs an access token (use the Token button).';
+    if (err.code === 'FORBIDDEN') return `Not authorised: ${err.message}`;
+    return err.code ? `${err.message} (${err.code})` : err.message;
+  }
+  if (Array.isArray(err)) {
+    const codes = err.map((e) => e.extensions && e.extensions.code);
+    if (codes.includes('UNAUTHENTICATED') || codes.includes('FORBIDDEN')) return `Not authorised: ${err.map((e) => e.message).join('; ')}`;
+    return err.map((e) => e.message).join('; ');
+  }
   return err.message || String(err);
 }
 

@@ -1,8 +1,11 @@
 // The live connection: one graphql-transport-ws WebSocket to /query (the vendored
 // graphql-ws client, window.graphqlWs), shared by every subscription of the page.
 //
-// It reconnects by itself: with backoff on a dropped socket (graphql-ws resubscribes
-// the active subscriptions), and by building a new client when the old one gave up.
+// It reconnects by itself: with backoff capped at a few seconds on a dropped socket
+// (graphql-ws resubscribes the active subscriptions), at once when the browser says it
+// is online again or the tab becomes visible, and by building a new client when the
+// old one gave up. A connection refused for want of a token (close 4401/4403) asks
+// the page's Auth for one and connects again when it is entered.
 // A client ping every 10 s that gets no pong within 5 s closes the socket, so a dead
 // connection is noticed even when the network drops silently. Listeners see the state
 // ('connecting' | 'connected' | 'reconnecting' | 'waiting' | 'offline') and are told
@@ -12,19 +15,22 @@ import { authToken } from './gql.js';
 
 const PING_EVERY_MS = 10000;
 const PONG_WITHIN_MS = 5000;
-const MAX_BACKOFF_MS = 15000;
-const RECREATE_AFTER_MS = 5000;
+// MAX_BACKOFF_MS caps the wait between two attempts: after an outage the page is live
+// again within about this long of the server being back.
+const MAX_BACKOFF_MS = 2500;
+const RECREATE_AFTER_MS = 2000;
 
 function wsURL() {
   return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/query';
 }
 
 function backoff(retries) {
-  return Math.min(500 * 2 ** retries, MAX_BACKOFF_MS) + Math.floor(Math.random() * 400);
+  return Math.min(250 * 2 ** retries, MAX_BACKOFF_MS) + Math.floor(Math.random() * 250);
 }
 
 export class Live {
-  constructor() {
+  constructor(auth) {
+    this.auth = auth || null;
     this.state = { status: 'connecting' };
     this.subs = new Set();
     this.stateListeners = new Set();
@@ -44,6 +50,10 @@ export class Live {
     }
     this.connect();
     window.addEventListener('online', () => this.retryNow());
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible' && this.state.status !== 'connected') this.retryNow();
+    });
+    if (this.auth) this.auth.addEventListener('token', () => this.connect());
   }
 
   /** onState calls fn now and on every state change; it returns the unsubscribe. */
@@ -62,7 +72,7 @@ export class Live {
   /** retryNow skips the current backoff wait, or rebuilds a client that gave up. */
   retryNow() {
     if (this.skipWait) this.skipWait();
-    else if (this.state.status === 'offline') this.connect();
+    else if (this.state.status === 'offline' || this.state.status === 'unauthorised') this.connect();
   }
 
   setState(s) {
@@ -83,7 +93,7 @@ export class Live {
       lazy: false,
       keepAlive: PING_EVERY_MS,
       retryAttempts: Infinity,
-      shouldRetry: () => true,
+      shouldRetry: (e) => !(e && e.code === 4403),
       retryWait: (retries) => new Promise((resolve) => {
         const ms = backoff(retries);
         const timer = setTimeout(done, ms);
@@ -91,8 +101,14 @@ export class Live {
         this.skipWait = () => { this.skipWait = null; done(); };
         if (current()) this.setState({ status: 'waiting', retryAt: Date.now() + ms });
       }),
-      onNonLazyError: () => {
+      onNonLazyError: (err) => {
         if (!current()) return;
+        if (err && (err.code === 4401 || err.code === 4403)) {
+          // Refused for want of a token: the token dialog decides when to try again.
+          this.setState({ status: 'unauthorised' });
+          if (this.auth) this.auth.refused();
+          return;
+        }
         this.setState({ status: 'offline' });
         this.recreateTimer = setTimeout(() => { if (current()) this.connect(); }, RECREATE_AFTER_MS);
       },

@@ -1,41 +1,71 @@
 // The pending stale notices of every watcher, kept live for the whole page.
 //
-// The staleNotices subscription (no watcher: every watcher's notices) first sends
-// every notice pending now, then each notice as it opens (NTC-5, NTC-7); it is sent
-// again after each reconnection, so nothing opened while offline is missed. A notice
-// leaves the list when it is acknowledged here, and reconcile() drops those another
-// client acknowledged (the subscription only announces openings) by re-reading
-// pendingNotices of every watcher on the list. The database is the truth; the
-// subscription is the fast path.
+// The staleNotices subscription (no watcher: every watcher's notices; includeClosed)
+// first sends every notice pending now, then each notice as it opens (NTC-5, NTC-7),
+// and, once per closed notice, the notice again with closed: true when it is
+// acknowledged by any client or its cursor is removed: the notice leaves every
+// dashboard at once. It is sent again after each reconnection; reconcile() then drops
+// what was closed while the page was offline by re-reading pendingNotices of every
+// watcher on the list. The database is the truth; the subscription is the fast path.
+//
+// Acknowledge always names the notice exactly (watcher, target, target agent and its
+// notifiedVersion, NTC-3): a notice that was replaced meanwhile is not acknowledged by
+// a stale click. An acknowledgement that cannot reach the server is queued (and kept
+// in localStorage across a reload) and sent when the server answers again; its card
+// says so until then.
 
-import { gql, NOTICE_FIELDS } from './gql.js';
+import { gql, NOTICE_FIELDS, NetworkError, GraphQLRequestError } from './gql.js';
 import { throttle } from './dom.js';
 
-const RECONCILE_EVERY_MS = 10000;
+const RECONCILE_EVERY_MS = 30000;
+const FLUSH_EVERY_MS = 2000;
+const QUEUE_KEY = 'awareness.ackQueue';
 
 /** pairKey identifies a (watcher, target) cursor: at most one notice is pending on it. */
 export function pairKey(n) {
   return `${n.watcher}\u0000${n.targetAgentId}\u0000${n.target}`;
 }
 
+/** noticeRef is the exact name of a notice for ackNotices(notices:). */
+export function noticeRef(n) {
+  return { target: n.target, targetAgentId: n.targetAgentId, notifiedVersion: n.notifiedVersion };
+}
+
+const ACK_EXACT = `mutation AckExact($watcher: String!, $notices: [NoticeRef!]) {
+  ackNotices(watcher: $watcher, notices: $notices) { ${NOTICE_FIELDS} } }`;
+
 export class NoticeStore extends EventTarget {
   constructor(live) {
     super();
     this.live = live;
     this.byPair = new Map();
+    // queued: pairKey → notice whose acknowledgement waits for the server.
+    this.queued = new Map();
     this.error = null;
     this.ready = false;
     this.reconcileSoon = throttle(() => this.reconcile(), 1000);
+    this.flushing = null;
+    try {
+      for (const n of JSON.parse(localStorage.getItem(QUEUE_KEY) || '[]')) this.queued.set(pairKey(n), n);
+    } catch { /* nothing queued */ }
   }
 
   start() {
-    this.live.subscribe(`subscription { staleNotices { ${NOTICE_FIELDS} } }`, {}, {
-      next: (d) => { this.ready = true; this.upsert(d.staleNotices, true); },
+    this.live.subscribe(`subscription { staleNotices(includeClosed: true) { ${NOTICE_FIELDS} closed } }`, {}, {
+      next: (d) => {
+        this.ready = true;
+        this.error = null;
+        if (d.staleNotices.closed) this.close(d.staleNotices); else this.upsert(d.staleNotices, true);
+      },
       error: (errs) => { this.error = errs; this.changed(); },
     });
     this.live.onReconnect(() => this.reconcileSoon());
-    this.live.onState((s) => { if (s.status === 'connected') { this.ready = true; this.changed(); } });
+    this.live.onState((s) => {
+      if (s.status === 'connected') { this.ready = true; this.flush(); }
+      this.changed();
+    });
     this.timer = setInterval(() => this.reconcile(), RECONCILE_EVERY_MS);
+    this.flushTimer = setInterval(() => { if (this.queued.size) this.flush(); }, FLUSH_EVERY_MS);
   }
 
   /** list returns the pending notices, newest first. */
@@ -48,6 +78,17 @@ export class NoticeStore extends EventTarget {
     return this.list().filter((n) => n.watcher === watcher);
   }
 
+  /** aboutTarget returns the pending notices about one session: who waits to reconcile it. */
+  aboutTarget(agentId, key) {
+    return this.list().filter((n) => n.target === key && n.targetAgentId === agentId);
+  }
+
+  /** isQueued reports whether n's acknowledgement waits for the server. */
+  isQueued(n) {
+    const q = this.queued.get(pairKey(n));
+    return !!q && q.notifiedVersion === n.notifiedVersion;
+  }
+
   upsert(n, live = false) {
     const key = pairKey(n);
     const old = this.byPair.get(key);
@@ -57,42 +98,131 @@ export class NoticeStore extends EventTarget {
     this.changed();
   }
 
+  /** close drops the notice a closed item names (not a newer one on the same pair). */
+  close(n) {
+    const key = pairKey(n);
+    const old = this.byPair.get(key);
+    if (old && old.notifiedVersion <= n.notifiedVersion) this.byPair.delete(key);
+    const q = this.queued.get(key);
+    if (q && q.notifiedVersion <= n.notifiedVersion) { this.queued.delete(key); this.saveQueue(); }
+    this.changed();
+  }
+
   changed() {
     this.dispatchEvent(new Event('change'));
   }
 
-  /**
-   * ack acknowledges one notice (ackNotices with its target) and returns the follow-up
-   * notices the server opened (NTC-3: events that arrived after the notice opened).
-   */
-  async ack(n) {
-    const data = await gql(
-      `mutation Ack($watcher: String!, $targets: [String!]) { ackNotices(watcher: $watcher, targets: $targets) { ${NOTICE_FIELDS} } }`,
-      { watcher: n.watcher, targets: [n.target] });
-    const cur = this.byPair.get(pairKey(n));
-    if (cur && cur.notifiedVersion <= n.notifiedVersion) this.byPair.delete(pairKey(n));
-    for (const f of data.ackNotices) this.upsert(f, true);
-    this.changed();
-    return data.ackNotices;
+  saveQueue() {
+    try { localStorage.setItem(QUEUE_KEY, JSON.stringify([...this.queued.values()])); } catch { /* memory only */ }
   }
 
-  /** ackAll acknowledges every pending notice of one watcher. */
-  async ackAll(watcher) {
-    const data = await gql(
-      `mutation AckAll($watcher: String!) { ackNotices(watcher: $watcher) { ${NOTICE_FIELDS} } }`,
-      { watcher });
-    for (const [k, n] of this.byPair) if (n.watcher === watcher) this.byPair.delete(k);
-    for (const f of data.ackNotices) this.upsert(f, true);
+  /**
+   * ack acknowledges exactly these notices of one watcher and returns
+   * {follow, queued}: the follow-up notices the server opened (NTC-3: events after the
+   * notice opened), or queued true when the server cannot be reached (the
+   * acknowledgement is then sent when it is back). Other errors reject.
+   */
+  async ack(watcher, list) {
+    const ns = list.filter((n) => n.watcher === watcher);
+    if (!ns.length) return { follow: [], queued: false };
+    let data;
+    try {
+      data = await gql(ACK_EXACT, { watcher, notices: ns.map(noticeRef) });
+    } catch (err) {
+      if (!(err instanceof NetworkError)) throw err;
+      for (const n of ns) this.queued.set(pairKey(n), n);
+      this.saveQueue();
+      this.changed();
+      return { follow: [], queued: true };
+    }
+    this.applyAck(ns, data.ackNotices);
+    return { follow: data.ackNotices, queued: false };
+  }
+
+  applyAck(ns, follow) {
+    for (const n of ns) {
+      const k = pairKey(n);
+      const cur = this.byPair.get(k);
+      if (cur && cur.notifiedVersion <= n.notifiedVersion) this.byPair.delete(k);
+      const q = this.queued.get(k);
+      if (q && q.notifiedVersion <= n.notifiedVersion) this.queued.delete(k);
+    }
+    this.saveQueue();
+    for (const f of follow) this.upsert(f, true);
     this.changed();
-    return data.ackNotices;
+  }
+
+  /** cancelQueued forgets a queued acknowledgement. */
+  cancelQueued(n) {
+    this.queued.delete(pairKey(n));
+    this.saveQueue();
+    this.changed();
+  }
+
+  /**
+   * flush sends the queued acknowledgements, one request per watcher. A notice that
+   * was replaced meanwhile is not acknowledged (the exact form); the server's answer
+   * then reopens nothing and reconcile() shows the newer notice.
+   */
+  flush() {
+    if (this.flushing || !this.queued.size) return this.flushing;
+    this.flushing = (async () => {
+      try {
+        const byWatcher = new Map();
+        for (const n of this.queued.values()) {
+          if (!byWatcher.has(n.watcher)) byWatcher.set(n.watcher, []);
+          byWatcher.get(n.watcher).push(n);
+        }
+        for (const [watcher, ns] of byWatcher) {
+          let data;
+          try {
+            data = await gql(ACK_EXACT, { watcher, notices: ns.map(noticeRef) });
+          } catch (err) {
+            if (err instanceof NetworkError) return; // still offline: next time
+            for (const n of ns) this.queued.delete(pairKey(n));
+            this.saveQueue();
+            this.changed();
+            this.dispatchEvent(new CustomEvent('flushed', { detail: { watcher, notices: ns, error: err } }));
+            continue;
+          }
+          this.applyAck(ns, data.ackNotices);
+          this.dispatchEvent(new CustomEvent('flushed', { detail: { watcher, notices: ns, follow: data.ackNotices } }));
+        }
+      } finally {
+        this.flushing = null;
+      }
+    })();
+    return this.flushing;
+  }
+
+  /**
+   * load is the notice panels' load: the list is only as good as the live feed, so it
+   * fails while the connection is down (or was refused), and otherwise re-reads every
+   * listed watcher's pending notices. The first connection is waited for briefly.
+   */
+  async load() {
+    if (this.live.state.status === 'connecting') {
+      await new Promise((resolve) => {
+        const timer = setTimeout(done, 5000);
+        const off = this.live.onState((s) => { if (s.status !== 'connecting') done(); });
+        function done() { clearTimeout(timer); off(); resolve(); }
+      });
+    }
+    if (this.error) throw new GraphQLRequestError([this.error].flat(), 200);
+    const st = this.live.state.status;
+    if (st === 'unauthorised') {
+      throw new GraphQLRequestError([{ message: 'the server refused the live connection: it needs a valid access token', extensions: { code: 'UNAUTHENTICATED' } }], 401);
+    }
+    if (st !== 'connected') throw new NetworkError(new Error('the live connection is down'));
+    await this.reconcile(true);
   }
 
   /**
    * reconcile re-reads pendingNotices of every watcher on the list (one request with
-   * aliases): notices acknowledged elsewhere leave, and M (the material watermark,
+   * aliases): notices closed while offline leave, and M (the material watermark,
    * which moves without a new notice) is refreshed.
    */
-  async reconcile() {
+  async reconcile(strict = false) {
     const watchers = [...new Set([...this.byPair.values()].map((n) => n.watcher))].slice(0, 100);
     if (!watchers.length) return;
     const vars = {};
@@ -105,7 +235,8 @@ export class NoticeStore extends EventTarget {
     let data;
     try {
       data = await gql(`query Pending(${decl}) { ${fields.join(' ')} }`, vars);
-    } catch {
+    } catch (err) {
+      if (strict) throw err;
       return; // offline: the connection state already says so
     }
     const seen = new Set();

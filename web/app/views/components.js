@@ -1,31 +1,70 @@
-// Components shared by several views: the notice card and the upstream links panel.
+// Components shared by several views: the notice card and list, the upstream links
+// panel, the activity chart and the event filter.
 
-import { h, fill, sessionLink, sessionHref, timeEl, toast, agentOf } from '../dom.js';
+import { h, fill, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf, throttle, kindClass } from '../dom.js';
 import { gql, errorText } from '../gql.js';
+import { pairKey } from '../notices.js';
+
+/** copyText puts text on the clipboard (the Clipboard API, else a selected textarea). */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch { /* fall back below */ }
+  const ta = h('textarea', { readonly: true, style: 'position:fixed;left:-9999px;top:0' });
+  ta.value = text;
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try { ok = document.execCommand('copy'); } catch { ok = false; }
+  ta.remove();
+  return ok;
+}
+
+/** ackToast tells what an acknowledgement did, never more. */
+export function ackToast(res, ns) {
+  if (res.queued) {
+    toast(`The server cannot be reached: the acknowledgement of ${ns.length === 1 ? ns[0].target : `${ns.length} notices`} is queued and sent when it is back.`, 'warn');
+    return;
+  }
+  const f = res.follow.length;
+  toast(f
+    ? `Acknowledged. ${f} follow-up notice${f === 1 ? '' : 's'} opened for changes after the acknowledged one.`
+    : ns.length === 1 ? `Acknowledged ${ns[0].target} for ${ns[0].watcher}.` : `Acknowledged ${ns.length} notices.`);
+}
 
 /**
  * noticeCard renders one pending stale notice: watcher and target, the exact notice
- * text (NTC-1), the wake flag (NTC-6), L/N/M, and an Acknowledge button (NTC-3).
+ * text (NTC-1) with a copy button, the wake flag (NTC-6), L/N/M, and Reconcile and
+ * Acknowledge (NTC-3, the exact form). A queued acknowledgement shows as such.
+ * opts.select adds a checkbox (bulk acknowledge).
  */
-export function noticeCard(n, store) {
+export function noticeCard(n, store, opts = {}) {
   const moved = n.currentMaterial > n.materialVersion;
+  const queued = store.isQueued(n);
   const ackBtn = h('button', {
-    type: 'button', class: 'primary ack',
-    'aria-label': `Acknowledge the notice of ${n.watcher} about ${n.target}`,
-  }, 'Acknowledge');
+    type: 'button', class: queued ? 'ack' : 'primary ack',
+    'aria-label': queued ? `Cancel the queued acknowledgement of ${n.watcher} about ${n.target}` : `Acknowledge the notice of ${n.watcher} about ${n.target}`,
+  }, queued ? 'Cancel queued' : 'Acknowledge');
+  const copyBtn = h('button', { type: 'button', class: 'copy', 'aria-label': `Copy the notice text of ${n.watcher} about ${n.target}` }, 'Copy text');
+  const box = opts.select ? h('input', { type: 'checkbox', class: 'pick', 'aria-label': `Select the notice about ${n.target}` }) : null;
   const card = h('article', {
-    class: `notice${n.fresh ? ' fresh' : ''}`,
-    dataset: { watcher: n.watcher, target: n.target, targetAgent: n.targetAgentId },
+    class: `notice${n.fresh ? ' fresh' : ''}${queued ? ' queued' : ''}`,
+    dataset: { watcher: n.watcher, target: n.target, targetAgent: n.targetAgentId, version: n.notifiedVersion, queued: queued ? '1' : null },
     'aria-label': `Notice for ${n.watcher} about ${n.target}`,
   },
   h('div', { class: 'notice-head' },
-    sessionLink(n.watcher, agentOf(n.watcher)),
+    box,
+    h('a', { class: 'key', href: watcherHref(n.watcher), title: `Everything ${n.watcher} waits on` }, n.watcher),
     h('span', { class: 'arrow', 'aria-hidden': 'true' }, '→'),
     h('span', { class: 'visually-hidden' }, 'is stale about'),
     sessionLink(n.target, n.targetAgentId),
     n.wake
       ? h('span', { class: 'badge wake', title: 'Main-session watcher: the gateway should run a turn now (NTC-6)' }, 'wake')
-      : h('span', { class: 'badge', title: 'Sub-agent watcher: it sees the notice on its next turn (NTC-6)' }, 'no wake')),
+      : h('span', { class: 'badge', title: 'Sub-agent watcher: it sees the notice on its next turn (NTC-6)' }, 'no wake'),
+    queued ? h('span', { class: 'badge info queued-badge', role: 'status' }, 'acknowledgement queued: sent when the server is back') : null),
   h('pre', { class: 'notice-text', 'aria-label': 'Notice text' }, n.text),
   h('dl', { class: 'lnm' },
     h('div', { title: 'L: last acknowledged; reconcile with changesSince L' }, h('dt', null, 'L'), h('dd', null, n.changesSince)),
@@ -36,69 +75,313 @@ export function noticeCard(n, store) {
   h('div', { class: 'notice-foot' },
     h('span', null, 'opened ', timeEl(n.openedAt)),
     h('span', { class: 'actions' },
-      h('a', { class: 'btn', href: sessionHref(n.targetAgentId, n.target, { since: n.changesSince }) }, 'Reconcile'),
+      copyBtn,
+      opts.noReconcile ? null : h('a', { class: 'btn reconcile', href: sessionHref(n.targetAgentId, n.target, { since: n.changesSince, watcher: n.watcher }) }, 'Reconcile'),
       ackBtn)));
   if (n.fresh) setTimeout(() => card.classList.remove('fresh'), 2500);
+  copyBtn.addEventListener('click', async () => {
+    const ok = await copyText(n.text);
+    fill(copyBtn, ok ? 'Copied' : 'Copy failed');
+    copyBtn.dataset.copied = ok ? '1' : '0';
+    setTimeout(() => { fill(copyBtn, 'Copy text'); delete copyBtn.dataset.copied; }, 2000);
+  });
   ackBtn.addEventListener('click', async () => {
-    ackBtn.disabled = true;
+    if (ackBtn.getAttribute('aria-disabled') === 'true') return;
+    const container = card.parentElement;
+    const index = container ? [...container.children].indexOf(card) : -1;
+    const hadFocus = card.contains(document.activeElement);
+    if (queued) {
+      store.cancelQueued(n);
+      toast(`The queued acknowledgement of ${n.target} for ${n.watcher} is cancelled.`);
+      if (hadFocus) refocus(container, index);
+      return;
+    }
+    // aria-disabled, not disabled: a disabled button drops the keyboard focus to <body>.
+    ackBtn.setAttribute('aria-disabled', 'true');
     card.classList.add('leaving');
     try {
-      const follow = await store.ack(n);
-      toast(follow.length
-        ? `Acknowledged. ${follow.length} follow-up notice opened for changes after #${n.notifiedVersion}.`
-        : `Acknowledged ${n.target} for ${n.watcher}.`);
+      ackToast(await store.ack(n.watcher, [n]), [n]);
     } catch (err) {
-      card.classList.remove('leaving');
-      ackBtn.disabled = false;
       toast(`Acknowledge failed: ${errorText(err)}`, 'bad');
+    } finally {
+      card.classList.remove('leaving');
+      ackBtn.removeAttribute('aria-disabled');
     }
+    if (hadFocus) refocus(container, index);
   });
   return card;
 }
 
 /**
+ * refocus keeps a keyboard user in place after a card changed or left: the card now at
+ * index in container (its Acknowledge button), else the panel's heading.
+ */
+export function refocus(container, index) {
+  if (!container || !document.contains(container)) return;
+  if (container.contains(document.activeElement) && document.activeElement !== document.body) return;
+  const cards = [...container.querySelectorAll(':scope > .notice')];
+  const card = cards[Math.min(Math.max(index, 0), cards.length - 1)];
+  const target = (card && card.querySelector('button.ack'))
+    || (container.closest('section') && container.closest('section').querySelector('h2'));
+  if (target) {
+    if (!target.hasAttribute('tabindex') && target.tagName === 'H2') target.setAttribute('tabindex', '-1');
+    target.focus();
+  }
+}
+
+/**
+ * noticeList keeps container showing list() as notice cards, reusing unchanged cards
+ * (so focus and selection stay) and keeping the keyboard focus in the list when the
+ * focused card leaves. empty() gives the content shown when nothing is pending.
+ */
+export function noticeList(container, store, list, empty, opts = {}) {
+  const cards = new Map(); // pairKey → {n, el, queued}
+  return () => {
+    const shown = list();
+    const hadFocus = container.contains(document.activeElement);
+    const focusIndex = hadFocus ? [...container.children].findIndex((c) => c.contains(document.activeElement)) : -1;
+    const next = new Map();
+    const els = shown.map((n) => {
+      const k = pairKey(n);
+      const old = cards.get(k);
+      const queued = store.isQueued(n);
+      const same = old && old.n.notifiedVersion === n.notifiedVersion && old.n.currentMaterial === n.currentMaterial && old.queued === queued;
+      const el = same ? old.el : noticeCard(n, store, opts);
+      next.set(k, { n, el, queued });
+      return el;
+    });
+    cards.clear();
+    for (const [k, v] of next) cards.set(k, v);
+    if (!els.length) {
+      fill(container, empty());
+    } else {
+      const same = els.length === container.children.length && els.every((el, i) => container.children[i] === el);
+      if (!same) fill(container, els);
+    }
+    if (hadFocus && !container.contains(document.activeElement)) refocus(container, focusIndex);
+    return shown;
+  };
+}
+
+/**
+ * noNotices is the empty state of a notice list, with how to get a first notice. When
+ * the feed failed or was refused it is empty: the panel's alert says why, and a
+ * refusal must never read as "nothing pending".
+ */
+export function noNotices(store, auth, text) {
+  if (store.error || (auth && auth.state === 'needed')) return h('div', { class: 'empty', dataset: { noticesUnknown: '' } });
+  return h('div', { class: 'empty', dataset: { emptyNotices: '' } }, text);
+}
+
+/**
  * upstreamPanel lists adopted sessions' upstream links and their health (UPS-*),
  * all of them or those of one session: marker, misses, last check and blocked reason.
+ * It is a live panel: it reloads when any session logs a change (a check that finds
+ * a missing prompt records upstream_missing) and every 15 s (a check that finds
+ * nothing logs nothing).
  */
-export function upstreamPanel({ agentId, sessionKey } = {}) {
+export function upstreamPanel({ agentId, sessionKey, panels, bus, auth, cleanups }) {
   const body = h('div', null, h('p', { class: 'skeleton' }, 'Loading…'));
-  const panel = h('section', { class: 'panel', 'aria-labelledby': 'upstream-h' },
-    h('div', { class: 'panel-head' },
-      h('h2', { id: 'upstream-h' }, 'Upstream links'),
-      h('span', { class: 'hint' }, 'adopted sessions and their health')),
-    body);
+  const head = h('div', { class: 'panel-head' },
+    h('h2', { id: 'upstream-h' }, 'Upstream links'),
+    h('span', { class: 'hint' }, 'adopted sessions and their health'));
+  const panel = h('section', { class: 'panel', id: 'upstream', 'aria-labelledby': 'upstream-h' }, head, body);
   const load = async () => {
-    try {
-      const d = await gql(`query Links($agentId: String) { upstreamLinks(agentId: $agentId) {
+    const d = await gql(`query Links($agentId: String) { upstreamLinks(agentId: $agentId) {
         sessionKey agentId catalogId threadId marker consecutiveMisses lastCheckedAt blockedReason } }`,
       { agentId: agentId || null });
-      let links = d.upstreamLinks;
-      if (sessionKey) links = links.filter((l) => l.sessionKey === sessionKey);
-      if (!links.length) {
-        fill(body, h('p', { class: 'empty', dataset: { upstreamEmpty: '' } },
-          sessionKey ? 'This session is not adopted from a catalog.' : 'No adopted sessions.'));
-        return;
-      }
-      fill(body, h('div', { class: 'table-wrap' }, h('table', { class: 'stacked' },
-        h('thead', null, h('tr', null,
-          h('th', null, 'Session'), h('th', null, 'Catalog / thread'), h('th', null, 'Health'),
-          h('th', { class: 'num hide-sm' }, 'Marker'), h('th', { class: 'hide-sm' }, 'Checked'))),
-        h('tbody', null, links.map((l) => h('tr', null,
-          h('td', null, sessionLink(l.sessionKey, l.agentId)),
-          h('td', null, h('span', { class: 'mono' }, l.catalogId), ' / ', h('span', { class: 'mono' }, l.threadId)),
-          h('td', null, linkHealth(l)),
-          h('td', { class: 'num hide-sm', 'data-label': 'marker' }, `${l.marker} B`),
-          h('td', { class: 'hide-sm' }, l.lastCheckedAt ? timeEl(l.lastCheckedAt) : 'not yet')))))));
-    } catch (err) {
-      fill(body, h('p', { class: 'empty' }, `Could not load upstream links: ${errorText(err)}`));
+    let links = d.upstreamLinks;
+    if (sessionKey) links = links.filter((l) => l.sessionKey === sessionKey);
+    if (!links.length) {
+      fill(body, h('p', { class: 'empty', dataset: { upstreamEmpty: '' } },
+        sessionKey ? 'This session is not adopted from a catalog.' : 'No adopted sessions. adoptSession links a session to its upstream transcript; its health shows here.'));
+      return;
     }
+    fill(body, h('div', { class: 'table-wrap' }, h('table', { class: 'stacked upstream' },
+      h('thead', null, h('tr', null,
+        h('th', null, 'Session'), h('th', null, 'Health'),
+        h('th', { class: 'num' }, 'Marker'), h('th', null, 'Checked'))),
+      h('tbody', null, links.map((l) => h('tr', { dataset: { key: l.sessionKey } },
+        h('td', null, sessionLink(l.sessionKey, l.agentId),
+          h('div', { class: 'small muted mono wrap' }, l.catalogId, ' / ', l.threadId)),
+        h('td', null, linkHealth(l)),
+        h('td', { class: 'num', 'data-label': 'marker' }, `${l.marker} B`),
+        h('td', { 'data-label': 'checked', dataset: { checked: l.lastCheckedAt ? '1' : '0' } }, l.lastCheckedAt ? timeEl(l.lastCheckedAt) : 'not yet')))))));
   };
-  load();
-  return { el: panel, reload: load };
+  const p = panels.add(panel, head, load, 'the upstream links');
+  const soon = throttle(() => p.run(), 1500);
+  const onEvent = () => soon();
+  bus.addEventListener('event', onEvent);
+  const timer = setInterval(() => p.run(), 15000);
+  cleanups.push(() => { bus.removeEventListener('event', onEvent); soon.cancel(); clearInterval(timer); p.remove(); });
+  return { el: panel, reload: p.run };
 }
 
 function linkHealth(l) {
-  if (l.blockedReason) return h('span', { class: 'badge bad', title: l.blockedReason }, 'blocked: ', l.blockedReason);
+  if (l.blockedReason) return h('span', { class: 'badge bad wrap', title: l.blockedReason }, 'blocked: ', l.blockedReason);
   if (l.consecutiveMisses > 0) return h('span', { class: 'badge wake' }, `missing ${l.consecutiveMisses}/3`);
   return h('span', { class: 'badge ok' }, 'healthy');
 }
+
+// The event kinds in chart order, with their colours (see style.css .c-<kind>).
+export const EVENT_KINDS = ['human_direct_message', 'upstream_missing', 'goal_changed', 'child_spawned',
+  'run_completed', 'run_failed', 'compacted', 'adopted'];
+
+const CHART_MINUTES = 60;
+
+/**
+ * activityChart is the "activity at a glance" panel: events per minute by kind over
+ * the last hour (the activity query), stacked bars drawn as SVG, with a legend of the
+ * totals. It is live: it reloads when an event is logged and as the minutes pass.
+ */
+export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups }) {
+  const body = h('div', { class: 'chart-body' }, h('p', { class: 'skeleton' }, 'Loading…'));
+  const head = h('div', { class: 'panel-head' },
+    h('h2', { id: 'chart-h' }, 'Events per minute'),
+    h('span', { class: 'hint' }, sessionKey ? 'this session · last hour' : 'all sessions · last hour'));
+  const panel = h('section', { class: 'panel', id: 'activity-chart', 'aria-labelledby': 'chart-h' }, head, body);
+  const load = async () => {
+    const d = await gql(`query Activity($key: String, $agentId: String) {
+      activity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute kind count }
+      noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute opened acknowledged } }`,
+    { key: sessionKey || null, agentId: sessionKey ? agentId : null });
+    drawChart(body, d.activity, d.noticeActivity, !!sessionKey);
+  };
+  const p = panels.add(panel, head, load, 'the activity');
+  const soon = throttle(() => p.run(), 1500);
+  const onEvent = () => soon();
+  bus.addEventListener('event', onEvent);
+  // An acknowledgement logs no event: the notice feed's changes redraw the marks.
+  notices.addEventListener('change', onEvent);
+  const timer = setInterval(() => p.run(), 30000); // the window slides
+  cleanups.push(() => {
+    bus.removeEventListener('event', onEvent); notices.removeEventListener('change', onEvent);
+    soon.cancel(); clearInterval(timer); p.remove();
+  });
+  return panel;
+}
+
+function drawChart(body, buckets, noticeBuckets, oneSession) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, ...kids) => {
+    const el = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v != null) el.setAttribute(k, String(v));
+    for (const c of kids) if (c != null) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  };
+  const nowMin = Math.floor(Date.now() / 60000);
+  const first = nowMin - CHART_MINUTES + 1;
+  const cols = Array.from({ length: CHART_MINUTES }, () => new Map());
+  const totals = new Map();
+  for (const b of buckets) {
+    const i = Math.floor(Date.parse(b.minute) / 60000) - first;
+    if (i < 0 || i >= CHART_MINUTES) continue;
+    cols[i].set(b.kind, (cols[i].get(b.kind) || 0) + b.count);
+    totals.set(b.kind, (totals.get(b.kind) || 0) + b.count);
+  }
+  const total = [...totals.values()].reduce((a, b) => a + b, 0);
+  const marks = Array.from({ length: CHART_MINUTES }, () => [0, 0]);
+  let opened = 0; let acked = 0;
+  for (const b of noticeBuckets) {
+    const i = Math.floor(Date.parse(b.minute) / 60000) - first;
+    if (i < 0 || i >= CHART_MINUTES) continue;
+    marks[i][0] += b.opened; marks[i][1] += b.acknowledged;
+    opened += b.opened; acked += b.acknowledged;
+  }
+  if (!total && !opened && !acked) {
+    fill(body, h('div', { class: 'empty', dataset: { chartEmpty: '' } },
+      oneSession ? 'No event in the last hour. ' : 'No event in the last hour. Start the demo scene with ',
+      oneSession ? null : h('code', null, 'awareness serve --demo'),
+      oneSession ? 'Events recorded with recordEvent appear here within a second.' : ', or record a first event with the recordEvent mutation (see the playground).'));
+    return;
+  }
+  const peak = Math.max(1, ...cols.map((c) => [...c.values()].reduce((a, b) => a + b, 0)));
+  // One viewBox unit per CSS pixel: bars, marks and labels are never stretched.
+  const W = Math.max(280, Math.round(body.clientWidth || 600)); const H = 172; const L = 52; const B = 18; const T = 34;
+  const bw = (W - L) / CHART_MINUTES;
+  const y = (v) => T + (H - T - B) * (1 - v / peak);
+  const g = svg('g', { class: 'bars' });
+  cols.forEach((c, i) => {
+    let acc = 0;
+    const minute = new Date((first + i) * 60000);
+    const label = minute.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    for (const kind of EVENT_KINDS) {
+      const n = c.get(kind);
+      if (!n) continue;
+      const y0 = y(acc); const y1 = y(acc + n);
+      acc += n;
+      g.append(svg('rect', {
+        x: (L + i * bw + 1).toFixed(1), y: y1.toFixed(1), width: Math.max(1, bw - 2).toFixed(1), height: Math.max(1, y0 - y1).toFixed(1),
+        class: `bar c-${kind}`, 'data-kind': kind, 'data-count': n, 'data-minute': minute.toISOString(),
+      }, svg('title', null, `${label}: ${n} ${kind}`)));
+    }
+  });
+  // Notice marks above the bars: opened (upper row) and acknowledged (lower row).
+  const nm = svg('g', { class: 'notice-marks' },
+    svg('text', { x: L - 6, y: 11, 'text-anchor': 'end' }, 'opened'),
+    svg('text', { x: L - 6, y: 25, 'text-anchor': 'end' }, 'acked'));
+  marks.forEach(([o, a], i) => {
+    const cx = (L + i * bw + bw / 2).toFixed(1);
+    const minute = new Date((first + i) * 60000);
+    const label = minute.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    if (o) nm.append(svg('circle', { cx, cy: 8, r: Math.min(5, 2.5 + o / 2), class: 'mark opened', 'data-minute': minute.toISOString(), 'data-count': o }, svg('title', null, `${label}: ${o} notice${o === 1 ? '' : 's'} opened`)));
+    if (a) nm.append(svg('circle', { cx, cy: 22, r: Math.min(5, 2.5 + a / 2), class: 'mark acked', 'data-minute': minute.toISOString(), 'data-count': a }, svg('title', null, `${label}: ${a} notice${a === 1 ? '' : 's'} acknowledged`)));
+  });
+  const axis = svg('g', { class: 'axis' },
+    svg('line', { x1: L, x2: W, y1: H - B, y2: H - B }),
+    svg('text', { x: L - 4, y: T + 8, 'text-anchor': 'end' }, peak),
+    svg('text', { x: L - 4, y: H - B, 'text-anchor': 'end' }, 0),
+    svg('text', { x: L, y: H - 4 }, '−60 min'),
+    svg('text', { x: L + (W - L) / 2, y: H - 4, 'text-anchor': 'middle' }, '−30 min'),
+    svg('text', { x: W, y: H - 4, 'text-anchor': 'end' }, 'now'));
+  const chart = svg('svg', {
+    viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img',
+    'aria-label': `Events per minute over the last hour: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}; ${opened} notices opened, ${acked} acknowledged`,
+  }, axis, nm, g);
+  const legend = h('ul', { class: 'legend' }, EVENT_KINDS.filter((k) => totals.get(k)).map((k) =>
+    h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: `swatch c-${k}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))),
+  h('li', { dataset: { notices: 'opened', total: opened }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot opened', 'aria-hidden': 'true' }), 'notices opened ', h('strong', null, opened)),
+  h('li', { dataset: { notices: 'acknowledged', total: acked }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot acked', 'aria-hidden': 'true' }), 'acknowledged ', h('strong', null, acked)));
+  fill(body, chart, legend);
+}
+
+/**
+ * eventFilter is the kind and actor filter of an event list: apply(items) keeps the
+ * matching ones. setActor(id) selects an actor (an actor link's target). onChange is
+ * called when the selection changes.
+ */
+export function eventFilter(onChange, id) {
+  const kind = h('select', { id: `${id}-kind`, 'aria-label': 'Filter by kind' },
+    h('option', { value: '' }, 'every kind'), EVENT_KINDS.map((k) => h('option', { value: k }, k)));
+  const actor = h('select', { id: `${id}-actor`, 'aria-label': 'Filter by actor' }, h('option', { value: '' }, 'every actor'));
+  const known = new Set();
+  const el = h('div', { class: 'ev-filter', role: 'group', 'aria-label': 'Filter events' }, kind, actor);
+  kind.addEventListener('change', onChange);
+  actor.addEventListener('change', onChange);
+  const actorOf = (ev) => ev.actorId || ev.actorType;
+  return {
+    el,
+    learn(events) {
+      let added = false;
+      for (const ev of events) {
+        const a = actorOf(ev);
+        if (a && !known.has(a)) { known.add(a); added = true; }
+      }
+      if (!added) return;
+      const cur = actor.value;
+      fill(actor, h('option', { value: '' }, 'every actor'), [...known].sort().map((a) => h('option', { value: a }, a)));
+      actor.value = cur;
+    },
+    setActor(a) {
+      if (!known.has(a)) { known.add(a); actor.append(h('option', { value: a }, a)); }
+      actor.value = a;
+      onChange();
+    },
+    match(ev) {
+      return (!kind.value || ev.kind === kind.value) && (!actor.value || actorOf(ev) === actor.value);
+    },
+    active() { return !!(kind.value || actor.value); },
+  };
+}
+
+export { kindClass, agentOf };

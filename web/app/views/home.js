@@ -1,14 +1,14 @@
 // Home (#/ and #/notices): the live feed of pending stale notices of every watcher,
-// the recent activity across sessions, and the upstream links.
+// the activity chart, the recent activity across sessions (filterable by kind and
+// actor), and the upstream links.
 
 import { h, fill, eventItem, throttle } from '../dom.js';
-import { gql, errorText, EVENT_FIELDS, SESSION_FIELDS } from '../gql.js';
-import { pairKey } from '../notices.js';
-import { noticeCard, upstreamPanel } from './components.js';
+import { gql, EVENT_FIELDS, SESSION_FIELDS } from '../gql.js';
+import { noticeList, noNotices, upstreamPanel, activityChart, eventFilter } from './components.js';
 
 const ACTIVITY_MAX = 40;
 
-export function homeView(root, { notices, bus }) {
+export function homeView(root, { notices, bus, panels, auth }) {
   const cleanups = [];
 
   // Pending notices.
@@ -18,71 +18,57 @@ export function homeView(root, { notices, bus }) {
     'aria-label': 'Filter notices by watcher or target', autocomplete: 'off',
   });
   const list = h('div', { class: 'notices', id: 'notice-list', 'aria-live': 'polite', 'aria-relevant': 'additions removals' });
-  const noticesPanel = h('section', { class: 'panel', 'aria-labelledby': 'notices-h' },
-    h('div', { class: 'panel-head' },
-      h('h2', { id: 'notices-h', tabindex: '-1' }, 'Pending stale notices', count),
-      h('span', { class: 'hint' }, 'live · every watcher')),
+  const noticesHead = h('div', { class: 'panel-head' },
+    h('h2', { id: 'notices-h', tabindex: '-1' }, 'Pending stale notices', count),
+    h('span', { class: 'hint' }, 'every watcher'));
+  const noticesPanel = h('section', { class: 'panel', id: 'notices', 'aria-labelledby': 'notices-h' },
+    noticesHead,
     h('div', { class: 'form', style: 'margin-bottom:.75rem' }, h('div', { class: 'field' }, filter)),
     list);
 
-  const cards = new Map(); // pairKey → {n, el}
-  const renderNotices = () => {
+  const guidance = () => h('div', null,
+    h('p', null, 'No pending notices: every watcher is in sync. When a person or another agent changes a watched session, the watcher’s one consolidated notice appears here, live.'),
+    h('p', null, 'To see one: start the server with ', h('code', null, 'awareness serve --demo'),
+      ', or watch a session and record a human message into it:'),
+    h('pre', { class: 'example' }, 'mutation {\n  watch(input: {watcher: "agent:main:main", target: "agent:main:subagent:w1"}) { watched }\n  recordEvent(input: {sessionKey: "agent:main:subagent:w1",\n    kind: human_direct_message, actorType: human}) { noticesOpened }\n}'));
+  const shownNotices = () => {
     const q = filter.value.trim().toLowerCase();
     const all = notices.list();
-    const shown = q ? all.filter((n) => n.watcher.includes(q) || n.target.includes(q)) : all;
+    return q ? all.filter((n) => n.watcher.includes(q) || n.target.includes(q)) : all;
+  };
+  const paintList = noticeList(list, notices, shownNotices,
+    () => (notices.list().length ? h('p', { class: 'empty' }, 'No notice matches the filter.') : noNotices(notices, auth, guidance())));
+  const renderNotices = () => {
+    const all = notices.list();
     fill(count, all.length);
     count.classList.toggle('hot', all.length > 0);
-    const hadFocus = list.contains(document.activeElement);
-    const focusIndex = hadFocus ? [...list.children].findIndex((c) => c.contains(document.activeElement)) : -1;
-    const next = new Map();
-    const els = shown.map((n) => {
-      const k = pairKey(n);
-      const old = cards.get(k);
-      const same = old && old.n.notifiedVersion === n.notifiedVersion && old.n.currentMaterial === n.currentMaterial;
-      const el = same ? old.el : noticeCard(n, notices);
-      next.set(k, { n, el });
-      return el;
-    });
-    cards.clear();
-    for (const [k, v] of next) cards.set(k, v);
-    if (!els.length) {
-      fill(list, h('p', { class: 'empty' }, all.length
-        ? 'No notice matches the filter.'
-        : notices.error
-          ? `The notice feed failed: ${errorText(notices.error)}`
-          : 'No pending notices. When a person or another agent changes a watched session, the watcher’s one consolidated notice appears here.'));
-    } else {
-      const same = els.length === list.children.length && els.every((el, i) => list.children[i] === el);
-      if (!same) fill(list, els);
-    }
-    // Keep keyboard users in place when the card they acted on leaves.
-    if (hadFocus && !list.contains(document.activeElement)) {
-      const target = els[Math.min(focusIndex, els.length - 1)];
-      const btn = target && target.querySelector('button.ack');
-      (btn || document.getElementById('notices-h')).focus();
-    }
+    paintList();
   };
   filter.addEventListener('input', renderNotices);
-  const onChange = () => renderNotices();
-  notices.addEventListener('change', onChange);
-  cleanups.push(() => notices.removeEventListener('change', onChange));
+  notices.addEventListener('change', renderNotices);
+  auth.addEventListener('change', renderNotices);
+  cleanups.push(() => { notices.removeEventListener('change', renderNotices); auth.removeEventListener('change', renderNotices); });
+  // The notice feed is a subscription: its freshness is the connection's.
+  const noticesP = panels.add(noticesPanel, noticesHead, () => notices.load(), 'the pending notices');
+  cleanups.push(() => noticesP.remove());
 
   // Recent activity across sessions.
   const activityList = h('ol', { class: 'timeline', id: 'activity', 'aria-live': 'polite' });
-  const activityPanel = h('section', { class: 'panel', 'aria-labelledby': 'activity-h' },
-    h('div', { class: 'panel-head' },
-      h('h2', { id: 'activity-h' }, 'Recent activity'),
-      h('span', { class: 'hint' }, 'live · all sessions')),
-    activityList);
-  const activity = new Activity(activityList);
-  activity.init();
-  const tick = throttle(() => activity.poll(), 800);
+  const evFilter = eventFilter(() => activity.render(new Set()), 'af');
+  const activityHead = h('div', { class: 'panel-head' },
+    h('h2', { id: 'activity-h' }, 'Recent activity'),
+    h('span', { class: 'hint' }, 'all sessions'));
+  const activityPanel = h('section', { class: 'panel', id: 'activity-panel', 'aria-labelledby': 'activity-h' },
+    activityHead, evFilter.el, activityList);
+  const activity = new Activity(activityList, evFilter);
+  const activityP = panels.add(activityPanel, activityHead, () => activity.init(), 'the recent activity');
+  const tick = throttle(() => { if (activityP.state === 'live') activity.poll(); }, 800);
   const onEvent = () => tick();
   bus.addEventListener('event', onEvent);
-  bus.addEventListener('reconnect', onEvent);
-  cleanups.push(() => { bus.removeEventListener('event', onEvent); bus.removeEventListener('reconnect', onEvent); tick.cancel(); });
+  cleanups.push(() => { bus.removeEventListener('event', onEvent); tick.cancel(); activityP.remove(); });
 
-  const upstream = upstreamPanel();
+  const chart = activityChart({ panels, bus, notices, cleanups });
+  const upstream = upstreamPanel({ panels, bus, auth, cleanups });
 
   fill(root,
     h('div', { class: 'page-head' },
@@ -91,7 +77,7 @@ export function homeView(root, { notices, bus }) {
         h('p', { class: 'sub' }, 'One consolidated notice per watcher and target. Acknowledge it once the watcher has taken it into its prompt.'))),
     h('div', { class: 'grid' },
       h('div', { class: 'stack' }, noticesPanel),
-      h('div', { class: 'stack' }, activityPanel, upstream.el)));
+      h('div', { class: 'stack' }, chart, activityPanel, upstream.el)));
   renderNotices();
 
   return () => cleanups.forEach((fn) => fn());
@@ -103,30 +89,25 @@ export function homeView(root, { notices, bus }) {
  * the recently updated sessions and reads the delta of those whose version moved.
  */
 class Activity {
-  constructor(list) {
+  constructor(list, filter) {
     this.list = list;
+    this.filter = filter;
     this.known = new Map();
     this.items = [];
-    this.ready = false;
   }
 
   async init() {
-    try {
-      const d = await gql(`{ sessionsList(filter: {activeMinutes: 1440}, first: 200) { sessions { ${SESSION_FIELDS} } } }`);
-      const sessions = d.sessionsList.sessions.filter((s) => s.stateVersion);
-      for (const s of sessions) this.known.set(id(s), s.stateVersion);
-      sessions.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : -1));
-      const top = sessions.slice(0, 8).map((s) => ({ s, since: Math.max(0, s.stateVersion - 4) }));
-      this.items = await deltas(top);
-      this.ready = true;
-      this.render(new Set());
-    } catch (err) {
-      fill(this.list, h('li', { class: 'gap-mark' }, `Could not load activity: ${errorText(err)}`));
-    }
+    const d = await gql(`{ sessionsList(filter: {activeMinutes: 1440}, first: 200) { sessions { ${SESSION_FIELDS} } } }`);
+    const sessions = d.sessionsList.sessions.filter((s) => s.stateVersion);
+    this.known.clear();
+    for (const s of sessions) this.known.set(id(s), s.stateVersion);
+    sessions.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : -1));
+    const top = sessions.slice(0, 8).map((s) => ({ s, since: Math.max(0, s.stateVersion - 4) }));
+    this.items = await deltas(top);
+    this.render(new Set());
   }
 
   async poll() {
-    if (!this.ready) return this.init();
     let d;
     try {
       d = await gql(`{ sessionsList(filter: {activeMinutes: 15}, first: 200) { sessions { ${SESSION_FIELDS} } } }`);
@@ -154,12 +135,19 @@ class Activity {
   }
 
   render(freshIds) {
+    this.filter.learn(this.items.map((it) => it.ev));
     if (!this.items.length) {
-      fill(this.list, h('li', { class: 'since-mark' }, 'No activity in the last day.'));
+      fill(this.list, h('li', { class: 'since-mark', dataset: { emptyActivity: '' } },
+        'No activity in the last day. Events recorded with recordEvent (or by the demo, awareness serve --demo) appear here live.'));
       return;
     }
-    fill(this.list, this.items.map((it) => {
-      const li = eventItem(it.ev, it.s);
+    const shown = this.items.filter((it) => this.filter.match(it.ev));
+    if (!shown.length) {
+      fill(this.list, h('li', { class: 'since-mark' }, 'No recent event matches the filter.'));
+      return;
+    }
+    fill(this.list, shown.map((it) => {
+      const li = eventItem(it.ev, it.s, (a) => this.filter.setActor(a));
       if (freshIds.has(itemId(it))) li.classList.add('fresh');
       return li;
     }));

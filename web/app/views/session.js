@@ -1,18 +1,24 @@
-// One session (#/session/<agentId>/<sessionKey>[?since=L]): its live event timeline
-// (sessionStatus + stateEvents), the history gap when the log was pruned (REC-2), the
-// watchers on it and the targets it watches with their cursors, its pending notices
-// with Acknowledge, a watch/unwatch form, and its upstream link.
+// One session (#/session/<agentId>/<sessionKey>[?since=L&watcher=W]): its live event
+// timeline (sessionStatus + stateEvents, filterable by kind and actor), the history
+// gap when the log was pruned (REC-2), the notices ABOUT it (who waits to reconcile
+// it, with Acknowledge: a notice's Reconcile link lands here, on that notice), the
+// notices it holds as a watcher, the watchers on it and the targets it watches with
+// their cursors, its activity chart, a watch/unwatch form, and its upstream link.
+//
+// Every panel is a live panel (panels.js): dimmed with the time of its last update
+// while the connection is down, reloaded by itself when it is back.
 
-import { h, fill, eventItem, sessionLink, sessionHref, timeEl, throttle, toast, isQualified, agentOf, keyText } from '../dom.js';
+import { h, fill, eventItem, sessionLink, sessionHref, watcherHref, timeEl, throttle, toast, isQualified, agentOf, keyText } from '../dom.js';
 import { gql, errorText, EVENT_FIELDS, CURSOR_FIELDS } from '../gql.js';
-import { noticeCard, upstreamPanel } from './components.js';
+import { noticeList, noNotices, ackToast, upstreamPanel, activityChart, eventFilter } from './components.js';
 
 const PAGE = 50;
 
-export function sessionView(root, { agentId, key, query, notices, bus, live }) {
+export function sessionView(root, { agentId, key, query, notices, bus, live, panels, auth }) {
   const cleanups = [];
   const qualified = isQualified(key);
   const sinceParam = query.has('since') && /^\d+$/.test(query.get('since')) ? Number(query.get('since')) : null;
+  const forWatcher = query.get('watcher') || '';
 
   // Header.
   const title = h('h1', { tabindex: '-1' }, keyText(key));
@@ -33,62 +39,78 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
     const v = sinceInput.value.trim();
     location.hash = sessionHref(agentId, key, /^\d+$/.test(v) ? { since: v } : null);
   });
-  const timelinePanel = h('section', { class: 'panel', 'aria-labelledby': 'timeline-h' },
-    h('div', { class: 'panel-head' },
-      h('h2', { id: 'timeline-h' }, 'Timeline ', h('span', { class: 'hint' }, 'live')),
-      sinceForm),
-    banner, timeline, h('div', { style: 'margin-top:.75rem' }, older));
+  const evFilter = eventFilter(() => renderTimeline(), 'tf');
+  const timelineHead = h('div', { class: 'panel-head' },
+    h('h2', { id: 'timeline-h' }, 'Timeline'),
+    sinceForm);
+  const timelinePanel = h('section', { class: 'panel', id: 'timeline-panel', 'aria-labelledby': 'timeline-h' },
+    timelineHead, evFilter.el, banner, timeline, h('div', { style: 'margin-top:.75rem' }, older));
 
-  // Notices, watchers, targets, form.
+  // Notices about this session (who waits to reconcile it) and the ones it holds.
   const result = h('p', { class: 'form-result', role: 'status', id: 'watch-result' });
-  const noticeList = h('div', { class: 'notices', id: 'session-notices' });
-  const ackAll = h('button', { type: 'button', hidden: true }, 'Acknowledge all');
-  const noticesPanel = h('section', { class: 'panel', 'aria-labelledby': 'sn-h' },
-    h('div', { class: 'panel-head' }, h('h2', { id: 'sn-h' }, 'Pending notices for this session'), ackAll),
-    noticeList);
+  const aboutList = h('div', { class: 'notices', id: 'about-notices', 'aria-live': 'polite' });
+  const ackAbout = h('button', { type: 'button', hidden: true, id: 'ack-about' }, 'Acknowledge all');
+  const aboutHead = h('div', { class: 'panel-head' },
+    h('h2', { id: 'an-h', tabindex: '-1' }, 'Notices about this session'),
+    h('span', { class: 'hint' }, 'watchers waiting to reconcile it'), ackAbout);
+  const aboutPanel = h('section', { class: 'panel', id: 'about-panel', 'aria-labelledby': 'an-h' }, aboutHead, aboutList);
+  const heldList = h('div', { class: 'notices', id: 'session-notices', 'aria-live': 'polite' });
+  const ackHeld = h('button', { type: 'button', hidden: true, id: 'ack-held' }, 'Acknowledge all');
+  const heldHead = h('div', { class: 'panel-head' },
+    h('h2', { id: 'sn-h', tabindex: '-1' }, 'Notices it holds as a watcher'),
+    h('a', { class: 'small', href: watcherHref(key) }, 'watcher view'), ackHeld);
+  const heldPanel = h('section', { class: 'panel', id: 'held-panel', 'aria-labelledby': 'sn-h' }, heldHead, heldList);
   const watchersBody = h('div', null, h('p', { class: 'skeleton' }, 'Loading…'));
   const targetsBody = h('div', null, h('p', { class: 'skeleton' }, 'Loading…'));
-  const watchersPanel = h('section', { class: 'panel', 'aria-labelledby': 'w-h' },
-    h('div', { class: 'panel-head' }, h('h2', { id: 'w-h' }, 'Watchers on this session'),
-      h('span', { class: 'hint' }, 'their cursors on it')),
-    watchersBody);
-  const targetsPanel = h('section', { class: 'panel', 'aria-labelledby': 't-h' },
-    h('div', { class: 'panel-head' }, h('h2', { id: 't-h' }, 'Sessions it watches'),
-      h('span', { class: 'hint' }, 'its cursors on them')),
-    targetsBody);
-  const upstream = upstreamPanel({ agentId, sessionKey: key });
+  const watchersHead = h('div', { class: 'panel-head' }, h('h2', { id: 'w-h' }, 'Watchers on this session'),
+    h('span', { class: 'hint' }, 'their cursors on it'));
+  const watchersPanel = h('section', { class: 'panel', id: 'watchers-panel', 'aria-labelledby': 'w-h' }, watchersHead, watchersBody);
+  const targetsHead = h('div', { class: 'panel-head' }, h('h2', { id: 't-h' }, 'Sessions it watches'),
+    h('span', { class: 'hint' }, 'its cursors on them'));
+  const targetsPanel = h('section', { class: 'panel', id: 'targets-panel', 'aria-labelledby': 't-h' }, targetsHead, targetsBody);
+  const chart = activityChart({ sessionKey: key, agentId, panels, bus, notices, cleanups });
+  const upstream = upstreamPanel({ agentId, sessionKey: key, panels, bus, auth, cleanups });
+  const summary = h('section', { class: 'panel', 'aria-label': 'Summary', style: 'margin-bottom:1rem', hidden: true }, facts);
 
   fill(root,
     h('div', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', h('span', { class: 'mono' }, agentId)),
     h('div', { class: 'page-head' }, h('div', null, title, sub), headBadges),
-    h('section', { class: 'panel', 'aria-label': 'Summary', style: 'margin-bottom:1rem' }, facts),
+    summary,
     h('div', { class: 'grid' },
-      h('div', { class: 'stack' }, timelinePanel),
+      h('div', { class: 'stack' }, aboutPanel, timelinePanel),
       h('div', { class: 'stack' },
-        qualified ? noticesPanel : null,
-        watchersPanel, targetsPanel, watchForm(), upstream.el)));
+        qualified ? heldPanel : null,
+        chart, watchersPanel, targetsPanel, watchForm(), upstream.el)));
 
   // --- Summary ---------------------------------------------------------------
   let version = 0;
-  const renderFacts = (st) => {
+  let status = null;
+  let children = [];
+  let spawnedBy = null;
+  const renderFacts = () => {
+    const st = status;
+    if (!st) return;
     version = Math.max(version, st.stateVersion);
     const s = st.session;
     const items = [['State version', version], ['Agent', st.agentId]];
     if (!s && st.listed) {
       items.push(['Kind', st.listed.kind], ['Compactions', st.listed.compactionCount], ['Updated', timeEl(st.listed.updatedAt)]);
     }
+    const parent = (s && s.parentSessionKey) || spawnedBy;
+    if (parent) items.push(['Parent', sessionLink(parent, agentOf(parent))]);
+    if (children.length) items.push(['Children', h('span', { class: 'links' }, children.map((c) => sessionLink(c.target, c.targetAgentId)))]);
     if (s) {
       items.push(['Kind', s.kind]);
       if (s.displayName) items.push(['Name', s.displayName]);
       if (s.provider) items.push(['Provider', s.provider]);
       if (s.chatType) items.push(['Chat type', s.chatType]);
-      if (s.parentSessionKey) items.push(['Parent', sessionLink(s.parentSessionKey, agentOf(s.parentSessionKey))]);
       if (s.totalTokens != null) items.push(['Tokens', s.totalTokens.toLocaleString()]);
       if (s.contextTokens != null) items.push(['Context', s.contextTokens.toLocaleString()]);
       items.push(['Compactions', s.compactionCount]);
       items.push(['Updated', timeEl(s.updatedAt)]);
     }
-    fill(facts, items.map(([k, v]) => h('div', null, h('dt', null, k), h('dd', { dataset: k === 'State version' ? { version: '' } : null }, v))));
+    summary.hidden = false;
+    fill(facts, items.map(([k, v]) => h('div', { dataset: { fact: k.toLowerCase() } }, h('dt', null, k), h('dd', { dataset: k === 'State version' ? { version: '' } : null }, v))));
     fill(sub, `agent ${st.agentId} · state version ${version}`);
     fill(headBadges,
       s || st.listed ? h('span', { class: 'badge accent' }, (s || st.listed).kind) : null,
@@ -104,15 +126,16 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
   let loaded = false; // the first read is done: live events may be applied
   let missed = false; // live events arrived before that
 
-  const renderTimeline = (freshSeqs = new Set()) => {
+  function renderTimeline(freshSeqs = new Set()) {
     const seqs = [...events.keys()].sort((a, b) => b - a);
-    const items = seqs.map((s) => {
-      const li = eventItem(events.get(s));
+    evFilter.learn([...events.values()]);
+    const items = seqs.filter((s) => evFilter.match(events.get(s))).map((s) => {
+      const li = eventItem(events.get(s), null, (a) => evFilter.setActor(a));
       if (freshSeqs.has(s)) li.classList.add('fresh');
       return li;
     });
     if (sinceParam != null) {
-      const idx = seqs.findIndex((s) => s <= sinceParam);
+      const idx = seqs.filter((s) => evFilter.match(events.get(s))).findIndex((s) => s <= sinceParam);
       const mark = h('li', { class: 'since-mark' }, `▲ changes since L = ${sinceParam} (what a reconciling agent reads)`);
       if (idx === -1) items.push(mark); else items.splice(idx, 0, mark);
     }
@@ -120,13 +143,21 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
       items.push(h('li', { class: 'gap-mark', dataset: { historyGap: '' } },
         `History gap: events up to #${gap.earliest - 1} were pruned by retention.`));
     }
-    if (!items.length) items.push(h('li', { class: 'since-mark' }, version ? 'No events in this range.' : 'No events logged yet.'));
+    if (!events.size) {
+      items.push(h('li', { class: 'since-mark', dataset: { emptyTimeline: '' } }, version ? 'No events in this range.'
+        : 'No events logged yet. Events recorded for this key (recordEvent with this sessionKey) appear here live.'));
+    } else if (evFilter.active() && !seqs.some((s) => evFilter.match(events.get(s)))) {
+      items.push(h('li', { class: 'since-mark' }, 'No loaded event matches the filter.'));
+    }
     fill(timeline, items);
     older.hidden = gap != null || from <= 0 || sinceParam != null;
     fill(banner, gap ? h('div', { class: 'banner bad', role: 'alert' },
       h('strong', null, 'History gap. '),
       `The log before #${gap.earliest} was pruned, so a delta from an older cursor is incomplete: a reconciler must refresh the whole session state instead of applying it (REC-2).`) : null);
-  };
+    // The child_spawned event names the parent.
+    const spawn = [...events.values()].find((e) => e.kind === 'child_spawned' && e.actorId && isQualified(e.actorId));
+    if (spawn && spawnedBy !== spawn.actorId) { spawnedBy = spawn.actorId; renderFacts(); }
+  }
 
   const addEvents = (list) => {
     const fresh = new Set();
@@ -150,9 +181,16 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
     if (ch.historyGap) gap = { earliest: ch.earliestAvailableSequence };
   };
 
+  const updateVersion = () => {
+    const dd = facts.querySelector('dd[data-version]');
+    if (dd) dd.textContent = String(version);
+    fill(sub, `agent ${agentId} · state version ${version}`);
+  };
+
   // catchUp reads every event after `top` (after a reconnection or a skipped sequence).
+  // It throws when the server cannot answer: the panel is then stale and retried.
   let catching = null;
-  const catchUp = async () => {
+  const catchUp = () => {
     if (catching) return catching;
     catching = (async () => {
       try {
@@ -166,8 +204,6 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
           if (fresh.size) renderTimeline(fresh);
           if (!ch.truncated) break;
         }
-      } catch (err) {
-        if (!stopped) toast(`Could not read new events: ${errorText(err)}`, 'bad');
       } finally {
         catching = null;
       }
@@ -175,13 +211,13 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
     return catching;
   };
 
-  const updateVersion = () => {
-    const dd = facts.querySelector('dd[data-version]');
-    if (dd) dd.textContent = String(version);
-    fill(sub, `agent ${agentId} · state version ${version}`);
-  };
-
-  const init = async () => {
+  // loadTimeline is the timeline panel's load: the whole first read, or, once that
+  // succeeded, the delta since the newest loaded event.
+  const loadTimeline = async () => {
+    if (loaded) {
+      await catchUp();
+      return;
+    }
     let st;
     try {
       const d = await gql(`query Session($key: String!, $agentId: String) {
@@ -191,10 +227,11 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
             stateVersion totalTokens contextTokens compactionCount } } }`, { key, agentId });
       st = d.sessionStatus;
     } catch (err) {
-      fill(banner, h('div', { class: 'banner bad', role: 'alert' }, `Could not load this session: ${errorText(err)}`));
-      return;
+      if (!events.size) fill(timeline);
+      throw err;
     }
-    renderFacts(st);
+    status = st;
+    renderFacts();
     if (!st.session) {
       // Not in the registry: the sessions list still knows its kind and last update.
       try {
@@ -202,25 +239,41 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
           sessions { sessionKey agentId kind updatedAt stateVersion compactionCount } } }`,
         { filter: { agentId, keyPrefix: key } });
         const row = l.sessionsList.sessions.find((s) => s.sessionKey === key);
-        if (row) renderFacts({ ...st, listed: row });
+        if (row) { status = { ...st, listed: row }; renderFacts(); }
       } catch { /* the summary stays short */ }
     }
     from = sinceParam != null ? sinceParam : Math.max(0, st.stateVersion - PAGE);
     top = from;
+    let r;
     try {
-      const r = await readChanges(from, 200);
-      noteGap(r.stateChanges);
-      addEvents(r.stateChanges.events);
-      version = Math.max(version, r.stateVersion);
-      loaded = true;
-      renderTimeline();
-      if (r.stateChanges.truncated || missed) await catchUp();
+      r = await readChanges(from, 200);
     } catch (err) {
-      fill(banner, h('div', { class: 'banner bad', role: 'alert' },
-        err.code === 'CURSOR_AHEAD' ? `changesSince ${from} is ahead of this session’s state version ${st.stateVersion} (CURSOR_AHEAD).` : `Could not load events: ${errorText(err)}`));
-      fill(timeline);
+      if (err.code === 'CURSOR_AHEAD') {
+        fill(banner, h('div', { class: 'banner bad', role: 'alert' },
+          `changesSince ${from} is ahead of this session’s state version ${st.stateVersion} (CURSOR_AHEAD).`));
+        fill(timeline);
+        return; // an answer, not a failure: retrying would not change it
+      }
+      throw err;
     }
+    fill(banner);
+    noteGap(r.stateChanges);
+    addEvents(r.stateChanges.events);
+    if (!events.has(1) && !(st.session && st.session.parentSessionKey)) {
+      // The first event names the parent (child_spawned by it): read it for the summary.
+      try {
+        const first = await readChanges(0, 1);
+        const ev = first.stateChanges.events[0];
+        if (ev && ev.kind === 'child_spawned' && ev.actorId && isQualified(ev.actorId)) { spawnedBy = ev.actorId; renderFacts(); }
+      } catch { /* the summary stays without it */ }
+    }
+    version = Math.max(version, r.stateVersion);
+    loaded = true;
+    renderTimeline();
+    if (r.stateChanges.truncated || missed) await catchUp();
   };
+  const timelineP = panels.add(timelinePanel, timelineHead, loadTimeline, 'this session’s events');
+  cleanups.push(() => timelineP.remove());
 
   older.addEventListener('click', async () => {
     const lo = Math.max(0, from - PAGE);
@@ -238,8 +291,9 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
     }
   });
 
-  // Live: this session's events. A skipped sequence or a reconnection reads the delta.
-  const refreshSide = throttle(() => { loadCursors(); }, 700);
+  // Live: this session's events. A skipped sequence reads the delta.
+  const refreshSide = throttle(() => { cursorsP.run(); }, 700);
+  cleanups.push(() => refreshSide.cancel());
   const unsub = live.subscribe(
     `subscription Events($key: String, $agentId: String) { stateEvents(sessionKey: $key, agentId: $agentId) { ${EVENT_FIELDS} } }`,
     { key, agentId },
@@ -249,7 +303,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
         refreshSide();
         if (!loaded) { missed = true; return; }
         if (events.has(ev.sequence) || ev.sequence <= from) return;
-        if (ev.sequence > top + 1) { catchUp(); } else {
+        if (ev.sequence > top + 1) { timelineP.run(); } else {
           const fresh = addEvents([ev]);
           version = Math.max(version, ev.sequence);
           updateVersion();
@@ -259,51 +313,79 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
       error: (errs) => toast(`Live events for this session failed: ${errorText(errs)}`, 'bad'),
     });
   cleanups.push(unsub);
-  cleanups.push(live.onReconnect(() => { if (loaded) catchUp(); refreshSide(); }));
 
-  // --- Notices of this session (as a watcher) ----------------------------------------
+  // --- Notices about it and held by it --------------------------------------------
+  const about = () => notices.aboutTarget(agentId, key);
+  const held = () => (qualified ? notices.forWatcher(key) : []);
+  const paintAbout = noticeList(aboutList, notices, about, () => noNotices(notices, auth,
+    'Nobody waits to reconcile this session: no watcher has a pending notice about it.'));
+  const paintHeld = noticeList(heldList, notices, held, () => noNotices(notices, auth,
+    'No pending notice: this session is up to date with what it watches.'));
+  let landed = false;
   const renderNotices = () => {
-    if (!qualified) return;
-    const list = notices.forWatcher(key);
-    ackAll.hidden = list.length < 2;
-    fill(noticeList, list.length ? list.map((n) => noticeCard(n, notices))
-      : h('p', { class: 'empty' }, 'No pending notice: this session is up to date with what it watches.'));
+    const a = paintAbout();
+    ackAbout.hidden = a.length < 2;
+    if (qualified) ackHeld.hidden = paintHeld().length < 2;
+    // Reconcile's link names the watcher: land on its notice, where Acknowledge is.
+    if (forWatcher && !landed) {
+      const card = aboutList.querySelector(`.notice[data-watcher="${CSS.escape(forWatcher)}"]`);
+      if (card) {
+        landed = true;
+        card.classList.add('landed');
+        requestAnimationFrame(() => card.scrollIntoView({ block: 'center' }));
+      }
+    }
   };
   const onNotices = () => { renderNotices(); refreshSide(); };
   notices.addEventListener('change', onNotices);
-  cleanups.push(() => notices.removeEventListener('change', onNotices));
-  ackAll.addEventListener('click', async () => {
-    ackAll.disabled = true;
+  auth.addEventListener('change', renderNotices);
+  cleanups.push(() => { notices.removeEventListener('change', onNotices); auth.removeEventListener('change', renderNotices); });
+  const bulk = (btn, list) => btn.addEventListener('click', async () => {
+    btn.setAttribute('aria-disabled', 'true');
     try {
-      const follow = await notices.ackAll(key);
-      toast(follow.length ? `Acknowledged; ${follow.length} follow-up notice(s) opened.` : 'Acknowledged every pending notice.');
+      const ns = list();
+      const byWatcher = new Map();
+      for (const n of ns) byWatcher.set(n.watcher, [...(byWatcher.get(n.watcher) || []), n]);
+      const res = { follow: [], queued: false };
+      for (const [w, group] of byWatcher) {
+        const r = await notices.ack(w, group);
+        res.follow.push(...r.follow);
+        res.queued = res.queued || r.queued;
+      }
+      ackToast(res, ns);
     } catch (err) {
       toast(`Acknowledge failed: ${errorText(err)}`, 'bad');
     } finally {
-      ackAll.disabled = false;
+      btn.removeAttribute('aria-disabled');
     }
   });
+  bulk(ackAbout, about);
+  bulk(ackHeld, held);
+  const aboutP = panels.add(aboutPanel, aboutHead, () => notices.load(), 'the notices about this session');
+  const heldP = qualified ? panels.add(heldPanel, heldHead, () => notices.load(), 'the notices it holds') : null;
+  cleanups.push(() => { aboutP.remove(); if (heldP) heldP.remove(); });
 
   // --- Cursors ----------------------------------------------------------------------
   async function loadCursors() {
-    try {
-      const d = await gql(`query Cursors($key: String!) { watches(target: $key) { ${CURSOR_FIELDS} } }`, { key });
-      const rows = d.watches.filter((c) => c.targetAgentId === agentId);
-      fill(watchersBody, rows.length ? cursorTable(rows, 'watcher') : h('p', { class: 'empty' }, 'Nobody watches this session.'));
-    } catch (err) {
-      fill(watchersBody, h('p', { class: 'empty' }, `Could not load watchers: ${errorText(err)}`));
-    }
+    const d = await gql(`query Cursors($key: String!) { watches(target: $key) { ${CURSOR_FIELDS} } }`, { key });
+    const rows = d.watches.filter((c) => c.targetAgentId === agentId);
+    fill(watchersBody, rows.length ? cursorTable(rows, 'watcher') : h('p', { class: 'empty' },
+      'Nobody watches this session. A gateway registers a watcher with watch (sessions_send watch:true), or use the form below.'));
+  }
+  async function loadTargets() {
     if (!qualified) {
       fill(targetsBody, h('p', { class: 'empty' }, 'A bare key (global, cron:…, hook:…) can never be a watcher (KEY-3).'));
       return;
     }
-    try {
-      const d = await gql(`query Targets($key: String!) { watches(watcher: $key) { ${CURSOR_FIELDS} } }`, { key });
-      fill(targetsBody, d.watches.length ? cursorTable(d.watches, 'target') : h('p', { class: 'empty' }, 'This session watches nothing.'));
-    } catch (err) {
-      fill(targetsBody, h('p', { class: 'empty' }, `Could not load watched sessions: ${errorText(err)}`));
-    }
+    const d = await gql(`query Targets($key: String!) { watches(watcher: $key) { ${CURSOR_FIELDS} } }`, { key });
+    fill(targetsBody, d.watches.length ? cursorTable(d.watches, 'target') : h('p', { class: 'empty' }, 'This session watches nothing.'));
+    const kids = d.watches.filter((c) => c.target.startsWith(`agent:${agentId}:subagent:`));
+    if (kids.map((c) => c.target).join() !== children.map((c) => c.target).join()) { children = kids; renderFacts(); }
   }
+  const watchersP = panels.add(watchersPanel, watchersHead, loadCursors, 'the watchers');
+  const targetsP = panels.add(targetsPanel, targetsHead, loadTargets, 'the watched sessions');
+  const cursorsP = { run: () => { watchersP.run(); targetsP.run(); } };
+  cleanups.push(() => { watchersP.remove(); targetsP.remove(); });
 
   function cursorTable(rows, who) {
     return h('div', { class: 'table-wrap' }, h('table', { class: 'stacked', dataset: { cursors: who } },
@@ -323,7 +405,9 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
           h('td', { class: 'num', 'data-label': 'L' }, c.lastAcked),
           h('td', { class: 'num', 'data-label': 'N' }, c.notified),
           h('td', { class: 'num', 'data-label': 'M' }, c.material),
-          h('td', null, c.pending ? h('span', { class: 'badge wake' }, 'notice pending')
+          h('td', null, c.pending ? h('a', { class: 'badge wake', href: who === 'watcher' ? '#' : watcherHref(c.watcher), dataset: { pendingLink: '' },
+            onclick: who === 'watcher' ? (e) => { e.preventDefault(); const card = aboutList.querySelector(`.notice[data-watcher="${CSS.escape(c.watcher)}"] button.ack`); if (card) card.focus(); } : null,
+          }, 'notice pending')
             : c.material > c.lastAcked ? h('span', { class: 'badge info' }, 'changed') : h('span', { class: 'badge ok' }, 'in sync')),
           h('td', null, un));
       }))));
@@ -340,7 +424,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
       result.className = 'form-result bad';
       fill(result, `Unwatch failed: ${errorText(err)}`);
     }
-    loadCursors();
+    cursorsP.run();
     notices.reconcileSoon();
   }
 
@@ -357,7 +441,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
     const targetAgent = () => (target.value.trim().toLowerCase() === key ? agentId : null);
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
-      watchBtn.disabled = true;
+      watchBtn.setAttribute('aria-disabled', 'true');
       try {
         const d = await gql(`mutation Watch($input: WatchInput!) { watch(input: $input) { watched reason cursor { ${CURSOR_FIELDS} } } }`,
           { input: { watcher: watcher.value.trim(), target: target.value.trim(), targetAgentId: targetAgent() } });
@@ -370,9 +454,9 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
         result.className = 'form-result bad';
         fill(result, `Watch failed: ${errorText(err)}`);
       } finally {
-        watchBtn.disabled = false;
+        watchBtn.removeAttribute('aria-disabled');
       }
-      loadCursors();
+      cursorsP.run();
     });
     unwatchBtn.addEventListener('click', () => {
       if (!form.reportValidity()) return;
@@ -384,8 +468,6 @@ export function sessionView(root, { agentId, key, query, notices, bus, live }) {
       form, result);
   }
 
-  init();
   renderNotices();
-  loadCursors();
   return () => { stopped = true; cleanups.forEach((fn) => fn()); };
 }

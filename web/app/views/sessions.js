@@ -8,10 +8,22 @@ import { gql, errorText, SESSION_FIELDS } from '../gql.js';
 export const SESSION_KINDS = ['main', 'subagent', 'acp', 'direct', 'group', 'room', 'channel', 'cron', 'hook', 'global', 'other'];
 const PAGE_SIZES = [25, 50, 100, 200];
 
-// Cursors of the pages before the current one, per filter, for "Previous".
-const history = { filterKey: '', stack: [] };
+// Cursors of the pages before the current one, per filter, for "Previous"; kept in
+// sessionStorage so that a reload of page 2 still knows page 1.
+const HISTORY_KEY = 'awareness.sessionsHistory';
+function loadHistory() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem(HISTORY_KEY) || 'null');
+    if (v && typeof v.filterKey === 'string' && Array.isArray(v.stack)) return v;
+  } catch { /* fresh */ }
+  return { filterKey: '', stack: [] };
+}
+function saveHistory(hist) {
+  try { sessionStorage.setItem(HISTORY_KEY, JSON.stringify(hist)); } catch { /* memory only */ }
+}
 
-export function sessionsView(root, { bus, query }) {
+export function sessionsView(root, { bus, query, panels, auth }) {
+  const history = loadHistory();
   const cleanups = [];
   const f = {
     agent: query.get('agent') || '',
@@ -20,10 +32,14 @@ export function sessionsView(root, { bus, query }) {
     prefix: query.get('prefix') || '',
     first: PAGE_SIZES.includes(Number(query.get('first'))) ? Number(query.get('first')) : 50,
     after: query.get('after') || '',
+    page: /^[1-9]\d*$/.test(query.get('page') || '') ? Number(query.get('page')) : 1,
   };
   const filterKey = JSON.stringify([f.agent, f.kinds, f.active, f.prefix, f.first]);
   if (history.filterKey !== filterKey || !f.after) history.stack = [];
   history.filterKey = filterKey;
+  // The stack holds the cursors of pages 1 … page-1; a reload keeps it.
+  if (f.after && history.stack.length !== f.page - 1) history.stack = history.stack.slice(0, Math.max(0, f.page - 1));
+  saveHistory(history);
 
   const go = (over) => {
     const p = new URLSearchParams();
@@ -34,6 +50,8 @@ export function sessionsView(root, { bus, query }) {
     if (v.prefix) p.set('prefix', v.prefix);
     if (v.first !== 50) p.set('first', String(v.first));
     if (v.after) p.set('after', v.after);
+    if (v.after && v.page > 1) p.set('page', String(v.page));
+    saveHistory(history);
     const q = p.toString();
     location.hash = '#/sessions' + (q ? '?' + q : '');
   };
@@ -54,7 +72,7 @@ export function sessionsView(root, { bus, query }) {
       h('div', { class: 'chips' }, SESSION_KINDS.map((k, i) => h('label', { class: 'chip' }, kindBoxes[i], k)))),
     h('div', { class: 'form-actions' },
       h('button', { type: 'submit', class: 'primary' }, 'Apply'),
-      h('button', { type: 'button', onclick: () => { history.stack = []; location.hash = '#/sessions'; } }, 'Clear')));
+      h('button', { type: 'button', onclick: () => { history.stack = []; saveHistory(history); location.hash = '#/sessions'; } }, 'Clear')));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     history.stack = [];
@@ -65,6 +83,7 @@ export function sessionsView(root, { bus, query }) {
       first: Number(size.value),
       kinds: kindBoxes.filter((b) => b.checked).map((b) => b.value),
       after: '',
+      page: 1,
     });
   });
 
@@ -83,14 +102,14 @@ export function sessionsView(root, { bus, query }) {
   const next = h('button', { type: 'button', disabled: true }, 'Next →');
   const pageInfo = h('span');
   prev.addEventListener('click', () => {
-    if (history.stack.length) go({ after: history.stack.pop() });
-    else go({ after: '' });
+    if (history.stack.length) go({ after: history.stack.pop(), page: f.page - 1 });
+    else go({ after: '', page: 1 });
   });
   let endCursor = null;
   next.addEventListener('click', () => {
     if (!endCursor) return;
     history.stack.push(f.after);
-    go({ after: endCursor });
+    go({ after: endCursor, page: f.page + 1 });
   });
 
   const rows = new Map(); // agent\0key → {tr, s}
@@ -107,17 +126,21 @@ export function sessionsView(root, { bus, query }) {
           sessions { ${SESSION_FIELDS} } pageInfo { hasNextPage endCursor } } }`,
       { filter, first: f.first, after: f.after || null });
     } catch (err) {
-      status.className = 'form-result bad';
-      fill(status, `Could not list sessions: ${errorText(err)}`);
-      return;
+      // The table says so itself: never "Loading…" under an error.
+      rows.clear();
+      fill(tbody, h('tr', { dataset: { error: '' } }, h('td', { colspan: 5, class: 'empty' },
+        'The sessions could not be listed (see above); the list reloads by itself.')));
+      status.className = 'form-result';
+      fill(status);
+      throw err;
     }
     status.className = 'form-result';
     fill(status);
     const { sessions, pageInfo: pi } = d.sessionsList;
     endCursor = pi.hasNextPage ? pi.endCursor : null;
     next.disabled = !endCursor;
-    const page = !f.after ? '1' : history.stack.length ? String(history.stack.length + 1) : '';
-    fill(pageInfo, sessions.length ? `${page ? `Page ${page} · ` : ''}${sessions.length} session${sessions.length === 1 ? '' : 's'}` : '');
+    const page = f.after ? f.page : 1;
+    fill(pageInfo, sessions.length ? `Page ${page} · ${sessions.length} session${sessions.length === 1 ? '' : 's'}` : '');
     if (!sessions.length) {
       rows.clear();
       fill(tbody, h('tr', null, h('td', { colspan: 5, class: 'empty' },
@@ -141,24 +164,26 @@ export function sessionsView(root, { bus, query }) {
     }
   };
 
+  const listHead = h('div', { class: 'panel-head' }, h('h2', { id: 'sl-h' }, 'Session list'));
+  const listPanel = h('section', { class: 'panel', id: 'sessions-panel', 'aria-labelledby': 'sl-h' },
+    listHead,
+    h('div', { class: 'table-wrap' }, table),
+    status,
+    h('div', { class: 'pager' }, pageInfo, h('div', { class: 'btns' }, prev, next)));
   fill(root,
     h('div', { class: 'page-head' },
       h('div', null,
         h('h1', { tabindex: '-1' }, 'Sessions'),
         h('p', { class: 'sub' }, 'Sessions with a signal log or a registry entry. The state version is the highest sequence of the session’s log.'))),
     h('section', { class: 'panel', 'aria-label': 'Filters', style: 'margin-bottom:1rem' }, form),
-    h('section', { class: 'panel', 'aria-label': 'Session list' },
-      h('div', { class: 'table-wrap' }, table),
-      status,
-      h('div', { class: 'pager' }, pageInfo, h('div', { class: 'btns' }, prev, next))));
+    listPanel);
   fill(tbody, h('tr', null, h('td', { colspan: 5, class: 'skeleton' }, 'Loading…')));
-  load();
+  const lp = panels.add(listPanel, listHead, load, 'the sessions');
 
-  const refresh = throttle(load, 1000);
+  const refresh = throttle(() => lp.run(), 1000);
   const onEvent = () => refresh();
   bus.addEventListener('event', onEvent);
-  bus.addEventListener('reconnect', onEvent);
-  cleanups.push(() => { bus.removeEventListener('event', onEvent); bus.removeEventListener('reconnect', onEvent); refresh.cancel(); });
+  cleanups.push(() => { bus.removeEventListener('event', onEvent); refresh.cancel(); lp.remove(); });
   return () => cleanups.forEach((fn) => fn());
 }
 
