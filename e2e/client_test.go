@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/awareness/awareness/client"
+)
+
+// The Go client (package client) against the real binary: CLT-2, SIG-7, NTC-3.
+
+// freeAddr returns a loopback address nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServerAt starts the binary on addr (so that a client keeps its URL across a
+// restart) and waits for /readyz.
+func startServerAt(t *testing.T, db, addr string, args ...string) *server {
+	t.Helper()
+	s := &server{
+		t: t, db: db, addr: addr, base: "http://" + addr, wsURL: "ws://" + addr + "/query",
+		logs: &syncBuffer{}, exited: make(chan struct{}),
+		client: &http.Client{Timeout: 30 * time.Second},
+	}
+	s.cmd = exec.Command(serverBin, append([]string{"serve", "--addr", addr, "--db", db}, args...)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = s.cmd.Wait()
+		s.state = s.cmd.ProcessState
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			t.Logf("server %s logs:\n%s", addr, tail(s.logs.String(), 3000))
+		}
+	})
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			t.Fatalf("the server exited before it was ready: %v\n%s", s.state, tail(s.logs.String(), 3000))
+		default:
+		}
+		if resp, err := s.client.Get(s.base + "/readyz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the server was not ready within %v", wait)
+	return nil
+}
+
+func newClient(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New("http://"+addr+"/query", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// runIDs reads a session's whole log and returns its runIds in sequence order.
+func runIDs(t *testing.T, c *client.Client, key string) []string {
+	t.Helper()
+	r, err := c.Reconcile(context.Background(), client.Target{SessionKey: key}, 0)
+	if err != nil {
+		t.Fatalf("reconcile %s: %v", key, err)
+	}
+	if r.FullRefresh {
+		t.Fatalf("reconcile %s: full refresh: %s", key, r.Reason)
+	}
+	var out []string
+	for i, e := range r.Events {
+		if e.Sequence != int64(i+1) {
+			t.Fatalf("%s: event %d has sequence %d", key, i, e.Sequence)
+		}
+		if e.RunID != nil {
+			out = append(out, *e.RunID)
+		}
+	}
+	return out
+}
+
+// checkExactlyOnce checks that every acknowledged run id of each session is in its
+// log exactly once and in recording order, and that the log holds nothing else but
+// ids whose Record returned an error (their fate is unknown by contract).
+func checkExactlyOnce(t *testing.T, c *client.Client, acked map[string][]string, attempted map[string]bool) {
+	t.Helper()
+	total := 0
+	for key, want := range acked {
+		got := runIDs(t, c, key)
+		seen := map[string]bool{}
+		var ackedInLog []string
+		for _, id := range got {
+			if seen[id] {
+				t.Errorf("%s: run %s is in the log twice", key, id)
+			}
+			seen[id] = true
+			if !attempted[id] {
+				t.Errorf("%s: run %s in the log was never recorded", key, id)
+			}
+			ackedInLog = append(ackedInLog, id)
+		}
+		ackedSet := map[string]bool{}
+		for _, id := range want {
+			ackedSet[id] = true
+		}
+		ackedInLog = slices.DeleteFunc(ackedInLog, func(id string) bool { return !ackedSet[id] })
+		if !slices.Equal(ackedInLog, want) {
+			t.Errorf("%s: %d acknowledged records, the log has %d of them (order or loss): first difference near %v",
+				key, len(want), len(ackedInLog), firstDiff(ackedInLog, want))
+		}
+		total += len(want)
+	}
+	t.Logf("%d acknowledged records over %d sessions, each in the log exactly once, in order", total, len(acked))
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("index %d: log %s, recorded %s", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
+}
+
+func TestClient_RecorderSurvivesServiceKillNine_CLT2_SIG7(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "awareness.db")
+	addr := freeAddr(t)
+	s := startServerAt(t, db, addr)
+	c := newClient(t, addr, client.WithTimeout(2*time.Second))
+	rec, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), client.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+
+	const goroutines, sessionsEach = 4, 2
+	var mu sync.Mutex
+	acked := map[string][]string{}
+	attempted := map[string]bool{}
+	var maxRecord time.Duration
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("agent:main:subagent:k%d-%d", g, i%sessionsEach)
+				id := fmt.Sprintf("r%d-%d", g, i)
+				mu.Lock()
+				attempted[id] = true
+				mu.Unlock()
+				t0 := time.Now()
+				err := rec.Record(context.Background(), client.Event{SessionKey: key, Kind: "compacted", ActorType: "system", RunID: id})
+				d := time.Since(t0)
+				mu.Lock()
+				maxRecord = max(maxRecord, d)
+				if err == nil {
+					acked[key] = append(acked[key], id)
+				}
+				mu.Unlock()
+				if err != nil {
+					t.Errorf("Record failed during a service outage: %v", err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	s.kill() // mid-flight: some requests are lost with their answers
+	time.Sleep(time.Second)
+	if rec.Pending() == 0 {
+		t.Error("nothing was spooled while the service was down")
+	}
+	s = startServerAt(t, db, addr)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v (pending %d)", err, rec.Pending())
+	}
+	t.Logf("longest Record: %v (bound %v)", maxRecord, client.DefaultRecordTimeout)
+	if maxRecord > client.DefaultRecordTimeout {
+		t.Errorf("a Record took %v, over its bound %v", maxRecord, client.DefaultRecordTimeout)
+	}
+	checkExactlyOnce(t, c, acked, attempted)
+}
+
+var gatewayProc struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// gatewayBin builds e2e/gatewayproc once.
+func gatewayBin(t *testing.T) string {
+	t.Helper()
+	gatewayProc.once.Do(func() {
+		gatewayProc.bin = filepath.Join(filepath.Dir(serverBin), "gatewayproc")
+		cmd := exec.Command("go", "build", "-o", gatewayProc.bin, "./e2e/gatewayproc")
+		cmd.Dir = repoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			gatewayProc.err = fmt.Errorf("build gatewayproc: %v\n%s", err, out)
+		}
+	})
+	if gatewayProc.err != nil {
+		t.Fatal(gatewayProc.err)
+	}
+	return gatewayProc.bin
+}
+
+// gatewayRun is one gatewayproc process.
+type gatewayRun struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	done   chan struct{}
+	stderr *syncBuffer
+}
+
+func startGateway(t *testing.T, args ...string) *gatewayRun {
+	t.Helper()
+	g := &gatewayRun{cmd: exec.Command(gatewayBin(t), args...), lines: make(chan string, 1<<16), done: make(chan struct{}), stderr: &syncBuffer{}}
+	out, err := g.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.cmd.Stderr = g.stderr
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(g.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			g.lines <- sc.Text()
+		}
+		_ = g.cmd.Wait()
+		close(g.lines)
+	}()
+	t.Cleanup(func() { _ = g.cmd.Process.Kill(); <-g.done })
+	return g
+}
+
+// collect reads OK lines into acked until n were read (then kill -9s the process) or
+// the process ends; it returns whether the process was killed.
+func (g *gatewayRun) collect(t *testing.T, acked map[string][]string, killAfter int) {
+	t.Helper()
+	n := 0
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-g.lines:
+			if !ok {
+				if killAfter > 0 {
+					t.Fatalf("the gateway ended before it was killed: %s", g.stderr.String())
+				}
+				return
+			}
+			f := strings.Fields(line)
+			if len(f) == 3 && f[0] == "OK" {
+				acked[f[1]] = append(acked[f[1]], f[2])
+				n++
+				if killAfter > 0 && n == killAfter {
+					_ = g.cmd.Process.Kill() // SIGKILL: no Close, no flush of anything
+					// Lines already written before the kill are acknowledged too.
+					for line := range g.lines {
+						if f := strings.Fields(line); len(f) == 3 && f[0] == "OK" {
+							acked[f[1]] = append(acked[f[1]], f[2])
+						}
+					}
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatalf("the gateway did not finish: %s", g.stderr.String())
+		}
+	}
+}
+
+func TestClient_RecorderSurvivesGatewayKillNine_CLT2_SIG7(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "awareness.db")
+	addr := freeAddr(t)
+	outbox := filepath.Join(dir, "outbox")
+	endpoint := "http://" + addr + "/query"
+	acked := map[string][]string{}
+	attempted := map[string]bool{}
+	for s := range 4 {
+		for i := range 2000 {
+			for _, p := range []string{"a", "b"} {
+				attempted[fmt.Sprintf("%s-%d-%d", p, s, i)] = true
+			}
+		}
+	}
+
+	// 1. The service is down: everything spools; the gateway dies mid-record.
+	g := startGateway(t, "-endpoint", endpoint, "-outbox", outbox, "-record", "2000", "-prefix", "a")
+	g.collect(t, acked, 1500)
+	if fi, err := os.Stat(outbox); err != nil || fi.Size() == 0 {
+		t.Fatalf("the outbox is empty after the crash: %v", err)
+	}
+
+	// 2. The service is up: a new gateway process delivers the spool while it records
+	// more, and dies again mid-way.
+	s := startServerAt(t, db, addr)
+	g = startGateway(t, "-endpoint", endpoint, "-outbox", outbox, "-record", "2000", "-prefix", "b")
+	g.collect(t, acked, 3000)
+
+	// 3. A third process delivers what is left.
+	g = startGateway(t, "-endpoint", endpoint, "-outbox", outbox, "-flush")
+	g.collect(t, acked, 0)
+	if g.cmd.ProcessState == nil || !g.cmd.ProcessState.Success() {
+		t.Fatalf("the flushing gateway failed: %v %s", g.cmd.ProcessState, g.stderr.String())
+	}
+	checkExactlyOnce(t, newClient(t, s.addr), acked, attempted)
+}
