@@ -99,6 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, cfg, stderr)
 	case "status", "sessions", "import":
 		return runTool(ctx, cmd, args, processToolEnv(stdout, stderr))
+	case "mcp":
+		return mcpCmd(ctx, args, os.Stdin, stdout, stderr, os.LookupEnv)
 	case "help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -118,6 +120,8 @@ Usage:
                               list the sessions registry with state versions
   awareness import --agent ID FILE
                               import a gateway's sessions.json into the registry
+  awareness mcp [--url URL] [--token TOKEN]
+                              serve MCP on stdin/stdout in front of a running service
   awareness help              print this help
 
 Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
@@ -451,6 +455,17 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		return exitError
 	}
 
+	// CLT-3: /mcp on the same listener, through its own /query.
+	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, log, ln, streams)
+	if err != nil {
+		log.Error("mcp", "err", err)
+		_ = ln.Close()
+		hub.Close()
+		closeStore()
+		return exitError
+	}
+	srv.Handler = mcpHandler
+
 	pruner := awareness.NewPruner(awareness.PrunerConfig{
 		Store:    store,
 		Policy:   awareness.RetentionPolicy{MaxAge: cfg.Retention, MaxRows: cfg.MaxRows, CursorTTL: cfg.Retention},
@@ -501,6 +516,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		code = exitError
 	}
 
+	mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+	log.Info("shutdown: mcp server closed")
 	endStreams()
 	log.Info("shutdown: WebSocket streams cancelled")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -516,6 +533,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	if !waitGroup(sctx, &wsConns) {
 		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
 	}
+
 	cancel()
 	<-demoDone
 	pruner.Stop()

@@ -62,6 +62,10 @@ type WatcherOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Dialer replaces the WebSocket dialer (default websocket.DefaultDialer).
 	Dialer *websocket.Dialer
+	// OnChange, when set, is called (from the Watcher's goroutine, or from Ack for its
+	// follow-ups) for every item that changes what the service has pending: a notice
+	// that opened, or one that closed. Replays are not reported. It must not block.
+	OnChange func(Notice)
 }
 
 // ErrWatcherClosed is returned by a closed Watcher.
@@ -88,6 +92,7 @@ type Watcher struct {
 	open      map[noticeKey]*tracked // received, not drained
 	drained   map[noticeKey]int64    // drained, not known closed: notifiedVersion
 	err       error                  // fatal: the stream will not be opened again
+	dups      int                    // replayed items dropped
 	connected chan struct{}          // closed while a stream is up; replaced on loss
 	up        bool
 
@@ -221,15 +226,36 @@ func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]Notice, error) {
 			delete(w.drained, n.key())
 		}
 	}
+	var changed []Notice
 	for _, n := range followUps {
-		w.acceptLocked(n, true)
+		if w.acceptLocked(n, true) {
+			changed = append(changed, n)
+		}
 	}
 	w.mu.Unlock()
+	w.changed(changed...)
 	return followUps, nil
 }
 
-// acceptLocked applies one item of the stream (or a follow-up of Ack).
-func (w *Watcher) acceptLocked(n Notice, fresh bool) {
+func (w *Watcher) changed(ns ...Notice) {
+	if w.opts.OnChange == nil {
+		return
+	}
+	for _, n := range ns {
+		w.opts.OnChange(n)
+	}
+}
+
+// Duplicates returns how many replayed items the Watcher dropped so far.
+func (w *Watcher) Duplicates() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dups
+}
+
+// acceptLocked applies one item of the stream (or a follow-up of Ack); it reports
+// whether the item changed what the service has pending (not a replay).
+func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 	k := n.key()
 	if n.Closed {
 		if t, ok := w.open[k]; ok && t.n.NotifiedVersion <= n.NotifiedVersion {
@@ -238,14 +264,16 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) {
 		if v, ok := w.drained[k]; ok && v <= n.NotifiedVersion {
 			delete(w.drained, k)
 		}
-		return
+		return true
 	}
 	if v, ok := w.drained[k]; ok && v >= n.NotifiedVersion {
-		return // drained already: a replay
+		w.dups++
+		return false // drained already: a replay
 	}
 	if t, ok := w.open[k]; ok && t.n.NotifiedVersion >= n.NotifiedVersion {
 		t.confirmed = t.confirmed || fresh
-		return // a replay
+		w.dups++
+		return false // a replay
 	}
 	delete(w.drained, k) // a newer notice supersedes the drained one
 	w.open[k] = &tracked{n: n, confirmed: fresh}
@@ -253,6 +281,7 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) {
 	case w.notify <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // Close stops the stream. Notices not acknowledged stay pending in the service.
@@ -410,10 +439,13 @@ func (w *Watcher) stream() error {
 			if len(p.Errors) > 0 {
 				return p.Errors[0].err(0)
 			}
-			if p.Data.StaleNotices != nil {
+			if n := p.Data.StaleNotices; n != nil {
 				w.mu.Lock()
-				w.acceptLocked(*p.Data.StaleNotices, true)
+				changed := w.acceptLocked(*n, true)
 				w.mu.Unlock()
+				if changed {
+					w.changed(*n)
+				}
 			}
 		case "error":
 			var errs []gqlError
