@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -158,17 +159,20 @@ func (w *Watcher) Err() error {
 	return w.err
 }
 
-// Pending returns the notices that Drain would hand out now, without draining them.
-func (w *Watcher) Pending() []Notice {
+// Pending returns the notices that Drain would hand out now, without draining them:
+// those of the given watchers, or of all when none is given.
+func (w *Watcher) Pending(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.sortedOpenLocked()
+	return w.sortedOpenLocked(watchers)
 }
 
-func (w *Watcher) sortedOpenLocked() []Notice {
+func (w *Watcher) sortedOpenLocked(watchers []string) []Notice {
 	out := make([]Notice, 0, len(w.open))
 	for _, t := range w.open {
-		out = append(out, t.n)
+		if len(watchers) == 0 || slices.Contains(watchers, t.n.Watcher) {
+			out = append(out, t.n)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].OpenedAt.Equal(out[j].OpenedAt) {
@@ -179,12 +183,13 @@ func (w *Watcher) sortedOpenLocked() []Notice {
 	return out
 }
 
-// Drain hands out the notices to put into the prompt now (oldest first), each once.
-// Pass what the turn actually consumed to Ack.
-func (w *Watcher) Drain() []Notice {
+// Drain hands out the notices to put into the prompt now (oldest first), each once:
+// those of the given watchers (the session whose turn is being built), or of all when
+// none is given. Pass what the turn actually consumed to Ack.
+func (w *Watcher) Drain(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := w.sortedOpenLocked()
+	out := w.sortedOpenLocked(watchers)
 	for _, n := range out {
 		delete(w.open, n.key())
 		w.drained[n.key()] = n.NotifiedVersion

@@ -351,3 +351,175 @@ func TestClient_RecorderSurvivesGatewayKillNine_CLT2_SIG7(t *testing.T) {
 	}
 	checkExactlyOnce(t, newClient(t, s.addr), acked, attempted)
 }
+
+// waitFor polls cond until it holds or wait passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func drainWait(t *testing.T, w *client.Watcher, n int) []client.Notice {
+	t.Helper()
+	var got []client.Notice
+	deadline := time.After(wait)
+	for len(got) < n {
+		got = append(got, w.Drain()...)
+		if len(got) >= n {
+			break
+		}
+		select {
+		case <-w.Notify():
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("drained %d notices, want %d: %+v", len(got), n, got)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("drained %d notices, want %d: %+v", len(got), n, got)
+	}
+	return got
+}
+
+func newWatcher(t *testing.T, c *client.Client, watchers ...string) *client.Watcher {
+	t.Helper()
+	w, err := c.Watch(watchers, client.WatcherOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.WaitConnected(ctx); err != nil {
+		t.Fatalf("watcher: %v (%v)", err, w.Err())
+	}
+	return w
+}
+
+// NTC-5, NTC-7 at the gateway: a pending notice is delivered again after every
+// restart of the service, and the Watcher hands it out once.
+func TestClient_WatcherOnceAcrossServerRestarts_NTC5_NTC7(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "awareness.db")
+	addr := freeAddr(t)
+	s := startServerAt(t, db, addr)
+	c := newClient(t, addr)
+	const child = "agent:main:subagent:w1"
+	s.spawn(t, child, mainWatcher)
+	w := newWatcher(t, c, mainWatcher)
+	s.humanTurn(t, child)
+	first := drainWait(t, w, 1)
+	wantNotice(t, notice{Watcher: first[0].Watcher, Target: first[0].Target, ChangesSince: first[0].ChangesSince, Text: first[0].Text,
+		NotifiedVersion: first[0].NotifiedVersion, Wake: first[0].Wake}, mainWatcher, child, 1)
+
+	for round := range 2 {
+		dups := w.Duplicates()
+		s.kill()
+		s = startServerAt(t, db, addr)
+		waitFor(t, fmt.Sprintf("round %d: the replayed notice to arrive and be dropped", round), func() bool { return w.Duplicates() > dups })
+		time.Sleep(quiet)
+		if got := w.Drain(); len(got) != 0 {
+			t.Fatalf("round %d: after the restart Drain handed out %d notices again: %+v", round, len(got), got)
+		}
+		if round == 0 {
+			// M moves; acknowledging the drained notice opens one follow-up, handed
+			// out once although it comes both from Ack and from the stream.
+			s.humanTurn(t, child)
+			fu, err := w.Ack(context.Background(), first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fu) != 1 || fu[0].ChangesSince != first[0].NotifiedVersion {
+				t.Fatalf("follow-ups %+v, want one from %d", fu, first[0].NotifiedVersion)
+			}
+			first = drainWait(t, w, 1)
+			time.Sleep(quiet)
+			if got := w.Drain(); len(got) != 0 {
+				t.Fatalf("the follow-up was handed out twice: %+v", got)
+			}
+		}
+	}
+}
+
+// NTC-3 at the gateway: Ack acknowledges exactly what was drained; a notice opened
+// after the Drain — on another target, or on the same target after someone else
+// acknowledged — stays pending; a notice acknowledged elsewhere before the Drain is
+// dropped from the closed item.
+func TestClient_WatcherAckOnlyWhatWasDrained_NTC3(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	c := newClient(t, s.addr)
+	c1, c2, c3 := "agent:main:subagent:a1", "agent:main:subagent:a2", "agent:main:subagent:a3"
+	for _, k := range []string{c1, c2, c3} {
+		s.spawn(t, k, mainWatcher)
+	}
+	w := newWatcher(t, c, mainWatcher)
+	exactAck := func(target string, version int64) {
+		t.Helper()
+		s.mustGQL(t, `mutation($w: String!, $n: [NoticeRef!]) { ackNotices(watcher: $w, notices: $n) { target } }`,
+			map[string]any{"w": mainWatcher, "n": []map[string]any{{"target": target, "notifiedVersion": version}}}, nil)
+	}
+
+	// Acknowledged elsewhere before the Drain: the closed item drops it.
+	s.humanTurn(t, c3)
+	waitFor(t, "the c3 notice", func() bool { return len(w.Pending()) == 1 })
+	exactAck(c3, w.Pending()[0].NotifiedVersion)
+	waitFor(t, "the closed c3 notice to be dropped", func() bool { return len(w.Pending()) == 0 })
+
+	s.humanTurn(t, c1)
+	drained := drainWait(t, w, 1)
+	old := drained[0].NotifiedVersion
+	// After the Drain: another gateway acknowledges c1 and a person types into it
+	// again (a new notice on the same pair), and c2 gets its first notice.
+	exactAck(c1, old)
+	s.humanTurn(t, c1)
+	s.humanTurn(t, c2)
+	later := drainWait(t, w, 2)
+	if _, err := w.Ack(context.Background(), drained); err != nil {
+		t.Fatal(err)
+	}
+	pending := s.pendingNotices(t, mainWatcher)
+	got := map[string]int64{}
+	for _, n := range pending {
+		got[n.Target] = n.NotifiedVersion
+	}
+	if len(pending) != 2 || got[c1] <= old || got[c2] == 0 {
+		t.Fatalf("after Ack of the drained c1@%d: pending %+v, want the newer c1 notice and c2's", old, pending)
+	}
+	// Acknowledging what the second Drain handed out clears both.
+	if _, err := w.Ack(context.Background(), later); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.pendingNotices(t, mainWatcher); len(p) != 0 {
+		t.Fatalf("pending after acknowledging everything drained: %+v", p)
+	}
+}
+
+// The reference gateway (examples/gateway) end to end against the real binary.
+func TestClient_ReferenceGateway_CLT2(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	bin := filepath.Join(t.TempDir(), "gateway")
+	build := exec.Command("go", "build", "-o", bin, "./examples/gateway")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build examples/gateway: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--url", s.base+"/query", "--timeout", "60s").CombinedOutput()
+	t.Logf("examples/gateway:\n%s", out)
+	if err != nil {
+		t.Fatalf("the reference gateway failed: %v", err)
+	}
+	for _, want := range []string{
+		`[notice wake=true] Session "agent:main:subagent:writer" changed (other actor).`,
+		`[notice wake=false] Session "agent:main:subagent:researcher" changed (other actor).`,
+		"agent:main:subagent:writer #2 human_direct_message: human message via webchat",
+		"done: every notice was drained, reconciled and acknowledged exactly",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the transcript lacks %q", want)
+		}
+	}
+}
