@@ -207,6 +207,9 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 		r.lanes = append(r.lanes, &lane{wake: make(chan struct{}, 1)})
 	}
 	r.mu.Lock()
+	for _, s := range entries {
+		r.liveBytes += s.bytes
+	}
 	r.publishLocked(entries)
 	r.mu.Unlock()
 	if len(entries) > 0 {
