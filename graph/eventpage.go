@@ -110,7 +110,7 @@ func eventColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 
 func noticeColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 	return columns(fields, "watcher", "target", "targetAgentId", "changesSince", "notifiedVersion",
-		"materialVersion", "text", "wake", "openedAt")
+		"materialVersion", "text", "wake", "openedAt", "closed")
 }
 
 // columns returns the keys to write for fields, or false when one of them is not a
@@ -255,6 +255,8 @@ func writeNotice(ctx context.Context, buf *bytes.Buffer, n *awareness.Notice, co
 			buf.WriteString(strconv.FormatBool(n.Wake))
 		case "openedAt":
 			writeTime(buf, n.OpenedAt)
+		case "closed":
+			buf.WriteString(strconv.FormatBool(n.Closed))
 		}
 	}
 	buf.WriteByte('}')

@@ -155,7 +155,8 @@ func TestEventPageStreamsMatchGqlgen(t *testing.T) {
 	subs := map[string]string{
 		"notices": `subscription { staleNotices { watcher target targetAgentId changesSince notifiedVersion
   materialVersion text wake openedAt __typename } }`,
-		"notices aliased": `subscription { n: staleNotices(watcher: "agent:main:main") { t: text w: wake ... on StaleNotice { openedAt } } }`,
+		"notices aliased":     `subscription { n: staleNotices(watcher: "agent:main:main") { t: text w: wake ... on StaleNotice { openedAt } } }`,
+		"notices with closed": `subscription { staleNotices(includeClosed: true) { watcher target notifiedVersion closed c2: closed text } }`,
 		"events": `subscription { stateEvents { sequence kind actorType actorId summary occurredAt runId payload
   sessionKey agentId __typename } }`,
 		"events of one session": `subscription { e: stateEvents(sessionKey: "agent:main:subagent:s1") { ...F } }
@@ -169,11 +170,11 @@ fragment F on StateEvent { summary kind k2: kind payload }`,
 	// Subscriptions are live once the hub counts them (each pair twice).
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		n, e := hub.Subscribers()
-		if n == 4 && e == 4 {
+		if n == 6 && e == 4 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("hub has %d notice and %d event subscribers, want 4 and 4", n, e)
+			t.Fatalf("hub has %d notice and %d event subscribers, want 6 and 4", n, e)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -195,7 +196,13 @@ fragment F on StateEvent { summary kind k2: kind payload }`,
 		awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: "agent:main:subagent:s1"}, Sequence: 10,
 			Kind: awareness.Compacted, ActorType: awareness.ActorSystem, Summary: "no time"})
 
-	want := map[string]int{"notices": 3, "notices aliased": 3, "events": 5, "events of one session": 4}
+	// An exact acknowledgement: the closed item (includeClosed only), then the follow-up.
+	if _, err := svc.AckNotices(ctx, "agent:main:main", nil, nil,
+		[]awareness.NoticeRef{{Target: "agent:main:subagent:s1", NotifiedVersion: 1}}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]int{"notices": 4, "notices aliased": 4, "notices with closed": 5, "events": 5, "events of one session": 4}
 	for name, n := range want {
 		c := conns[name]
 		for i := range n {

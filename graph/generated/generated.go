@@ -51,7 +51,7 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AckNotices        func(childComplexity int, watcher string, targets []string) int
+		AckNotices        func(childComplexity int, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) int
 		AdoptSession      func(childComplexity int, input gqlmodel.AdoptInput) int
 		DeleteSession     func(childComplexity int, sessionKey string, agentID *string) int
 		ImportSessions    func(childComplexity int, agentID string, sessionsJSON string) int
@@ -75,14 +75,15 @@ type ComplexityRoot struct {
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
 		SessionsList     func(childComplexity int, filter *gqlmodel.SessionFilter, first *int, after *string) int
 		UpstreamLinks    func(childComplexity int, agentID *string) int
-		Watches          func(childComplexity int, watcher *string, target *string) int
+		Watches          func(childComplexity int, watcher *string, target *string, targetAgentID *string) int
 	}
 
 	RecordEventResult struct {
-		Event         func(childComplexity int) int
-		NoticesOpened func(childComplexity int) int
-		Recorded      func(childComplexity int) int
-		StateVersion  func(childComplexity int) int
+		Event           func(childComplexity int) int
+		NoticesOpened   func(childComplexity int) int
+		Recorded        func(childComplexity int) int
+		SkippedWatchers func(childComplexity int) int
+		StateVersion    func(childComplexity int) int
 	}
 
 	Session struct {
@@ -119,8 +120,14 @@ type ComplexityRoot struct {
 		StateVersion func(childComplexity int) int
 	}
 
+	SkippedWatcher struct {
+		Reason  func(childComplexity int) int
+		Watcher func(childComplexity int) int
+	}
+
 	StaleNotice struct {
 		ChangesSince    func(childComplexity int) int
+		Closed          func(childComplexity int) int
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		OpenedAt        func(childComplexity int) int
@@ -153,7 +160,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		StaleNotices func(childComplexity int, watcher *string) int
+		StaleNotices func(childComplexity int, watcher *string, includeClosed *bool) int
 		StateEvents  func(childComplexity int, sessionKey *string, agentID *string) int
 	}
 
@@ -194,7 +201,7 @@ type MutationResolver interface {
 	RecordEvent(ctx context.Context, input gqlmodel.RecordEventInput) (gqlmodel.RecordEventResult, error)
 	Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error)
 	Unwatch(ctx context.Context, watcher string, target string, targetAgentID *string) (bool, error)
-	AckNotices(ctx context.Context, watcher string, targets []string) ([]awareness.Notice, error)
+	AckNotices(ctx context.Context, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) ([]awareness.Notice, error)
 	ResetSession(ctx context.Context, sessionKey string, agentID *string) (bool, error)
 	DeleteSession(ctx context.Context, sessionKey string, agentID *string) (bool, error)
 	UpsertSession(ctx context.Context, input gqlmodel.SessionInput) (gqlmodel.Session, error)
@@ -207,12 +214,12 @@ type QueryResolver interface {
 	SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error)
 	SessionsList(ctx context.Context, filter *gqlmodel.SessionFilter, first *int, after *string) (gqlmodel.SessionList, error)
 	PendingNotices(ctx context.Context, watcher string) ([]awareness.Notice, error)
-	Watches(ctx context.Context, watcher *string, target *string) ([]awareness.Cursor, error)
+	Watches(ctx context.Context, watcher *string, target *string, targetAgentID *string) ([]awareness.Cursor, error)
 	UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error)
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
 }
 type SubscriptionResolver interface {
-	StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error)
+	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
 	StateEvents(ctx context.Context, sessionKey *string, agentID *string) (<-chan awareness.Event, error)
 }
 
@@ -287,7 +294,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.AckNotices(childComplexity, args["watcher"].(string), args["targets"].([]string)), true
+		return e.ComplexityRoot.Mutation.AckNotices(childComplexity, args["watcher"].(string), args["targets"].([]string), args["targetAgentId"].(*string), args["notices"].([]awareness.NoticeRef)), true
 	case "Mutation.adoptSession":
 		if e.ComplexityRoot.Mutation.AdoptSession == nil {
 			break
@@ -478,7 +485,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Watches(childComplexity, args["watcher"].(*string), args["target"].(*string)), true
+		return e.ComplexityRoot.Query.Watches(childComplexity, args["watcher"].(*string), args["target"].(*string), args["targetAgentId"].(*string)), true
 
 	case "RecordEventResult.event":
 		if e.ComplexityRoot.RecordEventResult.Event == nil {
@@ -498,6 +505,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RecordEventResult.Recorded(childComplexity), true
+	case "RecordEventResult.skippedWatchers":
+		if e.ComplexityRoot.RecordEventResult.SkippedWatchers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordEventResult.SkippedWatchers(childComplexity), true
 	case "RecordEventResult.stateVersion":
 		if e.ComplexityRoot.RecordEventResult.StateVersion == nil {
 			break
@@ -658,12 +671,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SessionStatus.StateVersion(childComplexity), true
 
+	case "SkippedWatcher.reason":
+		if e.ComplexityRoot.SkippedWatcher.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SkippedWatcher.Reason(childComplexity), true
+	case "SkippedWatcher.watcher":
+		if e.ComplexityRoot.SkippedWatcher.Watcher == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SkippedWatcher.Watcher(childComplexity), true
+
 	case "StaleNotice.changesSince":
 		if e.ComplexityRoot.StaleNotice.ChangesSince == nil {
 			break
 		}
 
 		return e.ComplexityRoot.StaleNotice.ChangesSince(childComplexity), true
+	case "StaleNotice.closed":
+		if e.ComplexityRoot.StaleNotice.Closed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Closed(childComplexity), true
 	case "StaleNotice.materialVersion":
 		if e.ComplexityRoot.StaleNotice.MaterialVersion == nil {
 			break
@@ -815,7 +847,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.StaleNotices(childComplexity, args["watcher"].(*string)), true
+		return e.ComplexityRoot.Subscription.StaleNotices(childComplexity, args["watcher"].(*string), args["includeClosed"].(*bool)), true
 	case "Subscription.stateEvents":
 		if e.ComplexityRoot.Subscription.StateEvents == nil {
 			break
@@ -955,6 +987,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AdoptInput", ec.unmarshalInputAdoptInput),
+			graphql.NewInputUnmarshaler("NoticeRef", ec.unmarshalInputNoticeRef),
 			graphql.NewInputUnmarshaler("RecordEventInput", ec.unmarshalInputRecordEventInput),
 			graphql.NewInputUnmarshaler("SessionFilter", ec.unmarshalInputSessionFilter),
 			graphql.NewInputUnmarshaler("SessionInput", ec.unmarshalInputSessionInput),
@@ -1236,7 +1269,12 @@ type Query {
   "Pending notices of one watcher, without acknowledging them."
   pendingNotices(watcher: String!): [StaleNotice!]!
   "Cursors held by a watcher and/or on a target."
-  watches(watcher: String, target: String): [WatchCursor!]!
+  watches(
+    watcher: String
+    target: String
+    "Qualifies a bare target (KEY-3): default the agent of a canonical key, else main. Only with target."
+    targetAgentId: String
+  ): [WatchCursor!]!
   "UPS-*."
   upstreamLinks(agentId: String): [UpstreamLink!]!
   "REG-3."
@@ -1315,8 +1353,16 @@ type Mutation {
   watch(input: WatchInput!): WatchResult!
   "WAT-5. True when a cursor was removed."
   unwatch(watcher: String!, target: String!, targetAgentId: String): Boolean!
-  "NTC-3. Acknowledge the watcher's pending notices (all, or those of the given targets). Returns the follow-up notices opened."
-  ackNotices(watcher: String!, targets: [String!]): [StaleNotice!]!
+  "NTC-3. Acknowledge the watcher's pending notices. The exact form (notices) acknowledges exactly the notices a turn consumed; the target forms (all, or those of the given targets) acknowledge whatever is pending now, which races with a notice opened after the prompt was built. Returns the follow-up notices opened."
+  ackNotices(
+    watcher: String!
+    "Acknowledge whatever is pending on these targets now (racy: see the field's description). Omit targets and notices to acknowledge every pending notice of the watcher (racy likewise)."
+    targets: [String!]
+    "Qualifies the bare keys of targets (KEY-3): default the agent of a canonical key, else main."
+    targetAgentId: String
+    "The exact form (NTC-3): the notices the turn consumed, each acknowledged only while it is still the pair's pending notice. Not with targets or targetAgentId (INVALID_ARGUMENT)."
+    notices: [NoticeRef!]
+  ): [StaleNotice!]!
   "WAT-5. A new incarnation of the watcher session: drop the cursors it holds."
   resetSession(sessionKey: String!, agentId: String): Boolean!
   "WAT-5. Delete a session's log, links and cursors (its head stays, so versions never regress)."
@@ -1336,7 +1382,11 @@ type Subscription {
   NTC-5, NTC-7. Notices of one watcher: first every notice pending now, then each notice as it
   opens. Without a watcher (dashboards), every watcher's notices.
   """
-  staleNotices(watcher: String): StaleNotice!
+  staleNotices(
+    watcher: String
+    "Also deliver, once per closed notice, the notice again with closed: true when it is acknowledged (any client, any form) or its cursor is removed (unwatch, reset, delete, expiry); a follow-up opened by an acknowledgement arrives after it. Default false: open notices only."
+    includeClosed: Boolean = false
+  ): StaleNotice!
   "Live log of one session, or of all sessions when omitted."
   stateEvents(sessionKey: String, agentId: String): StateEvent!
 }
@@ -1363,6 +1413,34 @@ extend type CompactionPolicy {
   compactionThreshold: Int!
   "The compaction count when the last memory flush ran; null when none ran. memoryFlushDue is false while it equals compactionCount."
   memoryFlushCompactionCount: Int
+}
+
+"One notice a turn consumed, named exactly (NTC-3)."
+input NoticeRef {
+  "The target of the drained notice, as the notice names it."
+  target: String!
+  "The target's agent as the notice names it (its targetAgentId). Default: the agent of a canonical key, else main (KEY-3)."
+  targetAgentId: String
+  "The notice's notifiedVersion: the pair is acknowledged only while its pending notice is still this one."
+  notifiedVersion: Int!
+}
+
+"A producer-passed watcher that was not given a cursor (WAT-4)."
+type SkippedWatcher {
+  "The watcher as the producer passed it."
+  watcher: String!
+  "Why it cannot watch: a sentence, e.g. a bare key cannot be a watcher."
+  reason: String!
+}
+
+extend type RecordEventResult {
+  "Producer-passed watchers that cannot watch (bare, the session itself, malformed); the event is still recorded."
+  skippedWatchers: [SkippedWatcher!]!
+}
+
+extend type StaleNotice {
+  "True on the item that tells an includeClosed subscriber the notice was acknowledged or removed; false on an open notice."
+  closed: Boolean!
 }
 
 extend type Mutation {
@@ -1417,6 +1495,8 @@ func (ec *executionContext) childFields_RecordEventResult(ctx context.Context, f
 		return ec.fieldContext_RecordEventResult_stateVersion(ctx, field)
 	case "noticesOpened":
 		return ec.fieldContext_RecordEventResult_noticesOpened(ctx, field)
+	case "skippedWatchers":
+		return ec.fieldContext_RecordEventResult_skippedWatchers(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RecordEventResult", field.Name)
 }
@@ -1489,6 +1569,16 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
 
+func (ec *executionContext) childFields_SkippedWatcher(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "watcher":
+		return ec.fieldContext_SkippedWatcher_watcher(ctx, field)
+	case "reason":
+		return ec.fieldContext_SkippedWatcher_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SkippedWatcher", field.Name)
+}
+
 func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "watcher":
@@ -1509,6 +1599,8 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_wake(ctx, field)
 	case "openedAt":
 		return ec.fieldContext_StaleNotice_openedAt(ctx, field)
+	case "closed":
+		return ec.fieldContext_StaleNotice_closed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -1746,6 +1838,22 @@ func (ec *executionContext) field_Mutation_ackNotices_args(ctx context.Context, 
 		return nil, err
 	}
 	args["targets"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "notices",
+		func(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+			return ec.unmarshalONoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notices"] = arg3
 	return args, nil
 }
 
@@ -2128,6 +2236,14 @@ func (ec *executionContext) field_Query_watches_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
 	return args, nil
 }
 
@@ -2142,6 +2258,14 @@ func (ec *executionContext) field_Subscription_staleNotices_args(ctx context.Con
 		return nil, err
 	}
 	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "includeClosed",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["includeClosed"] = arg1
 	return args, nil
 }
 
@@ -2544,7 +2668,7 @@ func (ec *executionContext) _Mutation_ackNotices(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().AckNotices(ctx, fc.Args["watcher"].(string), fc.Args["targets"].([]string))
+			return ec.Resolvers.Mutation().AckNotices(ctx, fc.Args["watcher"].(string), fc.Args["targets"].([]string), fc.Args["targetAgentId"].(*string), fc.Args["notices"].([]awareness.NoticeRef))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Notice) graphql.Marshaler {
@@ -3074,7 +3198,7 @@ func (ec *executionContext) _Query_watches(ctx context.Context, field graphql.Co
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Watches(ctx, fc.Args["watcher"].(*string), fc.Args["target"].(*string))
+			return ec.Resolvers.Query().Watches(ctx, fc.Args["watcher"].(*string), fc.Args["target"].(*string), fc.Args["targetAgentId"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Cursor) graphql.Marshaler {
@@ -3371,6 +3495,38 @@ func (ec *executionContext) _RecordEventResult_noticesOpened(ctx context.Context
 }
 func (ec *executionContext) fieldContext_RecordEventResult_noticesOpened(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RecordEventResult", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RecordEventResult_skippedWatchers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.RecordEventResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordEventResult_skippedWatchers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SkippedWatchers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.SkippedWatcher) graphql.Marshaler {
+			return ec.marshalNSkippedWatcher2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSkippedWatcherᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecordEventResult_skippedWatchers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RecordEventResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SkippedWatcher(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Session_sessionKey(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Session) (ret graphql.Marshaler) {
@@ -3984,6 +4140,52 @@ func (ec *executionContext) fieldContext_SessionStatus_session(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _SkippedWatcher_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.SkippedWatcher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SkippedWatcher_watcher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Watcher, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SkippedWatcher_watcher(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SkippedWatcher", field, false, false, "String")
+}
+
+func (ec *executionContext) _SkippedWatcher_reason(ctx context.Context, field graphql.CollectedField, obj *awareness.SkippedWatcher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SkippedWatcher_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SkippedWatcher_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SkippedWatcher", field, false, false, "String")
+}
+
 func (ec *executionContext) _StaleNotice_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4189,6 +4391,29 @@ func (ec *executionContext) _StaleNotice_openedAt(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_StaleNotice_openedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Time")
+}
+
+func (ec *executionContext) _StaleNotice_closed(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_closed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Closed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_closed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _StateChanges_events(ctx context.Context, field graphql.CollectedField, obj *awareness.StatusChanges) (ret graphql.Marshaler) {
@@ -4555,7 +4780,7 @@ func (ec *executionContext) _Subscription_staleNotices(ctx context.Context, fiel
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().StaleNotices(ctx, fc.Args["watcher"].(*string))
+			return ec.Resolvers.Subscription().StaleNotices(ctx, fc.Args["watcher"].(*string), fc.Args["includeClosed"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v awareness.Notice) graphql.Marshaler {
@@ -6215,6 +6440,62 @@ func UnmarshalAdoptInput(ctx context.Context, raw any) (gqlmodel.AdoptInput, err
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputNoticeRef(ctx context.Context, obj any) (awareness.NoticeRef, error) {
+	var it awareness.NoticeRef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"target", "targetAgentId", "notifiedVersion"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "target":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("target"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Target = data
+		case "targetAgentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targetAgentId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TargetAgentID = data
+		case "notifiedVersion":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("notifiedVersion"))
+			data, err := ec.unmarshalNInt2int64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NotifiedVersion = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalNoticeRef unmarshals raw into the NoticeRef input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalNoticeRef(ctx context.Context, raw any) (awareness.NoticeRef, error) {
+	var out awareness.NoticeRef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "NoticeRef", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputRecordEventInput(ctx context.Context, obj any) (gqlmodel.RecordEventInput, error) {
 	var it gqlmodel.RecordEventInput
 	if obj == nil {
@@ -6918,6 +7199,11 @@ func (ec *executionContext) _RecordEventResult(ctx context.Context, sel ast.Sele
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "skippedWatchers":
+			out.Values[i] = ec._RecordEventResult_skippedWatchers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7144,6 +7430,44 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var skippedWatcherImplementors = []string{"SkippedWatcher"}
+
+func (ec *executionContext) _SkippedWatcher(ctx context.Context, sel ast.SelectionSet, obj *awareness.SkippedWatcher) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, skippedWatcherImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SkippedWatcher")
+		case "watcher":
+			out.Values[i] = ec._SkippedWatcher_watcher(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._SkippedWatcher_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var staleNoticeImplementors = []string{"StaleNotice"}
 
 func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionSet, obj *awareness.Notice) graphql.Marshaler {
@@ -7197,6 +7521,11 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 			}
 		case "openedAt":
 			out.Values[i] = ec._StaleNotice_openedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "closed":
+			out.Values[i] = ec._StaleNotice_closed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -8028,6 +8357,11 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRef(ctx context.Context, v any) (awareness.NoticeRef, error) {
+	res, err := ec.unmarshalInputNoticeRef(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
@@ -8120,6 +8454,26 @@ func (ec *executionContext) marshalNSessionList2githubᚗcomᚋawarenessᚋaware
 
 func (ec *executionContext) marshalNSessionStatus2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionStatus(ctx context.Context, sel ast.SelectionSet, v gqlmodel.SessionStatus) graphql.Marshaler {
 	return ec._SessionStatus(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSkippedWatcher2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSkippedWatcher(ctx context.Context, sel ast.SelectionSet, v awareness.SkippedWatcher) graphql.Marshaler {
+	return ec._SkippedWatcher(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSkippedWatcher2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSkippedWatcherᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.SkippedWatcher) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSkippedWatcher2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSkippedWatcher(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNStaleNotice2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx context.Context, sel ast.SelectionSet, v awareness.Notice) graphql.Marshaler {
@@ -8465,6 +8819,23 @@ func (ec *executionContext) marshalOJSON2map(ctx context.Context, sel ast.Select
 	_ = ctx
 	res := scalar.MarshalJSONObject(v)
 	return res
+}
+
+func (ec *executionContext) unmarshalONoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]awareness.NoticeRef, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRef(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome(ctx context.Context, v any) (*awareness.RunOutcome, error) {

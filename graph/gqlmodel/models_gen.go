@@ -66,6 +66,8 @@ type RecordEventResult struct {
 	StateVersion int              `json:"stateVersion"`
 	// Notices opened by this append.
 	NoticesOpened int `json:"noticesOpened"`
+	// Producer-passed watchers that cannot watch (bare, the session itself, malformed); the event is still recorded.
+	SkippedWatchers []awareness.SkippedWatcher `json:"skippedWatchers"`
 }
 
 // REG-1. A session registry entry.

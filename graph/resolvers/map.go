@@ -137,3 +137,11 @@ func nonNil[T any](s []T, err error) ([]T, error) {
 	}
 	return s, nil
 }
+
+// nonNilSlice returns s, or an empty slice for nil: a non-null list field.
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -19,10 +19,11 @@ func (r *mutationResolver) RecordEvent(ctx context.Context, input gqlmodel.Recor
 		return gqlmodel.RecordEventResult{}, err
 	}
 	return gqlmodel.RecordEventResult{
-		Recorded:      res.Recorded,
-		Event:         &res.Event,
-		StateVersion:  int(res.StateVersion),
-		NoticesOpened: res.NoticesOpened,
+		Recorded:        res.Recorded,
+		Event:           &res.Event,
+		StateVersion:    int(res.StateVersion),
+		NoticesOpened:   res.NoticesOpened,
+		SkippedWatchers: nonNilSlice(res.SkippedWatchers),
 	}, nil
 }
 
@@ -38,8 +39,8 @@ func (r *mutationResolver) Unwatch(ctx context.Context, watcher string, target s
 	return r.Service.Unwatch(ctx, watcher, target, targetAgentID)
 }
 
-func (r *mutationResolver) AckNotices(ctx context.Context, watcher string, targets []string) ([]awareness.Notice, error) {
-	return r.Service.AckNotices(ctx, watcher, targets)
+func (r *mutationResolver) AckNotices(ctx context.Context, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) ([]awareness.Notice, error) {
+	return r.Service.AckNotices(ctx, watcher, targets, targetAgentID, notices)
 }
 
 func (r *mutationResolver) ResetSession(ctx context.Context, sessionKey string, agentID *string) (bool, error) {
@@ -94,8 +95,8 @@ func (r *queryResolver) PendingNotices(ctx context.Context, watcher string) ([]a
 	return nonNil(r.Service.PendingNotices(ctx, watcher))
 }
 
-func (r *queryResolver) Watches(ctx context.Context, watcher *string, target *string) ([]awareness.Cursor, error) {
-	return nonNil(r.Service.Watches(ctx, watcher, target))
+func (r *queryResolver) Watches(ctx context.Context, watcher *string, target *string, targetAgentID *string) ([]awareness.Cursor, error) {
+	return nonNil(r.Service.Watches(ctx, watcher, target, targetAgentID))
 }
 
 func (r *queryResolver) UpstreamLinks(ctx context.Context, agentID *string) ([]gqlmodel.UpstreamLink, error) {
@@ -106,8 +107,8 @@ func (r *queryResolver) CompactionPolicy(ctx context.Context, sessionKey string,
 	return compactionPolicy(ctx, r.Service, sessionKey, agentID, contextWindow, reserveTokens, softThresholdTokens)
 }
 
-func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string) (<-chan awareness.Notice, error) {
-	ch, end, err := r.Service.SubscribeNotices(ctx, watcher)
+func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
+	ch, end, err := r.Service.SubscribeNotices(ctx, watcher, includeClosed != nil && *includeClosed)
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,19 @@ func AckCursor(cur Cursor, now time.Time) (next Cursor, changed, opened bool) {
 	return next, true, opened
 }
 
+// AckExact acknowledges the drained notice only while it is still the cursor's pending
+// notice (NTC-3, the exact form): notified is the NotifiedVersion (N) of the notice the
+// watcher consumed. A cursor whose pending notice is another one (a follow-up, or a
+// notice opened after the drain) or that has nothing pending is left alone. N names a
+// notice of a pair uniquely: a new notice freezes N at a sequence above every earlier
+// one, and sequences are never reused (SIG-3).
+func AckExact(cur Cursor, notified int64, now time.Time) (next Cursor, changed, opened bool) {
+	if !cur.Pending() || cur.N != notified {
+		return cur, false, false
+	}
+	return AckCursor(cur, now)
+}
+
 // RefreezeCursor is the startup sweep (NTC-5): a cursor with M > L gets N := M and its
 // notice is published again. The notice keeps its opening time and its text (L does
 // not move). republish is false for synced cursors.

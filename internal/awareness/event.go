@@ -141,10 +141,19 @@ type RecordInput struct {
 }
 
 // NewEvent is a validated append request: the event without its sequence, and the
-// producer-passed watchers (WAT-2, WAT-4), canonical and de-duplicated.
+// producer-passed watchers (WAT-2, WAT-4), canonical and de-duplicated. Skipped are the
+// producer-passed watchers that cannot watch, in input order (WAT-4).
 type NewEvent struct {
 	Event    Event
 	Watchers []string
+	Skipped  []SkippedWatcher
+}
+
+// SkippedWatcher is a producer-passed watcher that was not given a cursor (WAT-4): a
+// bare key, the session itself or a malformed key. Watcher is as the producer passed it.
+type SkippedWatcher struct {
+	Watcher string
+	Reason  string
 }
 
 // ValidateRecord checks a RecordInput against SIG-1..5 and KEY-1..4 and returns the
@@ -244,20 +253,25 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 	if len(in.Watchers) > MaxWatchersPerEvent {
 		return NewEvent{}, Errorf(EINVALID, "at most %d watchers per event, got %d", MaxWatchersPerEvent, len(in.Watchers))
 	}
+	var skipped []SkippedWatcher
 	for _, w := range in.Watchers {
+		// A watcher that cannot watch is skipped and reported, never a reason to
+		// refuse the event (WAT-4, SIG-7): only an invalid event is refused.
 		wr, err := ResolveWatcher(w)
 		if err != nil {
-			return NewEvent{}, err
+			skipped = append(skipped, SkippedWatcher{Watcher: w, Reason: ErrorMessage(err)})
+			continue
 		}
 		if wr.Key == ref.Key && wr.AgentID == ref.AgentID {
-			return NewEvent{}, Errorf(EINVALID, "watcher %q is the session itself; a session cannot watch itself", wr.Key)
+			skipped = append(skipped, SkippedWatcher{Watcher: w, Reason: "the watcher is the session itself; a session cannot watch itself"})
+			continue
 		}
 		if !seen[wr.Key] {
 			seen[wr.Key] = true
 			watchers = append(watchers, wr.Key)
 		}
 	}
-	return NewEvent{Event: ev, Watchers: watchers}, nil
+	return NewEvent{Event: ev, Watchers: watchers, Skipped: skipped}, nil
 }
 
 // ClampOccurredAt clamps a caller's time into [now-24h, now]; nil means now (SIG-5).

@@ -237,10 +237,23 @@ func TestValidateRecord_SIG2(t *testing.T) {
 		{name: "watchers canonicalised and deduplicated in order", mod: func(in *RecordInput) {
 			in.Watchers = []string{"AGENT:Main:Main", "agent:ops:work", " agent:main:main ", "agent:main::main"}
 		}, want: NewEvent{Event: ev(nil), Watchers: []string{"agent:main:main", "agent:ops:work"}}},
-		{name: "bare watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"global"} }, wantErr: true},
-		{name: "cron watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"cron:job"} }, wantErr: true},
-		{name: "malformed watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"agent:bad/id:main"} }, wantErr: true},
-		{name: "self watcher rejected", mod: func(in *RecordInput) { in.Watchers = []string{"Agent:Main:SubAgent:Child"} }, wantErr: true},
+		// WAT-4: watchers that cannot watch are skipped and reported, the event stays valid.
+		{name: "WAT-4 bare watcher skipped", mod: func(in *RecordInput) { in.Watchers = []string{"global"} }, want: NewEvent{Event: ev(nil),
+			Skipped: []SkippedWatcher{{"global", `watcher "global" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`}}}},
+		{name: "WAT-4 cron watcher skipped", mod: func(in *RecordInput) { in.Watchers = []string{"cron:job"} }, want: NewEvent{Event: ev(nil),
+			Skipped: []SkippedWatcher{{"cron:job", `watcher "cron:job" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`}}}},
+		{name: "WAT-4 malformed watcher skipped", mod: func(in *RecordInput) { in.Watchers = []string{"agent:bad/id:main"} }, want: NewEvent{Event: ev(nil),
+			Skipped: []SkippedWatcher{{"agent:bad/id:main", `watcher "agent:bad/id:main" has an invalid agent id`}}}},
+		{name: "WAT-4 self watcher skipped", mod: func(in *RecordInput) { in.Watchers = []string{"Agent:Main:SubAgent:Child"} }, want: NewEvent{Event: ev(nil),
+			Skipped: []SkippedWatcher{{"Agent:Main:SubAgent:Child", "the watcher is the session itself; a session cannot watch itself"}}}},
+		{name: "WAT-4 valid, bare, self and malformed mixed", mod: func(in *RecordInput) {
+			in.Watchers = []string{"agent:main:main", "global", "agent:main:subagent:child", "agent:main:", "agent:ops:main", "a\x00b"}
+		}, want: NewEvent{Event: ev(nil), Watchers: []string{"agent:main:main", "agent:ops:main"}, Skipped: []SkippedWatcher{
+			{"global", `watcher "global" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`},
+			{"agent:main:subagent:child", "the watcher is the session itself; a session cannot watch itself"},
+			{"agent:main:", `watcher "agent:main:" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`},
+			{"a\x00b", "watcher contains a control character or line break"},
+		}}},
 		{name: "32 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent) }, want: NewEvent{Event: ev(nil), Watchers: nWatchers(MaxWatchersPerEvent)}},
 		{name: "33 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent + 1) }, wantErr: true},
 	}

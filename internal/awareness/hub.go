@@ -35,12 +35,21 @@ func NewHub() *Hub {
 }
 
 // PublishNotices delivers notices to the matching notice subscribers. It never
-// blocks on a subscriber (see SubscriberBuffer).
+// blocks on a subscriber (see SubscriberBuffer). A closed notice (Notice.Closed) goes
+// only to the subscriptions that asked for closed notices; the others never see it.
 func (h *Hub) PublishNotices(ns ...Notice) {
 	h.notices.publish(ns, func(n *Notice, filters []string) []string {
+		if n.Closed {
+			return append(filters, closedFilter(""), closedFilter(n.Watcher))
+		}
 		return append(filters, "", n.Watcher)
 	})
 }
+
+// closedFilter is the filter under which the closed notices of watcher ("" = every
+// watcher) are published. Keys never contain control characters, so it cannot meet
+// an open notice's filter.
+func closedFilter(watcher string) string { return "\x01" + watcher }
 
 // PublishEvents delivers events to the matching event subscribers. It never blocks on
 // a subscriber (see SubscriberBuffer).
@@ -50,8 +59,14 @@ func (h *Hub) PublishEvents(evs ...Event) {
 	})
 }
 
-// SubscribeNotices subscribes to notices of one watcher ("" = all watchers).
+// SubscribeNotices subscribes to the open notices of one watcher ("" = all watchers).
 func (h *Hub) SubscribeNotices(watcher string) *Sub[Notice] { return h.notices.subscribe(watcher) }
+
+// SubscribeNoticesClosed subscribes to the open notices of one watcher ("" = all
+// watchers) and to the items that report them closed (Notice.Closed), in publish order.
+func (h *Hub) SubscribeNoticesClosed(watcher string) *Sub[Notice] {
+	return h.notices.subscribe(watcher, closedFilter(watcher))
+}
 
 // SubscribeEvents subscribes to events of one session, nil for all sessions. A ref
 // with an empty AgentID matches the key under every agent.
@@ -68,12 +83,17 @@ func eventFilter(ref *SessionRef) string {
 
 // streamNotices and streamEvents add held stream subscriptions (see stream) for the
 // service, which starts them.
-func (h *Hub) streamNotices(watcher string, accept func(*Notice) bool, onDrop func()) *Sub[Notice] {
-	return h.notices.subscribeStream(watcher, accept, onDrop)
+// includeClosed adds the closed items of the watcher's notices.
+func (h *Hub) streamNotices(watcher string, includeClosed bool, accept func(*Notice) bool, onDrop func()) *Sub[Notice] {
+	filters := []string{watcher}
+	if includeClosed {
+		filters = append(filters, closedFilter(watcher))
+	}
+	return h.notices.subscribeStream(filters, accept, onDrop)
 }
 
 func (h *Hub) streamEvents(ref *SessionRef, onDrop func()) *Sub[Event] {
-	return h.events.subscribeStream(eventFilter(ref), nil, onDrop)
+	return h.events.subscribeStream([]string{eventFilter(ref)}, nil, onDrop)
 }
 
 // Subscribers returns the number of live notice and event subscriptions.
@@ -96,14 +116,16 @@ func (h *Hub) Close() {
 // out values on out, the channel gqlgen reads, without a goroutine of its own while it
 // is idle: see stream.
 type Sub[T any] struct {
-	C      <-chan *T
-	c      chan *T
-	filter string
-	t      *topic[T]
-	mu     sync.Mutex
-	err    error
-	ended  bool
-	stream *stream[T] // nil for a raw subscription
+	C <-chan *T
+	c chan *T
+	// filters are the keys the subscription is registered under; a published value
+	// matches at most one of them.
+	filters []string
+	t       *topic[T]
+	mu      sync.Mutex
+	err     error
+	ended   bool
+	stream  *stream[T] // nil for a raw subscription
 }
 
 // stream is the delivery state of a stream subscription. A subscriber that keeps up
@@ -334,15 +356,15 @@ type topic[T any] struct {
 
 func newTopic[T any]() topic[T] { return topic[T]{subs: map[string]map[*Sub[T]]struct{}{}} }
 
-func (t *topic[T]) subscribe(filter string) *Sub[T] {
+func (t *topic[T]) subscribe(filters ...string) *Sub[T] {
 	c := make(chan *T, SubscriberBuffer)
-	return t.add(&Sub[T]{C: c, c: c, filter: filter, t: t})
+	return t.add(&Sub[T]{C: c, c: c, filters: filters, t: t})
 }
 
 // subscribeStream adds a held stream subscription (see stream); the caller starts it.
-func (t *topic[T]) subscribeStream(filter string, accept func(*T) bool, onDrop func()) *Sub[T] {
+func (t *topic[T]) subscribeStream(filters []string, accept func(*T) bool, onDrop func()) *Sub[T] {
 	st := &stream[T]{out: make(chan T, streamChanCap), held: true, accept: accept, onDrop: onDrop}
-	return t.add(&Sub[T]{filter: filter, t: t, stream: st})
+	return t.add(&Sub[T]{filters: filters, t: t, stream: st})
 }
 
 func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
@@ -352,12 +374,14 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 		s.end(ErrHubClosed)
 		return s
 	}
-	m := t.subs[s.filter]
-	if m == nil {
-		m = map[*Sub[T]]struct{}{}
-		t.subs[s.filter] = m
+	for _, f := range s.filters {
+		m := t.subs[f]
+		if m == nil {
+			m = map[*Sub[T]]struct{}{}
+			t.subs[f] = m
+		}
+		m[s] = struct{}{}
 	}
-	m[s] = struct{}{}
 	t.n++
 	return s
 }
@@ -397,13 +421,15 @@ func (t *topic[T]) publish(vs []T, filtersOf func(*T, []string) []string) {
 
 func (t *topic[T]) remove(s *Sub[T], reason error) {
 	t.mu.Lock()
-	if _, ok := t.subs[s.filter][s]; !ok {
+	if _, ok := t.subs[s.filters[0]][s]; !ok {
 		t.mu.Unlock()
 		return
 	}
-	delete(t.subs[s.filter], s)
-	if len(t.subs[s.filter]) == 0 {
-		delete(t.subs, s.filter)
+	for _, f := range s.filters {
+		delete(t.subs[f], s)
+		if len(t.subs[f]) == 0 {
+			delete(t.subs, f)
+		}
 	}
 	t.n--
 	ended := s.end(reason)

@@ -84,7 +84,7 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			return err
 		}, true},
 		{"ack as other", func(ctx context.Context) error {
-			_, err := svc.AckNotices(ctx, "agent:main:main", nil)
+			_, err := svc.AckNotices(ctx, "agent:main:main", nil, nil, nil)
 			return err
 		}, true},
 		{"pending as other", func(ctx context.Context) error {
@@ -96,11 +96,11 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			return err
 		}, false},
 		{"every cursor", func(ctx context.Context) error {
-			_, err := svc.Watches(ctx, nil, nil)
+			_, err := svc.Watches(ctx, nil, nil, nil)
 			return err
 		}, true},
 		{"cursors on another agent's target", func(ctx context.Context) error {
-			_, err := svc.Watches(ctx, nil, ptr("agent:main:subagent:x"))
+			_, err := svc.Watches(ctx, nil, ptr("agent:main:subagent:x"), nil)
 			return err
 		}, true},
 		{"reset other", func(ctx context.Context) error {
@@ -112,11 +112,11 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			return err
 		}, true},
 		{"notices of every watcher", func(ctx context.Context) error {
-			_, _, err := svc.SubscribeNotices(ctx, nil)
+			_, _, err := svc.SubscribeNotices(ctx, nil, false)
 			return err
 		}, true},
 		{"notices of another watcher", func(ctx context.Context) error {
-			_, _, err := svc.SubscribeNotices(ctx, ptr("agent:main:main"))
+			_, _, err := svc.SubscribeNotices(ctx, ptr("agent:main:main"), false)
 			return err
 		}, true},
 		{"events of every session", func(ctx context.Context) error {

@@ -16,7 +16,9 @@ const (
 
 // PrunerConfig configures a Pruner.
 type PrunerConfig struct {
-	Store    Store
+	Store Store
+	// Hub, when set, gets the closed notices of expired cursors, after the commit.
+	Hub      *Hub
 	Policy   RetentionPolicy
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -53,6 +55,9 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 	if err != nil {
 		p.cfg.Logger.Warn("prune failed", "err", err)
 		return res, err
+	}
+	if p.cfg.Hub != nil {
+		p.cfg.Hub.PublishNotices(res.Closed...)
 	}
 	p.cfg.Logger.Info("pruned", "events_deleted", res.EventsDeleted, "cursors_expired", res.CursorsExpired,
 		"sessions_stamped", res.SessionsStamped, "took", time.Since(start))

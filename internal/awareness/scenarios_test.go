@@ -188,7 +188,7 @@ func (w *world) cursor(watcher, target string) awareness.Cursor {
 
 func (w *world) findCursor(watcher, target string) (awareness.Cursor, bool) {
 	w.t.Helper()
-	cs, err := w.svc.Watches(w.ctx, &watcher, &target)
+	cs, err := w.svc.Watches(w.ctx, &watcher, &target, nil)
 	if err != nil {
 		w.t.Fatalf("Watches: %v", err)
 	}
@@ -221,7 +221,7 @@ func (w *world) pending(watcher string) []awareness.Notice {
 
 func (w *world) ack(watcher string, targets []string) []awareness.Notice {
 	w.t.Helper()
-	ns, err := w.svc.AckNotices(w.ctx, watcher, targets)
+	ns, err := w.svc.AckNotices(w.ctx, watcher, targets, nil, nil)
 	if err != nil {
 		w.t.Fatalf("AckNotices: %v", err)
 	}
@@ -252,7 +252,7 @@ func (w *world) subscribe(watcher string) *subscriber {
 	if watcher != "" {
 		wp = &watcher
 	}
-	c, end, err := w.svc.SubscribeNotices(ctx, wp)
+	c, end, err := w.svc.SubscribeNotices(ctx, wp, false)
 	if err != nil {
 		cancel()
 		w.t.Fatalf("SubscribeNotices: %v", err)
@@ -592,7 +592,7 @@ func TestScenarioD26_UnwatchedSessionNotifiesNoOneUntilRegistered(t *testing.T) 
 	if r := w.humanTurn(target); r.NoticesOpened != 0 {
 		t.Fatalf("unwatched turn opened %d notices", r.NoticesOpened)
 	}
-	if cs, _ := w.svc.Watches(w.ctx, nil, &target); len(cs) != 0 {
+	if cs, _ := w.svc.Watches(w.ctx, nil, &target, nil); len(cs) != 0 {
 		t.Fatalf("unwatched turn created %d cursors", len(cs))
 	}
 	sub.none()
@@ -606,24 +606,31 @@ func TestScenarioD26_UnwatchedSessionNotifiesNoOneUntilRegistered(t *testing.T) 
 }
 
 // D27: a bare `global` watcher key creates no cursor and no notice: producer-passed it
-// is rejected and nothing is written (KEY-3, ERR-2); registered it is refused.
+// is skipped and reported while the event is recorded (KEY-3, WAT-4); registered it is
+// refused.
 func TestScenarioD27_BareGlobalWatcherNeverWatches(t *testing.T) {
 	w := newWorld(t)
 	sub := w.subscribe("")
 	for _, k := range []awareness.EventKind{awareness.ChildSpawned, awareness.HumanDirectMessage} {
-		_, err := w.try(ev{key: child, kind: k, actorID: human, watchers: []string{"global"}})
-		if awareness.ErrorCode(err) != awareness.EINVALID {
-			t.Fatalf("%s with watcher global: err %v, want INVALID_ARGUMENT", k, err)
+		r, err := w.try(ev{key: child, kind: k, actorID: human, watchers: []string{"global"}})
+		if err != nil || !r.Recorded || r.NoticesOpened != 0 {
+			t.Fatalf("%s with watcher global: %+v, %v; want recorded, no notice", k, r, err)
+		}
+		if len(r.SkippedWatchers) != 1 || r.SkippedWatchers[0].Watcher != "global" || r.SkippedWatchers[0].Reason == "" {
+			t.Fatalf("%s with watcher global: skipped %+v, want global with a reason", k, r.SkippedWatchers)
 		}
 	}
 	st, err := w.svc.SessionStatus(w.ctx, child, nil, nil, nil)
-	if err != nil || st.StateVersion != 0 {
-		t.Fatalf("stateVersion after rejected appends = %d, %v; want 0", st.StateVersion, err)
+	if err != nil || st.StateVersion != 2 {
+		t.Fatalf("stateVersion after the appends = %d, %v; want 2", st.StateVersion, err)
+	}
+	if cs, err := w.svc.Watches(w.ctx, nil, ptr(child), nil); err != nil || len(cs) != 0 {
+		t.Fatalf("cursors on the child: %+v, %v; want none", cs, err)
 	}
 	if res, err := w.svc.Watch(w.ctx, "global", child, nil); err != nil || res.Watched {
 		t.Fatalf("Watch(global) = %+v, %v", res, err)
 	}
-	if cs, err := w.svc.Watches(w.ctx, nil, nil); err != nil || len(cs) != 0 {
+	if cs, err := w.svc.Watches(w.ctx, nil, nil, nil); err != nil || len(cs) != 0 {
 		t.Fatalf("cursors = %d, %v; want none", len(cs), err)
 	}
 	sub.none()
@@ -704,7 +711,7 @@ func TestScenarioD29_RegistrationRefusals(t *testing.T) {
 			t.Errorf("Watch(%q, agent %v): err %v, want INVALID_ARGUMENT", c.target, c.agent, err)
 		}
 	}
-	if cs, _ := w.svc.Watches(w.ctx, nil, nil); len(cs) != 0 {
+	if cs, _ := w.svc.Watches(w.ctx, nil, nil, nil); len(cs) != 0 {
 		t.Fatalf("refusals wrote %d cursors", len(cs))
 	}
 	mainA := "main"
@@ -734,7 +741,7 @@ func TestScenarioD30_GlobalEventsStayAgentScoped(t *testing.T) {
 			t.Errorf("global/%s version = %d, %v; want %d", agent, st.StateVersion, err, want)
 		}
 	}
-	if cs, _ := w.svc.Watches(w.ctx, nil, nil); len(cs) != 0 {
+	if cs, _ := w.svc.Watches(w.ctx, nil, nil, nil); len(cs) != 0 {
 		t.Fatalf("%d cursors seeded", len(cs))
 	}
 	// An ops-scoped watch on global is not touched by main's global events.
@@ -752,7 +759,10 @@ func TestScenarioD30_GlobalEventsStayAgentScoped(t *testing.T) {
 	if n.Target != (awareness.SessionRef{AgentID: "ops", Key: "global"}) {
 		t.Fatalf("notice target = %+v", n.Target)
 	}
-	wantText(t, n, "global", 2)
+	want := `Session "global" changed (other actor). Reconcile before acting: session_status sessionKey "global" agentId "ops" changesSince 2.`
+	if n.Text != want || n.ChangesSince != 2 {
+		t.Fatalf("notice text\n got %q\nwant %q (NTC-1: a bare target names its agent)", n.Text, want)
+	}
 }
 
 // ---------------------------------------------------------------------------------------

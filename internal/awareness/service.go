@@ -70,6 +70,8 @@ type RecordResult struct {
 	Event         Event
 	StateVersion  int64
 	NoticesOpened int
+	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4).
+	SkippedWatchers []SkippedWatcher
 }
 
 // RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
@@ -94,7 +96,8 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 		s.hub.PublishEvents(op.Event)
 		s.hub.PublishNotices(op.Opened...)
 	}
-	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}, nil
+	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
+		SkippedWatchers: ne.Skipped}, nil
 }
 
 // StatusChanges is the delta of a sessionStatus call (REC-1, REC-2).
@@ -126,10 +129,12 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	}
 	lim := MaxChangesLimit
 	if limit != nil {
-		if *limit < 1 || *limit > MaxChangesLimit {
-			return Status{}, Errorf(EINVALID, "limit must be between 1 and %d, got %d", MaxChangesLimit, *limit)
+		// A limit above MaxChangesLimit is clamped, not refused (REC-1): the page says
+		// truncated and nextChangesSince continues it.
+		if *limit < 1 {
+			return Status{}, Errorf(EINVALID, "limit must be at least 1, got %d", *limit)
 		}
-		lim = *limit
+		lim = min(*limit, MaxChangesLimit)
 	}
 	var after int64
 	if changesSince != nil {
@@ -295,7 +300,8 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 	return WatchResult{Watched: true, Cursor: &c}, nil
 }
 
-// Unwatch removes one cursor (WAT-5).
+// Unwatch removes one cursor (WAT-5). A notice it had pending is published closed,
+// after the commit.
 func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAgentID *string) (bool, error) {
 	w, err := ResolveWatcher(watcher)
 	if err != nil {
@@ -308,40 +314,90 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 	if err := s.authorize(ctx, w.AgentID); err != nil {
 		return false, err
 	}
-	return s.store.Unwatch(ctx, w.Key, t)
+	ok, closed, err := s.store.Unwatch(ctx, w.Key, t)
+	if err != nil {
+		return false, err
+	}
+	s.hub.PublishNotices(closed...)
+	return ok, nil
 }
 
-// AckNotices acknowledges the watcher's pending notices on targets (all when nil) and
-// publishes the follow-ups it opened (NTC-3).
-func (s *Service) AckNotices(ctx context.Context, watcher string, targets []string) ([]Notice, error) {
+// NoticeRef names one notice a watcher's turn consumed (NTC-3, the exact form): its
+// target, as the notice names it, and its NotifiedVersion. TargetAgentID qualifies a
+// bare target as everywhere else (default: the agent of a canonical key, else main).
+type NoticeRef struct {
+	Target          string
+	TargetAgentID   *string
+	NotifiedVersion int64
+}
+
+// AckNotices acknowledges the watcher's pending notices and publishes, after the
+// commit, each notice it closed (Closed set) and then the follow-ups it opened (NTC-3).
+// It returns the follow-ups.
+//
+// With notices (the exact form, what a gateway uses) it acknowledges exactly those: a
+// pair whose pending notice is no longer the one named (its notifiedVersion) is left
+// alone, so a notice opened after the prompt was built is never acknowledged unseen.
+// Without notices it acknowledges whatever is pending now on targets (each qualified
+// by targetAgentID as keys are), or on every target when targets is nil: racy for a
+// remote caller. notices together with targets or targetAgentID is INVALID_ARGUMENT.
+func (s *Service) AckNotices(ctx context.Context, watcher string, targets []string, targetAgentID *string, notices []NoticeRef) ([]Notice, error) {
 	w, err := ResolveWatcher(watcher)
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	if targets != nil {
-		keys = []string{}
+	req := AckRequest{Watcher: w.Key}
+	switch {
+	case notices != nil && (targets != nil || targetAgentID != nil):
+		return nil, Errorf(EINVALID, "notices names the acknowledged notices exactly; it cannot be combined with targets or targetAgentId")
+	case notices != nil:
+		if len(notices) > MaxAckNotices {
+			return nil, Errorf(EINVALID, "at most %d notices per acknowledgement, got %d", MaxAckNotices, len(notices))
+		}
+		req.Exact = make([]AckTarget, 0, len(notices))
+		for i, n := range notices {
+			ref, err := ResolveSession(n.Target, n.TargetAgentID)
+			if err != nil {
+				return nil, Errorf(EINVALID, "notices[%d]: %s", i, ErrorMessage(err))
+			}
+			if n.NotifiedVersion < 1 {
+				return nil, Errorf(EINVALID, "notices[%d]: notifiedVersion must be positive, got %d", i, n.NotifiedVersion)
+			}
+			req.Exact = append(req.Exact, AckTarget{Target: ref, NotifiedVersion: n.NotifiedVersion})
+		}
+	case targets != nil:
+		if len(targets) > MaxAckNotices {
+			return nil, Errorf(EINVALID, "at most %d targets per acknowledgement, got %d", MaxAckNotices, len(targets))
+		}
+		req.Targets = make([]SessionRef, 0, len(targets))
 		for _, t := range targets {
-			ref, err := ResolveSession(t, nil)
+			ref, err := ResolveSession(t, targetAgentID)
 			if err != nil {
 				return nil, err
 			}
-			keys = append(keys, ref.Key)
+			req.Targets = append(req.Targets, ref)
 		}
+	case targetAgentID != nil:
+		return nil, Errorf(EINVALID, "targetAgentId qualifies targets; give targets too")
 	}
 	if err := s.authorize(ctx, w.AgentID); err != nil {
 		return nil, err
 	}
-	follow, err := s.store.Ack(ctx, w.Key, keys, s.Now())
+	req.Now = s.Now()
+	res, err := s.store.Ack(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	s.hub.PublishNotices(follow...)
-	if follow == nil {
-		follow = []Notice{}
+	s.hub.PublishNotices(res.Closed...)
+	s.hub.PublishNotices(res.Opened...)
+	if res.Opened == nil {
+		res.Opened = []Notice{}
 	}
-	return follow, nil
+	return res.Opened, nil
 }
+
+// MaxAckNotices bounds the notices (or targets) one acknowledgement names.
+const MaxAckNotices = 1000
 
 // PendingNotices lists a watcher's pending notices without acknowledging them.
 func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice, error) {
@@ -355,8 +411,10 @@ func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice,
 	return s.store.Pending(ctx, w.Key)
 }
 
-// Watches lists cursors held by a watcher and/or on a target.
-func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Cursor, error) {
+// Watches lists cursors held by a watcher and/or on a target. targetAgentID qualifies
+// a bare target as keys are (default main): the cursors on one agent's `global` are not
+// another's.
+func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *string) ([]Cursor, error) {
 	var q CursorQuery
 	// The watcher's agent owns its cursors; without a watcher, the target's agent may
 	// see who watches it; with neither, only an admin lists every cursor.
@@ -369,15 +427,16 @@ func (s *Service) Watches(ctx context.Context, watcher, target *string) ([]Curso
 		q.Watcher = w.Key
 		owners = append(owners, w.AgentID)
 	}
+	if target == nil && targetAgentID != nil {
+		return nil, Errorf(EINVALID, "targetAgentId qualifies target; give target too")
+	}
 	if target != nil {
-		t, err := ResolveSession(*target, nil)
+		t, err := ResolveSession(*target, targetAgentID)
 		if err != nil {
 			return nil, err
 		}
 		q.TargetKey = t.Key
-		if t.Qualified() {
-			q.TargetAgent = t.AgentID
-		}
+		q.TargetAgent = t.AgentID
 		if watcher == nil {
 			owners = append(owners, t.AgentID)
 		}
@@ -401,8 +460,12 @@ func (s *Service) ResetSession(ctx context.Context, key string, agentID *string)
 	if !ref.Qualified() {
 		return false, nil
 	}
-	n, err := s.store.ResetWatcher(ctx, ref.Key)
-	return n > 0, err
+	n, closed, err := s.store.ResetWatcher(ctx, ref.Key)
+	if err != nil {
+		return false, err
+	}
+	s.hub.PublishNotices(closed...)
+	return n > 0, nil
 }
 
 // DeleteSession deletes a session's log, cursors and registry entry; its head stays so
@@ -415,7 +478,12 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	if err := s.authorize(ctx, ref.AgentID); err != nil {
 		return false, err
 	}
-	return s.store.DeleteSession(ctx, ref, s.Now())
+	ok, closed, err := s.store.DeleteSession(ctx, ref, s.Now())
+	if err != nil {
+		return false, err
+	}
+	s.hub.PublishNotices(closed...)
+	return ok, nil
 }
 
 // Sweep re-freezes cursors with undelivered material changes and publishes their
@@ -434,7 +502,10 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 const sentPerPair = 4
 
 // SubscribeNotices streams a watcher's notices ("" = every watcher): first every
-// notice pending now, then each notice as it opens (NTC-5, NTC-7). The same opened
+// notice pending now, then each notice as it opens (NTC-5, NTC-7). With includeClosed
+// the stream also carries, once per closed notice, the notice again with Closed set
+// when it is acknowledged or its cursor removed; a follow-up opened by an ack comes
+// after that item. Without it the stream carries open notices only. The same opened
 // notice is never sent twice on one subscription. The channel closes when ctx ends or
 // the subscriber falls behind (see SubscriberBuffer); err then tells why (nil after
 // ctx ended). A subscription that falls behind is dropped at once, with what it still
@@ -443,7 +514,7 @@ const sentPerPair = 4
 // No goroutine serves the subscription while it is idle (see stream): the hub hands
 // notices to the returned channel itself, drops repeats as it does, and ctx's end
 // unsubscribes it (context.AfterFunc).
-func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan Notice, func() error, error) {
+func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, includeClosed bool) (<-chan Notice, func() error, error) {
 	var w string
 	if watcher != nil {
 		ref, err := ResolveWatcher(*watcher)
@@ -459,7 +530,7 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string) (<-chan
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed;
 	// the stream holds live notices back until the pending ones are in front of them.
-	sub := s.hub.streamNotices(w, new(repeatFilter).accept, dropFunc(ctx))
+	sub := s.hub.streamNotices(w, includeClosed, new(repeatFilter).accept, dropFunc(ctx))
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()

@@ -59,7 +59,7 @@ func TestServiceSubscribeNotices_PendingThenLive_NTC5_NTC7(t *testing.T) {
 	st := &pendingStore{pending: []Notice{stored, notice("agent:ops:work", 1)}}
 	svc := newSubService(st)
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errf, err := svc.SubscribeNotices(ctx, ptr(" Agent:Main:Main "))
+	out, errf, err := svc.SubscribeNotices(ctx, ptr(" Agent:Main:Main "), false)
 	if err != nil {
 		t.Fatalf("SubscribeNotices: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestServiceSubscribeNotices_BadInput_ERR1(t *testing.T) {
 	t.Parallel()
 	svc := newSubService(&pendingStore{})
 	for _, w := range []string{"global", "agent:main:", "cron:job", ""} {
-		if _, _, err := svc.SubscribeNotices(context.Background(), ptr(w)); ErrorCode(err) != EINVALID {
+		if _, _, err := svc.SubscribeNotices(context.Background(), ptr(w), false); ErrorCode(err) != EINVALID {
 			t.Errorf("SubscribeNotices(%q) error = %v, want %s", w, err, EINVALID)
 		}
 	}
@@ -104,7 +104,7 @@ func TestServiceSubscribeNotices_BadInput_ERR1(t *testing.T) {
 func TestServiceSubscribeNotices_StoreErrorUnsubscribes(t *testing.T) {
 	t.Parallel()
 	svc := newSubService(&pendingStore{err: Unavailable(errors.New("disk full"))})
-	if _, _, err := svc.SubscribeNotices(context.Background(), nil); ErrorCode(err) != EUNAVAILABLE {
+	if _, _, err := svc.SubscribeNotices(context.Background(), nil, false); ErrorCode(err) != EUNAVAILABLE {
 		t.Fatalf("error = %v, want %s", err, EUNAVAILABLE)
 	}
 	if n, _ := svc.Hub().Subscribers(); n != 0 {
@@ -118,7 +118,7 @@ func TestServiceSubscribeNotices_SlowClientDropped(t *testing.T) {
 	svc := newSubService(&pendingStore{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errf, err := svc.SubscribeNotices(ctx, nil)
+	out, errf, err := svc.SubscribeNotices(ctx, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestServiceSubscribe_HubClosed(t *testing.T) {
 	t.Parallel()
 	svc := newSubService(&pendingStore{})
 	ctx := context.Background()
-	nout, nerr, err := svc.SubscribeNotices(ctx, nil)
+	nout, nerr, err := svc.SubscribeNotices(ctx, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestServiceSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 	svc := newSubService(&pendingStore{pending: []Notice{notice("agent:main:main", 1)}})
 	for i := range 1000 {
 		ctx, cancel := context.WithCancel(context.Background())
-		nout, nerr, err := svc.SubscribeNotices(ctx, ptr("agent:main:main"))
+		nout, nerr, err := svc.SubscribeNotices(ctx, ptr("agent:main:main"), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestServiceSubscribeNotices_BurstDeliveredInOrder(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	svc := newSubService(&pendingStore{pending: []Notice{notice("agent:main:main", 0)}})
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errf, err := svc.SubscribeNotices(ctx, nil)
+	out, errf, err := svc.SubscribeNotices(ctx, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestServiceSubscribe_IdleHoldsNoGoroutine(t *testing.T) {
 	defer cancel()
 	before := goleak.IgnoreCurrent()
 	for range 100 {
-		if _, _, err := svc.SubscribeNotices(ctx, nil); err != nil {
+		if _, _, err := svc.SubscribeNotices(ctx, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := svc.SubscribeEvents(ctx, nil, nil); err != nil {
@@ -269,7 +269,7 @@ func TestServiceSubscribe_DropRunsDropFunc(t *testing.T) {
 	drops := make(chan string, 4)
 	nctx := WithDropFunc(context.Background(), func() { drops <- "notices" })
 	ectx := WithDropFunc(context.Background(), func() { drops <- "events" })
-	nout, nerr, err := svc.SubscribeNotices(nctx, nil)
+	nout, nerr, err := svc.SubscribeNotices(nctx, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,38 @@ type CursorQuery struct {
 	TargetAgent string
 }
 
+// AckTarget names one notice a watcher drained, exactly (NTC-3): the pair's target and
+// the notice's NotifiedVersion.
+type AckTarget struct {
+	Target          SessionRef
+	NotifiedVersion int64
+}
+
+// AckRequest is what Store.Ack acknowledges for one watcher. Exactly one form applies:
+//
+//   - Exact (non-nil): each named notice, only while its pair's pending notice is still
+//     that one (AckExact). A pair whose notice changed since the drain is left alone.
+//   - Targets (non-nil): every pending notice on these targets (AckCursor), whatever it
+//     is now. Racy for a remote gateway: a notice opened after its prompt was built is
+//     acknowledged unseen.
+//   - neither: every pending notice of the watcher (racy likewise).
+//
+// An empty non-nil slice acknowledges nothing.
+type AckRequest struct {
+	Watcher string
+	Targets []SessionRef
+	Exact   []AckTarget
+	Now     time.Time
+}
+
+// AckResult is what an Ack did: the notices it closed (as they were, Closed set) and
+// the follow-ups it opened, both in (target agent, target key) order. The service
+// publishes Closed before Opened, after the commit.
+type AckResult struct {
+	Closed []Notice
+	Opened []Notice
+}
+
 // RetentionPolicy is the pruning configuration (SIG-6, WAT-5).
 type RetentionPolicy struct {
 	MaxAge  time.Duration // events older than this are pruned; 0 disables
@@ -106,6 +138,9 @@ type PruneResult struct {
 	EventsDeleted   int64
 	CursorsExpired  int64
 	SessionsStamped int64
+	// Closed are the pending notices of the expired cursors (Closed set), for the
+	// caller to publish after the commit.
+	Closed []Notice
 }
 
 // Stats summarises the database for the status command and /readyz.
@@ -145,22 +180,25 @@ type Store interface {
 	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
 	// DeleteSession deletes the session's events, cursors in both directions, upstream
 	// link and registry entry; the head stays with PrunedThrough raised to Version.
-	// ok is false when the session did not exist.
-	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (ok bool, err error)
+	// ok is false when the session did not exist. closed are the pending notices of the
+	// deleted cursors (Closed set), to publish after the commit.
+	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (ok bool, closed []Notice, err error)
 
 	// Watch registers watcher on target at the target's current version (WAT-3).
 	Watch(ctx context.Context, watcher string, target SessionRef, now time.Time) (c Cursor, created bool, err error)
-	// Unwatch removes one cursor; ok is false when there was none.
-	Unwatch(ctx context.Context, watcher string, target SessionRef) (ok bool, err error)
-	// Ack acknowledges the watcher's pending notices on the given target keys (all when
-	// targetKeys is nil) and returns the follow-up notices it opened (NTC-3).
-	Ack(ctx context.Context, watcher string, targetKeys []string, now time.Time) ([]Notice, error)
+	// Unwatch removes one cursor; ok is false when there was none. closed holds its
+	// pending notice, if any (Closed set).
+	Unwatch(ctx context.Context, watcher string, target SessionRef) (ok bool, closed []Notice, err error)
+	// Ack acknowledges the watcher's pending notices as req says (NTC-3) and returns
+	// the notices it closed and the follow-ups it opened.
+	Ack(ctx context.Context, req AckRequest) (AckResult, error)
 	// Cursors lists cursors, ordered by (watcher, target agent, target key).
 	Cursors(ctx context.Context, q CursorQuery) ([]Cursor, error)
 	// Pending lists pending notices of one watcher, or of every watcher when watcher is "".
 	Pending(ctx context.Context, watcher string) ([]Notice, error)
-	// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many.
-	ResetWatcher(ctx context.Context, watcher string) (n int64, err error)
+	// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many, and
+	// closed their pending notices (Closed set).
+	ResetWatcher(ctx context.Context, watcher string) (n int64, closed []Notice, err error)
 	// Sweep re-freezes every cursor with M > L (N := M) and returns their notices (NTC-5).
 	Sweep(ctx context.Context, now time.Time) ([]Notice, error)
 

@@ -380,7 +380,8 @@ func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]Record
 			s.hub.PublishEvents(op.Event)
 			s.hub.PublishNotices(op.Opened...)
 		}
-		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened)}
+		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
+			SkippedWatchers: op.New.Skipped}
 	}
 	return out, nil
 }

@@ -216,7 +216,7 @@ func (s *scene) step(ctx context.Context, n int) error {
 		_, err := s.record(ctx, ev{key: Coder, kind: awareness.GoalChanged, actorType: awareness.ActorAgent, actorID: Manager})
 		return err
 	case 3: // the manager's gateway drains its notices into the next turn (NTC-3)
-		ns, err := s.svc.AckNotices(ctx, Manager, nil)
+		ns, err := s.drain(ctx, Manager)
 		if err == nil {
 			s.log.Debug("demo: manager acknowledged its notices", "follow_ups", len(ns))
 		}
@@ -240,7 +240,7 @@ func (s *scene) step(ctx context.Context, n int) error {
 			runID: runID, outcome: awareness.OutcomeError})
 		return err
 	case 7: // the research sub-agent drains its notice on its next turn
-		_, err := s.svc.AckNotices(ctx, Research, nil)
+		_, err := s.drain(ctx, Research)
 		return err
 	case 8:
 		_, err := s.record(ctx, ev{key: Cron, agentID: "main", kind: awareness.RunCompleted, actorType: awareness.ActorSystem, runID: runID})
@@ -257,4 +257,19 @@ func (s *scene) step(ctx context.Context, n int) error {
 			runID: runID, outcome: awareness.OutcomeCancelled})
 		return err
 	}
+}
+
+// drain is what a gateway does when a watcher's turn takes its notices into the
+// prompt: it reads the pending notices and acknowledges exactly those (NTC-3), so a
+// notice opened in between stays pending. It returns the follow-ups opened.
+func (s *scene) drain(ctx context.Context, watcher string) ([]awareness.Notice, error) {
+	pending, err := s.svc.PendingNotices(ctx, watcher)
+	if err != nil || len(pending) == 0 {
+		return nil, err
+	}
+	refs := make([]awareness.NoticeRef, len(pending))
+	for i, n := range pending {
+		refs[i] = awareness.NoticeRef{Target: n.Target.Key, TargetAgentID: &n.Target.AgentID, NotifiedVersion: n.NotifiedVersion}
+	}
+	return s.svc.AckNotices(ctx, watcher, nil, nil, refs)
 }

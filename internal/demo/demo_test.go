@@ -107,7 +107,7 @@ func TestRunSeedsTheScene(t *testing.T) {
 		t.Errorf("research's pending notices = %+v, want one on %s with wake=false", rp, demo.Coder)
 	}
 
-	cursors, err := svc.Watches(ctx, new(demo.Manager), nil)
+	cursors, err := svc.Watches(ctx, new(demo.Manager), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

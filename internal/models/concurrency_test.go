@@ -304,7 +304,7 @@ func TestTwoInstances_BatchesInOppositeOrders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 40 {
-				if _, err := b.Ack(ctx, watcher, nil, time.Now()); err != nil {
+				if _, err := b.Ack(ctx, awareness.AckRequest{Watcher: watcher, Now: time.Now()}); err != nil {
 					errs <- fmt.Errorf("ack: %w", err)
 					return
 				}

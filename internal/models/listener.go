@@ -215,6 +215,15 @@ func (l *Listener) handle(ctx context.Context, payload string) error {
 		l.cfg.Logger.Warn("notice listener: unreadable hint; rescanning", "err", err)
 		return l.scan(ctx, nil)
 	}
+	if h.Origin != l.cfg.Store.origin && len(h.Closed) > 0 {
+		// Before the scan, so that a follow-up opened by an ack comes after the item
+		// that closes its predecessor.
+		closed := make([]awareness.Notice, len(h.Closed))
+		for i, c := range h.Closed {
+			closed[i] = c.n
+		}
+		l.cfg.Hub.PublishNotices(closed...)
+	}
 	if h.All {
 		if err := l.scan(ctx, nil); err != nil {
 			return err
@@ -225,8 +234,9 @@ func (l *Listener) handle(ctx context.Context, payload string) error {
 		}
 	}
 	if h.Origin == l.cfg.Store.origin {
-		return nil // this process published its own events already
+		return nil // this process published its own events and closed notices already
 	}
+
 	for _, e := range h.Events {
 		if err := l.loadEvents(ctx, e); err != nil {
 			return err

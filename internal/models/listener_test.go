@@ -53,7 +53,7 @@ func newListenerRig(t *testing.T, poll time.Duration) *listenerRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := lsWatcher
-	r.notesA, _, err = r.svcA.SubscribeNotices(ctx, &w)
+	r.notesA, _, err = r.svcA.SubscribeNotices(ctx, &w, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestListener_CrossProcessNoticesAndAcks(t *testing.T) {
 
 	// M > N on B, then the ack on B opens exactly one follow-up, seen once on A.
 	r.record(r.svcB, target)
-	follow, err := r.svcB.AckNotices(context.Background(), lsWatcher, nil)
+	follow, err := r.svcB.AckNotices(context.Background(), lsWatcher, nil, nil, nil)
 	if err != nil || len(follow) != 1 {
 		t.Fatalf("ack on B: %v, %+v", err, follow)
 	}
@@ -153,7 +153,7 @@ func TestListener_CrossProcessNoticesAndAcks(t *testing.T) {
 	r.noNotice()
 
 	// An ack on A; the next foreign change on A notifies once, locally.
-	if _, err := r.svcA.AckNotices(context.Background(), lsWatcher, nil); err != nil {
+	if _, err := r.svcA.AckNotices(context.Background(), lsWatcher, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	r.record(r.svcA, target)

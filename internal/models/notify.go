@@ -32,7 +32,13 @@ const (
 type hint struct {
 	watchers map[string]struct{}
 	events   map[awareness.SessionRef][2]int64 // first and last recorded sequence
+	// closed are the notices the transaction acknowledged or whose cursors it deleted:
+	// they are no longer in the database, so the hint carries them (closedNotice).
+	closed []awareness.Notice
 }
+
+// addClosed adds notices the transaction closed.
+func (h *hint) addClosed(ns ...awareness.Notice) { h.closed = append(h.closed, ns...) }
 
 func (h *hint) addWatcher(w string) {
 	if h.watchers == nil {
@@ -53,7 +59,7 @@ func (h *hint) addEvent(r awareness.SessionRef, seq int64) {
 	h.events[r] = span
 }
 
-func (h *hint) empty() bool { return len(h.watchers) == 0 && len(h.events) == 0 }
+func (h *hint) empty() bool { return len(h.watchers) == 0 && len(h.events) == 0 && len(h.closed) == 0 }
 
 // hintPayload is the JSON text of a hint.
 type hintPayload struct {
@@ -63,6 +69,45 @@ type hintPayload struct {
 	All      bool        `json:"a,omitempty"`
 	Watchers []string    `json:"w,omitempty"`
 	Events   []eventSpan `json:"e,omitempty"`
+	// Closed are notices closed by the transaction, for includeClosed subscribers of
+	// other processes. Best effort like Events: those that do not fit are left out.
+	Closed []closedNotice `json:"c,omitempty"`
+}
+
+// closedNotice is a closed notice in a hint: everything but its text, which follows
+// from the target and L.
+type closedNotice struct{ n awareness.Notice }
+
+func (c closedNotice) MarshalJSON() ([]byte, error) {
+	n := c.n
+	return json.Marshal([]any{n.Watcher, n.Target.AgentID, n.Target.Key, n.ChangesSince, n.NotifiedVersion,
+		n.MaterialVersion, n.OpenedAt.UnixNano()})
+}
+
+func (c *closedNotice) UnmarshalJSON(b []byte) error {
+	var v []json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if len(v) != 7 {
+		return fmt.Errorf("closed notice: want 7 elements, got %d", len(v))
+	}
+	var (
+		cur    awareness.Cursor
+		opened int64
+	)
+	for i, dst := range []any{&cur.Watcher, &cur.Target.AgentID, &cur.Target.Key, &cur.L, &cur.N, &cur.M, &opened} {
+		if err := json.Unmarshal(v[i], dst); err != nil {
+			return err
+		}
+	}
+	cur.OpenedAt = fromNanos(opened)
+	n, ok := awareness.NoticeOf(cur)
+	if !ok {
+		return fmt.Errorf("closed notice: nothing pending (L=%d, N=%d)", cur.L, cur.N)
+	}
+	c.n = awareness.ClosedNotice(n)
+	return nil
 }
 
 // eventSpan is the sequences From..To of one session, recorded by one transaction.
@@ -92,7 +137,7 @@ func (e *eventSpan) UnmarshalJSON(b []byte) error {
 }
 
 // encode returns the payload text, at most maxHintBytes long, and how many event spans
-// did not fit.
+// (or closed notices) did not fit.
 func (h *hint) encode(origin string) (string, int) {
 	p := hintPayload{Origin: origin}
 	for w := range h.watchers {
@@ -105,9 +150,20 @@ func (h *hint) encode(origin string) (string, int) {
 	slices.SortFunc(p.Events, func(a, b eventSpan) int {
 		return cmp.Or(strings.Compare(a.Ref.AgentID, b.Ref.AgentID), strings.Compare(a.Ref.Key, b.Ref.Key))
 	})
+	for _, n := range h.closed {
+		p.Closed = append(p.Closed, closedNotice{n})
+	}
 	b, _ := json.Marshal(p)
 	if len(b) <= maxHintBytes {
 		return string(b), 0
+	}
+	// Too long: the closed notices go first (best effort, like the event spans).
+	if len(p.Closed) > 0 {
+		dropped := len(p.Closed)
+		p.Closed = nil
+		if b, _ = json.Marshal(p); len(b) <= maxHintBytes {
+			return string(b), dropped
+		}
 	}
 	if len(p.Watchers) > 0 {
 		p.All, p.Watchers = true, nil

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -845,28 +846,34 @@ func prefixEnd(prefix string) (string, bool) {
 // the row. ok is false when no row exists or it is already deleted; the cursors in both
 // directions are deleted even then, since a watcher that never logged anything has no
 // row but may hold cursors.
-func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (bool, error) {
+func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (bool, []awareness.Notice, error) {
 	if err := checkNow("DeleteSession", now); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	now = normTime(now)
-	var ok bool
-	err := s.write(ctx, func(tx *gorm.DB) error {
-		ok = false
+	var (
+		ok     bool
+		closed []awareness.Notice
+	)
+	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
+		ok, closed = false, nil
+		tx := t.gorm()
 		var deleted sql.NullInt64
 		found, err := scanRow(tx, []any{&deleted},
 			"SELECT deleted_at FROM sessions WHERE agent_id = ? AND session_key = ?"+s.d.forUpdate, ref.AgentID, ref.Key)
 		if err != nil {
 			return err
 		}
-		if _, err := exec(tx, "DELETE FROM cursors WHERE target_agent_id = ? AND target_key = ?", ref.AgentID, ref.Key); err != nil {
+		where, args := "target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}
+		if ref.Qualified() {
+			where, args = "(target_agent_id = ? AND target_key = ?) OR watcher_key = ?", append(args, ref.Key)
+		}
+		_, gone, err := deleteCursors(tx, where, args...)
+		if err != nil {
 			return err
 		}
-		if ref.Qualified() {
-			if _, err := exec(tx, "DELETE FROM cursors WHERE watcher_key = ?", ref.Key); err != nil {
-				return err
-			}
-		}
+		closed = gone
+		h.addClosed(closed...)
 		if err := deleteUpstream(tx, ref); err != nil {
 			return err
 		}
@@ -890,9 +897,9 @@ WHERE agent_id = ? AND session_key = ?`, false, nanos(now), nanos(now), ref.Agen
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return ok, nil
+	return ok, closed, nil
 }
 
 // ---------------------------------------------------------------------------------------
@@ -947,52 +954,138 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 	return c, created, nil
 }
 
-// Unwatch removes one cursor; ok is false when there was none.
-func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, error) {
-	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
-		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ? AND target_agent_id = ? AND target_key = ?",
-			watcher, target.AgentID, target.Key)
+// Unwatch removes one cursor; ok is false when there was none. closed holds its
+// pending notice, if it had one.
+func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, []awareness.Notice, error) {
+	var (
+		n      int64
+		closed []awareness.Notice
+	)
+	err := s.writeTx(ctx, func(t *wtx, h *hint) (err error) {
+		n, closed, err = deleteCursors(t.gorm(), cursorOfPairWhere, watcher, target.AgentID, target.Key)
+		h.addClosed(closed...)
 		return err
 	})
-	return n > 0, err
+	if err != nil {
+		return false, nil, err
+	}
+	return n > 0, closed, nil
 }
 
-// Ack acknowledges the watcher's pending notices (NTC-3) on the given canonical target
-// keys, under any target agent; targetKeys nil means every target, and an empty
-// non-nil slice means none. It returns the follow-up notices it opened, in (target
-// agent, target key) order, and hints their watcher to the other processes.
-func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, now time.Time) ([]awareness.Notice, error) {
-	if err := checkNow("Ack", now); err != nil {
-		return nil, err
+// deleteCursors deletes the cursors matching where and returns how many, and the
+// pending notices among them as closed notices (DELETE … RETURNING: SQLite 3.35 and
+// PostgreSQL both have it).
+func deleteCursors(tx *gorm.DB, where string, args ...any) (int64, []awareness.Notice, error) {
+	rows, err := tx.Raw("DELETE FROM cursors WHERE "+where+" RETURNING "+cursorColumns, args...).Rows()
+	if err != nil {
+		return 0, nil, err
 	}
-	if targetKeys != nil && len(targetKeys) == 0 {
-		return nil, nil
+	curs, err := scanCursors(rows)
+	if err != nil {
+		return 0, nil, err
 	}
-	now = normTime(now)
-	var opened []awareness.Notice
+	return int64(len(curs)), closedNotices(curs), nil
+}
+
+// closedNotices returns the pending notices of curs as closed notices, in (watcher,
+// target agent, target key) order.
+func closedNotices(curs []awareness.Cursor) []awareness.Notice {
+	var out []awareness.Notice
+	for _, c := range curs {
+		if n, ok := awareness.NoticeOf(c); ok {
+			out = append(out, awareness.ClosedNotice(n))
+		}
+	}
+	slices.SortFunc(out, func(a, b awareness.Notice) int {
+		return cmp.Or(strings.Compare(a.Watcher, b.Watcher), strings.Compare(a.Target.AgentID, b.Target.AgentID),
+			strings.Compare(a.Target.Key, b.Target.Key))
+	})
+	return out
+}
+
+// Ack acknowledges the watcher's pending notices as req says (NTC-3; see
+// awareness.AckRequest): the exact form applies awareness.AckExact to each named pair,
+// the others awareness.AckCursor to every pending pair selected. Targets are
+// agent-qualified pairs. It returns the notices it closed and the follow-ups it opened,
+// in (target agent, target key) order, and hints their watcher to the other processes.
+func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.AckResult, error) {
+	if err := checkNow("Ack", req.Now); err != nil {
+		return awareness.AckResult{}, err
+	}
+	if (req.Targets != nil && len(req.Targets) == 0) || (req.Exact != nil && len(req.Exact) == 0) {
+		return awareness.AckResult{}, nil
+	}
+	now := normTime(req.Now)
+	// versions holds, per pair of the exact form, the notified versions named.
+	var versions map[awareness.SessionRef][]int64
+	var pairs [][]any
+	switch {
+	case req.Exact != nil:
+		versions = make(map[awareness.SessionRef][]int64, len(req.Exact))
+		for _, e := range req.Exact {
+			if _, ok := versions[e.Target]; !ok {
+				pairs = append(pairs, []any{e.Target.AgentID, e.Target.Key})
+			}
+			versions[e.Target] = append(versions[e.Target], e.NotifiedVersion)
+		}
+	case req.Targets != nil:
+		seen := make(map[awareness.SessionRef]bool, len(req.Targets))
+		for _, t := range req.Targets {
+			if !seen[t] {
+				seen[t] = true
+				pairs = append(pairs, []any{t.AgentID, t.Key})
+			}
+		}
+	}
+	var res awareness.AckResult
 	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
-		opened = nil
-		where := "watcher_key = ? AND n > l"
-		args := []any{watcher}
-		if targetKeys != nil {
-			where += " AND target_key IN ?"
-			args = append(args, targetKeys)
-		}
-		curs, err := findCursors(t.gorm(), where, args, "", s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		for _, c := range curs {
-			next, changed, op := awareness.AckCursor(c, now)
-			if changed {
-				if err := t.saveCursor(next); err != nil {
+		res = awareness.AckResult{}
+		var curs []awareness.Cursor
+		if pairs == nil {
+			all, err := findCursors(t.gorm(), "watcher_key = ? AND n > l", []any{req.Watcher}, "", s.d.forUpdate)
+			if err != nil {
+				return err
+			}
+			curs = all
+		} else {
+			for c := range slices.Chunk(pairs, 500) {
+				some, err := findCursors(t.gorm(), "watcher_key = ? AND n > l AND (target_agent_id, target_key) IN ?",
+					[]any{req.Watcher, c}, "", s.d.forUpdate)
+				if err != nil {
 					return err
 				}
+				curs = append(curs, some...)
 			}
-			if op {
+			slices.SortFunc(curs, func(a, b awareness.Cursor) int {
+				return cmp.Or(strings.Compare(a.Target.AgentID, b.Target.AgentID), strings.Compare(a.Target.Key, b.Target.Key))
+			})
+		}
+		for _, c := range curs {
+			var (
+				next            awareness.Cursor
+				changed, opened bool
+			)
+			if versions != nil {
+				if !slices.Contains(versions[c.Target], c.N) {
+					continue // the pending notice is not the one drained: left alone
+				}
+				next, changed, opened = awareness.AckExact(c, c.N, now)
+			} else {
+				next, changed, opened = awareness.AckCursor(c, now)
+			}
+			if !changed {
+				continue
+			}
+			if err := t.saveCursor(next); err != nil {
+				return err
+			}
+			if n, ok := awareness.NoticeOf(c); ok {
+				res.Closed = append(res.Closed, awareness.ClosedNotice(n))
+				h.addClosed(n)
+			}
+			if opened {
 				if n, ok := awareness.NoticeOf(next); ok {
-					opened = append(opened, n)
+					res.Opened = append(res.Opened, n)
 					h.addWatcher(n.Watcher)
 				}
 			}
@@ -1000,9 +1093,9 @@ func (s *Store) Ack(ctx context.Context, watcher string, targetKeys []string, no
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return awareness.AckResult{}, err
 	}
-	return opened, nil
+	return res, nil
 }
 
 // Cursors lists cursors, ordered by (watcher, target agent, target key).
@@ -1050,17 +1143,22 @@ func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice
 	return out, nil
 }
 
-// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many.
-func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, error) {
-	var n int64
-	err := s.write(ctx, func(tx *gorm.DB) (err error) {
-		n, err = exec(tx, "DELETE FROM cursors WHERE watcher_key = ?", watcher)
+// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many, closed
+// their pending notices.
+func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awareness.Notice, error) {
+	var (
+		n      int64
+		closed []awareness.Notice
+	)
+	err := s.writeTx(ctx, func(t *wtx, h *hint) (err error) {
+		n, closed, err = deleteCursors(t.gorm(), "watcher_key = ?", watcher)
+		h.addClosed(closed...)
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return n, nil
+	return n, closed, nil
 }
 
 // Sweep re-freezes every cursor with M > L (N := M) and returns their notices, ordered
@@ -1141,8 +1239,9 @@ func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time
 	}
 	now = normTime(now)
 	var res awareness.PruneResult
-	err := s.write(ctx, func(tx *gorm.DB) error {
+	err := s.writeTx(ctx, func(t *wtx, h *hint) error {
 		res = awareness.PruneResult{}
+		tx := t.gorm()
 		stamped := map[awareness.SessionRef]bool{}
 		if p.MaxAge > 0 {
 			var cuts []pruneCut
@@ -1179,11 +1278,12 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess).Scan(&cu
 			}
 		}
 		if p.CursorTTL > 0 {
-			n, err := exec(tx, "DELETE FROM cursors WHERE updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+			n, closed, err := deleteCursors(tx, "updated_at < ?", nanos(now.Add(-p.CursorTTL)))
 			if err != nil {
 				return err
 			}
-			res.CursorsExpired = n
+			res.CursorsExpired, res.Closed = n, closed
+			h.addClosed(closed...)
 		}
 		_, err := exec(tx, "UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
 		return err

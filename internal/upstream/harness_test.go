@@ -326,7 +326,7 @@ func (e *env) pending(watcher string) []awareness.Notice {
 
 func (e *env) ack(watcher string) {
 	e.t.Helper()
-	if _, err := e.svc.AckNotices(e.ctx, watcher, nil); err != nil {
+	if _, err := e.svc.AckNotices(e.ctx, watcher, nil, nil, nil); err != nil {
 		e.t.Fatalf("AckNotices: %v", err)
 	}
 }

@@ -231,7 +231,7 @@ func TestScenarioF48_SkewedTranscriptTimeIsClamped(t *testing.T) {
 	if got, want := ev.OccurredAt, ev.RecordedAt.Add(-awareness.MaxClockSkew); !got.Equal(want) {
 		t.Errorf("occurredAt = %v, want recordedAt−24h = %v", got, want)
 	}
-	c, _ := e.svc.Watches(e.ctx, ptr(watcherKey), ptr(adoptedKey))
+	c, _ := e.svc.Watches(e.ctx, ptr(watcherKey), ptr(adoptedKey), nil)
 	if len(c) != 1 || !c[0].UpdatedAt.Equal(ev.RecordedAt) {
 		t.Errorf("cursor = %+v, want updatedAt = the service's now %v", c, ev.RecordedAt)
 	}

@@ -33,15 +33,17 @@ func Run(t *testing.T, newDB NewDatabase) {
 		m := newMachine(t, rt, newDB(t))
 		defer m.close()
 		rt.Repeat(map[string]func(*rapid.T){
-			"record":  m.record,
-			"watch":   m.watch,
-			"unwatch": m.unwatch,
-			"ack":     m.ack,
-			"reset":   m.reset,
-			"delete":  m.delete,
-			"prune":   m.prune,
-			"restart": m.restart,
-			"":        m.check,
+			"record":   m.record,
+			"watch":    m.watch,
+			"unwatch":  m.unwatch,
+			"ack":      m.ack,
+			"drain":    m.drain,
+			"ackExact": m.ackExact,
+			"reset":    m.reset,
+			"delete":   m.delete,
+			"prune":    m.prune,
+			"restart":  m.restart,
+			"":         m.check,
 		})
 	})
 }
@@ -75,6 +77,13 @@ type model struct {
 	cursors map[pair]*cur
 }
 
+// drained is one snapshot of a watcher's pending notices, as a gateway takes them into
+// a prompt: the pairs and the notified versions it consumed.
+type drained struct {
+	watcher string
+	notices map[string]int64 // target key → notifiedVersion
+}
+
 type machine struct {
 	t     *testing.T
 	db    Database
@@ -82,6 +91,8 @@ type machine struct {
 	svc   *awareness.Service
 	now   time.Time
 	m     model
+	// drains are snapshots taken by drain and not yet acknowledged by ackExact.
+	drains []drained
 }
 
 func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
@@ -125,18 +136,28 @@ func (mc *machine) record(rt *rapid.T) {
 	kind := rapid.SampledFrom(kinds).Draw(rt, "kind")
 	actorChoices := append([]string{"", "human:alice"}, qualified...)
 	actor := rapid.SampledFrom(actorChoices).Draw(rt, "actor")
-	var passed []string
+	var passed, sent []string
 	for _, w := range qualified {
 		if w != target && rapid.IntRange(0, 3).Draw(rt, "pass:"+w) == 0 {
 			passed = append(passed, w)
 		}
 	}
+	sent = append(sent, passed...)
+	// Watchers that cannot watch are skipped and reported, never refuse the event
+	// (WAT-4): a bare key, the session itself, a malformed key.
+	var bad []string
+	for _, w := range []string{"global", target, "agent:main:"} {
+		if rapid.IntRange(0, 5).Draw(rt, "passBad:"+w) == 0 && (w != target || !contains(passed, w)) {
+			bad = append(bad, w)
+		}
+	}
+	sent = append(sent, bad...)
 	var dk *string
 	if rapid.IntRange(0, 4).Draw(rt, "useDedupe") == 0 {
 		d := "dk-" + strconv.Itoa(rapid.IntRange(0, 3).Draw(rt, "dedupe"))
 		dk = &d
 	}
-	in := awareness.RecordInput{SessionKey: target, Kind: kind, ActorType: awareness.ActorSystem, Watchers: passed, DedupeKey: dk}
+	in := awareness.RecordInput{SessionKey: target, Kind: kind, ActorType: awareness.ActorSystem, Watchers: sent, DedupeKey: dk}
 	if actor != "" {
 		a := actor
 		in.ActorID = &a
@@ -149,6 +170,13 @@ func (mc *machine) record(rt *rapid.T) {
 	res, err := mc.svc.RecordEvent(ctx(), in)
 	if err != nil {
 		rt.Fatalf("record: %v", err)
+	}
+	var skipped []string
+	for _, sw := range res.SkippedWatchers {
+		skipped = append(skipped, sw.Watcher)
+	}
+	if d := cmp.Diff(bad, skipped); d != "" {
+		rt.Fatalf("WAT-4: skipped watchers (-want +got):\n%s", d)
 	}
 
 	// Model.
@@ -274,7 +302,7 @@ func (mc *machine) ack(rt *rapid.T) {
 			ts = []string{}
 		}
 	}
-	follow, err := mc.svc.AckNotices(ctx(), w, ts)
+	follow, err := mc.svc.AckNotices(ctx(), w, ts, nil, nil)
 	if err != nil {
 		rt.Fatalf("ack: %v", err)
 	}
@@ -292,6 +320,60 @@ func (mc *machine) ack(rt *rapid.T) {
 	}
 	if len(follow) != want {
 		rt.Fatalf("NTC-3: ack opened %d follow-ups, model says %d", len(follow), want)
+	}
+}
+
+// drain takes a snapshot of a watcher's pending notices, as a gateway does when it
+// builds a prompt; ackExact acknowledges one snapshot later, after any interleaving of
+// other steps.
+func (mc *machine) drain(rt *rapid.T) {
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	ns, err := mc.svc.PendingNotices(ctx(), w)
+	if err != nil {
+		rt.Fatalf("pending: %v", err)
+	}
+	d := drained{watcher: w, notices: map[string]int64{}}
+	for _, n := range ns {
+		d.notices[n.Target.Key] = n.NotifiedVersion
+	}
+	mc.drains = append(mc.drains, d)
+}
+
+// ackExact acknowledges a drained snapshot exactly (NTC-3). The property: a pair is
+// acknowledged only when its pending notice is the one drained; every notice opened
+// after the drain (a different notifiedVersion, or a pair not drained) stays pending
+// exactly as it was.
+func (mc *machine) ackExact(rt *rapid.T) {
+	if len(mc.drains) == 0 {
+		rt.Skip("nothing drained")
+	}
+	mc.tick(time.Millisecond)
+	i := rapid.IntRange(0, len(mc.drains)-1).Draw(rt, "drain")
+	d := mc.drains[i]
+	mc.drains = append(mc.drains[:i], mc.drains[i+1:]...)
+	refs := []awareness.NoticeRef{}
+	for t, n := range d.notices {
+		refs = append(refs, awareness.NoticeRef{Target: t, NotifiedVersion: n})
+	}
+	follow, err := mc.svc.AckNotices(ctx(), d.watcher, nil, nil, refs)
+	if err != nil {
+		rt.Fatalf("ack exact: %v", err)
+	}
+	want := 0
+	for p, c := range mc.m.cursors {
+		n, named := d.notices[p.t]
+		if p.w != d.watcher || c.N == c.L || !named || c.N != n {
+			continue // not drained, or its pending notice is not the drained one: left alone
+		}
+		c.L = c.N
+		if c.M > c.N {
+			c.N = c.M
+			want++
+		}
+		c.updated = mc.now
+	}
+	if len(follow) != want {
+		rt.Fatalf("NTC-3: exact ack opened %d follow-ups, model says %d", len(follow), want)
 	}
 }
 
@@ -418,7 +500,7 @@ func (mc *machine) check(rt *rapid.T) {
 		wantC = append(wantC, cursorView{p.w, p.t, c.L, c.N, c.M})
 		if c.N > c.L {
 			wantN = append(wantN, noticeView{p.w, p.t, c.L, c.N, c.M,
-				fmt.Sprintf(`Session "%s" changed (other actor). Reconcile before acting: session_status sessionKey "%s" changesSince %d.`, p.t, p.t, c.L),
+				noticeText(p.t, c.L),
 				!isSubagent(p.w)})
 		}
 	}
@@ -464,6 +546,15 @@ func (mc *machine) check(rt *rapid.T) {
 			rt.Fatalf("retained events of %s differ (-want +got):\n%s", k, d)
 		}
 	}
+}
+
+// noticeText is NTC-1 written from the specification: a bare target (KEY-3, under
+// agent main in this model) also names its agent.
+func noticeText(t string, l int64) string {
+	if _, ok := awareness.ParseSessionKey(t); !ok {
+		return fmt.Sprintf(`Session "%s" changed (other actor). Reconcile before acting: session_status sessionKey "%s" agentId "main" changesSince %d.`, t, t, l)
+	}
+	return fmt.Sprintf(`Session "%s" changed (other actor). Reconcile before acting: session_status sessionKey "%s" changesSince %d.`, t, t, l)
 }
 
 func isSubagent(k string) bool {

@@ -318,7 +318,7 @@ func testDeleteClearsEntry(t *testing.T, f *regFixture) {
 	r := ref(t, childKey)
 	f.append1(t0, system(childKey, awareness.Compacted))
 	f.put(t0, awareness.SessionWrite{Ref: r, Entry: awareness.SessionEntry{SessionID: ptr("old"), Extra: regExtra("label", `"l"`)}})
-	if ok, err := f.s.DeleteSession(f.ctx, r, t0.Add(time.Minute)); !ok || err != nil {
+	if ok, _, err := f.s.DeleteSession(f.ctx, r, t0.Add(time.Minute)); !ok || err != nil {
 		t.Fatalf("DeleteSession: %v %v", ok, err)
 	}
 	if _, ok, err := f.reg.RecordMemoryFlush(f.ctx, r, t0); ok || err != nil {

@@ -47,6 +47,9 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"NTC-2_one_notice_for_twenty_changes", testOneNoticeForTwenty},
 		{"NTC-2_self_suppression", testSelfSuppression},
 		{"NTC-3_ack_reopens_once", testAckReopensOnce},
+		{"NTC-3_exact_ack_leaves_a_newer_notice_alone", testAckExact},
+		{"NTC-3_targets_are_agent_qualified", testAckTargetsPerAgent},
+		{"NTC-7_removed_cursors_return_closed_notices", testRemovalsCloseNotices},
 		{"NTC-4_log_only_kinds_never_notify", testLogOnlyKinds},
 		{"NTC-5_sweep_refreezes", testSweep},
 		{"NTC-7_pending_order_and_identity", testPendingOrder},
@@ -133,6 +136,17 @@ func (f *fixture) append(now time.Time, ins ...awareness.RecordInput) []*awarene
 		f.t.Fatalf("Append: %v", err)
 	}
 	return ops
+}
+
+// ack runs Store.Ack at now and fails the test on an error.
+func (f *fixture) ack(req awareness.AckRequest, now time.Time) awareness.AckResult {
+	f.t.Helper()
+	req.Now = now
+	res, err := f.s.Ack(f.ctx, req)
+	if err != nil {
+		f.t.Fatalf("Ack(%+v): %v", req, err)
+	}
+	return res
 }
 
 func (f *fixture) append1(now time.Time, in awareness.RecordInput) *awareness.AppendOp {
@@ -230,7 +244,7 @@ func seqRange(from, to int64) []int64 {
 func notice(watcher string, target awareness.SessionRef, l, n, m int64, opened time.Time) awareness.Notice {
 	return awareness.Notice{
 		Watcher: watcher, Target: target, ChangesSince: l, NotifiedVersion: n, MaterialVersion: m,
-		Text: awareness.NoticeText(target.Key, l), Wake: awareness.WakeFor(watcher), OpenedAt: opened,
+		Text: awareness.NoticeTextOf(target, l), Wake: awareness.WakeFor(watcher), OpenedAt: opened,
 	}
 }
 
@@ -437,7 +451,7 @@ func testHeadsSurvivePruning(t *testing.T, f *fixture) {
 		t.Errorf("append after prune: got version %d, want 4", op.Version)
 	}
 	// Pruning again with nothing old changes nothing.
-	if res := f.prune(awareness.RetentionPolicy{MaxAge: time.Hour}, t0.Add(3*time.Hour)); res != (awareness.PruneResult{}) {
+	if res := f.prune(awareness.RetentionPolicy{MaxAge: time.Hour}, t0.Add(3*time.Hour)); !cmp.Equal(res, awareness.PruneResult{}, emptyOK) {
 		t.Errorf("second prune: got %+v, want nothing", res)
 	}
 	if ch := f.read(r, 0, 10); ch.Head.Version != 4 || ch.Head.PrunedThrough != 3 || ch.Earliest != 4 {
@@ -576,7 +590,7 @@ func testTimePruning(t *testing.T, f *fixture) {
 		t.Errorf("OldestEvent with an empty log: got %v, want nil", st.OldestEvent)
 	}
 	// A zero policy prunes nothing but still records the run.
-	if res := f.prune(awareness.RetentionPolicy{}, now.Add(day)); res != (awareness.PruneResult{}) {
+	if res := f.prune(awareness.RetentionPolicy{}, now.Add(day)); !cmp.Equal(res, awareness.PruneResult{}, emptyOK) {
 		t.Errorf("zero policy: got %+v", res)
 	}
 }
@@ -725,14 +739,20 @@ func testCompositeIdentity(t *testing.T, f *fixture) {
 	if got := f.read(mainGlobal, 0, 10); got.Head.Version != 2 || len(got.Events) != 2 {
 		t.Errorf("main/global: got version %d with %d events", got.Head.Version, len(got.Events))
 	}
-	// Ack by bare target key matches the target under any agent.
-	if _, err := f.s.Ack(f.ctx, parentKey, []string{"global"}, t0.Add(time.Minute)); err != nil {
-		t.Fatal(err)
+	// Targets are agent-qualified: acking main's global leaves ops's global alone.
+	if res := f.ack(awareness.AckRequest{Watcher: parentKey, Targets: []awareness.SessionRef{mainGlobal}}, t0.Add(time.Minute)); len(res.Closed) != 0 {
+		t.Errorf("ack of main/global closed %v", res.Closed)
+	}
+	if got := f.pending(parentKey); len(got) != 1 {
+		t.Errorf("pending after acking another agent's global: %v, want ops/global's notice", got)
+	}
+	if res := f.ack(awareness.AckRequest{Watcher: parentKey, Targets: []awareness.SessionRef{opsGlobal}}, t0.Add(time.Minute)); len(res.Closed) != 1 {
+		t.Errorf("ack of ops/global closed %v, want its notice", res.Closed)
 	}
 	if got := f.pending(parentKey); len(got) != 0 {
 		t.Errorf("pending after ack: %v", got)
 	}
-	ok, err := f.s.DeleteSession(f.ctx, mainGlobal, t0.Add(time.Hour))
+	ok, _, err := f.s.DeleteSession(f.ctx, mainGlobal, t0.Add(time.Hour))
 	if err != nil || !ok {
 		t.Fatalf("DeleteSession: %v %v", ok, err)
 	}
@@ -819,10 +839,10 @@ func testWatch(t *testing.T, f *fixture) {
 	if c := f.watch(parentKey, fresh, t0); c.L != 0 || c.N != 0 || c.M != 0 {
 		t.Errorf("watch without head: got %+v, want zeros", c)
 	}
-	if ok, err := f.s.Unwatch(f.ctx, parentKey, fresh); !ok || err != nil {
+	if ok, _, err := f.s.Unwatch(f.ctx, parentKey, fresh); !ok || err != nil {
 		t.Errorf("Unwatch: got %v %v, want true nil", ok, err)
 	}
-	if ok, err := f.s.Unwatch(f.ctx, parentKey, fresh); ok || err != nil {
+	if ok, _, err := f.s.Unwatch(f.ctx, parentKey, fresh); ok || err != nil {
 		t.Errorf("second Unwatch: got %v %v, want false nil", ok, err)
 	}
 	if _, ok := f.cursor(parentKey, target); !ok {
@@ -859,7 +879,7 @@ func testDeleteKeepsHead(t *testing.T, f *fixture) {
 	f.watch(parentKey, child, t0)  // a cursor on the deleted session
 	f.watch(childKey, target, t0)  // a cursor the deleted session holds
 	f.watch(parentKey, target, t0) // unrelated
-	ok, err := f.s.DeleteSession(f.ctx, child, t0.Add(time.Hour))
+	ok, _, err := f.s.DeleteSession(f.ctx, child, t0.Add(time.Hour))
 	if err != nil || !ok {
 		t.Fatalf("DeleteSession: got %v %v, want true nil", ok, err)
 	}
@@ -881,14 +901,14 @@ func testDeleteKeepsHead(t *testing.T, f *fixture) {
 		t.Errorf("unrelated cursor was deleted")
 	}
 	for _, r := range []awareness.SessionRef{child, ref(t, "agent:main:never")} {
-		if ok, err := f.s.DeleteSession(f.ctx, r, t0.Add(2*time.Hour)); ok || err != nil {
+		if ok, _, err := f.s.DeleteSession(f.ctx, r, t0.Add(2*time.Hour)); ok || err != nil {
 			t.Errorf("DeleteSession(%v) again: got %v %v, want false nil", r.Key, ok, err)
 		}
 	}
 	// A watcher that never logged anything has no session row, but deleting it still
 	// deletes the cursors it holds.
 	f.watch(child2Key, target, t0)
-	if ok, err := f.s.DeleteSession(f.ctx, ref(t, child2Key), t0.Add(2*time.Hour)); ok || err != nil {
+	if ok, _, err := f.s.DeleteSession(f.ctx, ref(t, child2Key), t0.Add(2*time.Hour)); ok || err != nil {
 		t.Errorf("DeleteSession(row-less watcher): got %v %v, want false nil", ok, err)
 	}
 	if _, ok := f.cursor(child2Key, target); ok {
@@ -926,7 +946,7 @@ func testResetAndExpiry(t *testing.T, f *fixture) {
 	f.watch(parentKey, t1, t0)
 	f.watch(parentKey, t2, t0)
 	f.watch(opsKey, t1, t0)
-	n, err := f.s.ResetWatcher(f.ctx, parentKey)
+	n, _, err := f.s.ResetWatcher(f.ctx, parentKey)
 	if err != nil || n != 2 {
 		t.Fatalf("ResetWatcher: got %d %v, want 2 nil", n, err)
 	}
@@ -939,7 +959,7 @@ func testResetAndExpiry(t *testing.T, f *fixture) {
 	if ch := f.read(t1, 0, 10); ch.Head.Version != 1 || len(ch.Events) != 1 {
 		t.Errorf("reset touched the target's history: %+v", ch)
 	}
-	if n, err := f.s.ResetWatcher(f.ctx, parentKey); n != 0 || err != nil {
+	if n, _, err := f.s.ResetWatcher(f.ctx, parentKey); n != 0 || err != nil {
 		t.Errorf("second reset: got %d %v, want 0 nil", n, err)
 	}
 
@@ -1018,37 +1038,36 @@ func testAckReopensOnce(t *testing.T, f *fixture) {
 	f.append1(t0.Add(time.Second), human(targetKey))
 	f.append(t0.Add(2*time.Second), human(targetKey), human(targetKey))
 	// Acking other targets, or none, changes nothing.
-	for _, keys := range [][]string{{childKey}, {}} {
-		ns, err := f.s.Ack(f.ctx, parentKey, keys, t0.Add(3*time.Second))
-		if err != nil || len(ns) != 0 {
-			t.Errorf("Ack(%v): got %v %v, want nothing", keys, ns, err)
+	for _, refs := range [][]awareness.SessionRef{{ref(t, childKey)}, {}, {ref(t, "agent:ops:direct:alice")}} {
+		res, err := f.s.Ack(f.ctx, awareness.AckRequest{Watcher: parentKey, Targets: refs, Now: t0.Add(3 * time.Second)})
+		if err != nil || len(res.Opened)+len(res.Closed) != 0 {
+			t.Errorf("Ack(%v): got %+v %v, want nothing", refs, res, err)
 		}
 	}
 	if c := f.mustCursor(parentKey, target); c.L != 0 || c.N != 1 || c.M != 3 {
 		t.Fatalf("before ack: got L=%d N=%d M=%d, want 0 1 3", c.L, c.N, c.M)
 	}
 	ackAt := t0.Add(time.Minute)
-	ns, err := f.s.Ack(f.ctx, parentKey, nil, ackAt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := f.ack(awareness.AckRequest{Watcher: parentKey}, ackAt)
 	want := []awareness.Notice{notice(parentKey, target, 1, 3, 3, ackAt)}
-	if diff := cmp.Diff(want, ns); diff != "" {
+	if diff := cmp.Diff(want, res.Opened); diff != "" {
 		t.Errorf("follow-up (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]awareness.Notice{awareness.ClosedNotice(notice(parentKey, target, 0, 1, 3, t0.Add(time.Second)))}, res.Closed); diff != "" {
+		t.Errorf("closed (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(want, f.pending(parentKey)); diff != "" {
 		t.Errorf("pending after ack (-want +got):\n%s", diff)
 	}
-	ns, err = f.s.Ack(f.ctx, parentKey, []string{targetKey}, ackAt.Add(time.Minute))
-	if err != nil || len(ns) != 0 {
-		t.Errorf("second ack: got %v %v, want no follow-up", ns, err)
+	if res := f.ack(awareness.AckRequest{Watcher: parentKey, Targets: []awareness.SessionRef{target}}, ackAt.Add(time.Minute)); len(res.Opened) != 0 || len(res.Closed) != 1 {
+		t.Errorf("second ack: got %+v, want one closed, no follow-up", res)
 	}
 	synced := f.mustCursor(parentKey, target)
 	if synced.L != 3 || synced.N != 3 || synced.M != 3 || !synced.OpenedAt.IsZero() {
 		t.Errorf("after second ack: got %+v, want L=N=M=3, no opening time", synced)
 	}
-	if ns, err := f.s.Ack(f.ctx, parentKey, nil, ackAt.Add(time.Hour)); err != nil || len(ns) != 0 {
-		t.Errorf("ack with nothing pending: got %v %v", ns, err)
+	if res := f.ack(awareness.AckRequest{Watcher: parentKey}, ackAt.Add(time.Hour)); len(res.Opened)+len(res.Closed) != 0 {
+		t.Errorf("ack with nothing pending: got %+v", res)
 	}
 	if diff := cmp.Diff(synced, f.mustCursor(parentKey, target)); diff != "" {
 		t.Errorf("ack with nothing pending changed the cursor (-want +got):\n%s", diff)
@@ -1222,7 +1241,7 @@ func testStatsAndPing(t *testing.T, f *fixture) {
 	f.watch(opsKey, ref(t, childKey), t0)
 	f.append(t0.Add(time.Second), human(targetKey), human(targetKey), system(childKey, awareness.RunCompleted))
 	f.append1(t0.Add(time.Second), system(opsKey, awareness.Compacted))
-	if _, err := f.s.DeleteSession(f.ctx, ref(t, opsKey), t0.Add(time.Minute)); err != nil {
+	if _, _, err := f.s.DeleteSession(f.ctx, ref(t, opsKey), t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	oldest := t0.Add(time.Second)
@@ -1252,4 +1271,134 @@ func testClosed(t *testing.T, f *fixture) {
 	check("ReadChanges", err)
 	_, err = f.s.Pending(f.ctx, "")
 	check("Pending", err)
+}
+
+// testAckExact: the exact form acknowledges a pair only while its pending notice is the
+// one named (NTC-3). A stale name — the notice was acknowledged and a follow-up opened,
+// or it was acknowledged and a new notice opened later — changes nothing.
+func testAckExact(t *testing.T, f *fixture) {
+	target, child := ref(t, targetKey), ref(t, childKey)
+	f.watch(parentKey, target, t0)
+	f.watch(parentKey, child, t0)
+	f.append1(t0.Add(time.Second), human(targetKey)) // notice N=1 on target
+	f.append1(t0.Add(time.Second), human(childKey))  // notice N=1 on child
+	// The gateway drains {target N=1}; meanwhile the target moves on (M=2).
+	f.append1(t0.Add(2*time.Second), human(targetKey))
+	exact := func(refs ...awareness.AckTarget) awareness.AckResult {
+		return f.ack(awareness.AckRequest{Watcher: parentKey, Exact: refs}, t0.Add(time.Minute))
+	}
+	// A version that is not the pending one, and a pair without a cursor: nothing.
+	if res := exact(awareness.AckTarget{Target: target, NotifiedVersion: 2},
+		awareness.AckTarget{Target: ref(t, child2Key), NotifiedVersion: 1}); len(res.Closed)+len(res.Opened) != 0 {
+		t.Errorf("ack of a notice that is not pending: %+v", res)
+	}
+	res := exact(awareness.AckTarget{Target: target, NotifiedVersion: 1})
+	wantClosed := []awareness.Notice{awareness.ClosedNotice(notice(parentKey, target, 0, 1, 2, t0.Add(time.Second)))}
+	wantOpened := []awareness.Notice{notice(parentKey, target, 1, 2, 2, t0.Add(time.Minute))}
+	if diff := cmp.Diff(awareness.AckResult{Closed: wantClosed, Opened: wantOpened}, res); diff != "" {
+		t.Errorf("exact ack (-want +got):\n%s", diff)
+	}
+	// The child's notice was not named: still pending, untouched.
+	if c := f.mustCursor(parentKey, child); c.L != 0 || c.N != 1 {
+		t.Errorf("unnamed pair changed: %+v", c)
+	}
+	// A retry of the same ack must not swallow the follow-up (N=2 now).
+	if res := exact(awareness.AckTarget{Target: target, NotifiedVersion: 1}); len(res.Closed)+len(res.Opened) != 0 {
+		t.Errorf("repeated exact ack acknowledged the follow-up: %+v", res)
+	}
+	if c := f.mustCursor(parentKey, target); c.L != 1 || c.N != 2 || c.M != 2 {
+		t.Errorf("after the repeated ack: got L=%d N=%d M=%d, want 1 2 2", c.L, c.N, c.M)
+	}
+	// Drain both at once, exactly.
+	res = exact(awareness.AckTarget{Target: target, NotifiedVersion: 2}, awareness.AckTarget{Target: child, NotifiedVersion: 1})
+	if len(res.Closed) != 2 || len(res.Opened) != 0 || len(f.pending(parentKey)) != 0 {
+		t.Errorf("exact ack of both: %+v, pending %v", res, f.pending(parentKey))
+	}
+	// A notice opened after the drain (N=3) is never acknowledged by the drain's name.
+	f.append1(t0.Add(2*time.Minute), human(targetKey))
+	if res := exact(awareness.AckTarget{Target: target, NotifiedVersion: 2}); len(res.Closed) != 0 {
+		t.Errorf("a stale name acknowledged the new notice: %+v", res)
+	}
+	if got := f.pending(parentKey); len(got) != 1 || got[0].NotifiedVersion != 3 {
+		t.Errorf("pending: %v, want the notice N=3", got)
+	}
+	if res := f.ack(awareness.AckRequest{Watcher: parentKey, Exact: []awareness.AckTarget{}}, t0.Add(time.Hour)); len(res.Closed) != 0 {
+		t.Errorf("an empty exact list acknowledged %v", res.Closed)
+	}
+}
+
+// testAckTargetsPerAgent: bare targets of two agents are two pairs; acknowledging one
+// (targets or exact form) leaves the other's notice alone (KEY-3, NTC-3).
+func testAckTargetsPerAgent(t *testing.T, f *fixture) {
+	mainG, workerG := ref(t, "global"), ref(t, "global", "worker")
+	f.watch(parentKey, mainG, t0)
+	f.watch(parentKey, workerG, t0)
+	inMain := awareness.RecordInput{SessionKey: "global", Kind: awareness.GoalChanged, ActorType: awareness.ActorHuman}
+	inWorker := inMain
+	inWorker.AgentID = ptr("worker")
+	a := f.append(t0.Add(time.Second), inMain, inWorker)
+	if len(a[0].Opened) != 1 || len(a[1].Opened) != 1 {
+		t.Fatalf("opened %v and %v, want one each", a[0].Opened, a[1].Opened)
+	}
+	wantText := `Session "global" changed (other actor). Reconcile before acting: session_status sessionKey "global" agentId "worker" changesSince 0.`
+	if got := a[1].Opened[0].Text; got != wantText {
+		t.Errorf("NTC-1 text of worker's global:\n got %q\nwant %q", got, wantText)
+	}
+	res := f.ack(awareness.AckRequest{Watcher: parentKey, Exact: []awareness.AckTarget{{Target: workerG, NotifiedVersion: 1}}}, t0.Add(time.Minute))
+	if len(res.Closed) != 1 || res.Closed[0].Target != workerG {
+		t.Errorf("exact ack of worker's global closed %+v", res.Closed)
+	}
+	if got := f.pending(parentKey); len(got) != 1 || got[0].Target != mainG {
+		t.Errorf("pending: %+v, want main's global only", got)
+	}
+	if cs, err := f.s.Cursors(f.ctx, awareness.CursorQuery{TargetKey: "global", TargetAgent: "worker"}); err != nil || len(cs) != 1 || cs[0].Target != workerG {
+		t.Errorf("cursors on worker's global: %+v %v", cs, err)
+	}
+}
+
+// testRemovalsCloseNotices: unwatch, reset, delete and expiry return the pending notices
+// of the cursors they remove (closed), and nothing for synced cursors.
+func testRemovalsCloseNotices(t *testing.T, f *fixture) {
+	day := 24 * time.Hour
+	target, child, child2 := ref(t, targetKey), ref(t, childKey), ref(t, child2Key)
+	for _, r := range []awareness.SessionRef{target, child, child2} {
+		f.watch(parentKey, r, t0)
+		f.watch(opsKey, r, t0)
+	}
+	f.append(t0.Add(time.Second), human(targetKey), human(childKey), human(child2Key))
+	f.watch("agent:main:subagent:synced", target, t0.Add(time.Second)) // synced: nothing to close
+	closedOf := func(w string, r awareness.SessionRef, n int64) awareness.Notice {
+		return awareness.ClosedNotice(notice(w, r, 0, n, n, t0.Add(time.Second)))
+	}
+	ok, closed, err := f.s.Unwatch(f.ctx, parentKey, target)
+	if err != nil || !ok {
+		t.Fatalf("Unwatch: %v %v", ok, err)
+	}
+	if diff := cmp.Diff([]awareness.Notice{closedOf(parentKey, target, 1)}, closed); diff != "" {
+		t.Errorf("Unwatch closed (-want +got):\n%s", diff)
+	}
+	if _, closed, _ := f.s.Unwatch(f.ctx, "agent:main:subagent:synced", target); len(closed) != 0 {
+		t.Errorf("Unwatch of a synced cursor closed %v", closed)
+	}
+	n, closed, err := f.s.ResetWatcher(f.ctx, parentKey)
+	if err != nil || n != 2 {
+		t.Fatalf("ResetWatcher: %d %v", n, err)
+	}
+	if diff := cmp.Diff([]awareness.Notice{closedOf(parentKey, child, 1), closedOf(parentKey, child2, 1)}, closed); diff != "" {
+		t.Errorf("ResetWatcher closed (-want +got):\n%s", diff)
+	}
+	_, closed, err = f.s.DeleteSession(f.ctx, child, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]awareness.Notice{closedOf(opsKey, child, 1)}, closed); diff != "" {
+		t.Errorf("DeleteSession closed (-want +got):\n%s", diff)
+	}
+	res := f.prune(awareness.RetentionPolicy{CursorTTL: 30 * day}, t0.Add(31*day))
+	if diff := cmp.Diff([]awareness.Notice{closedOf(opsKey, target, 1), closedOf(opsKey, child2, 1)}, res.Closed); diff != "" {
+		t.Errorf("Prune closed (-want +got):\n%s", diff)
+	}
+	if got := f.pending(""); len(got) != 0 {
+		t.Errorf("pending after every removal: %v", got)
+	}
 }

@@ -439,7 +439,7 @@ func testDeleteSessionDeletesLink(t *testing.T, f *upFixture) {
 	if err := f.s.Append(f.ctx, []*awareness.AppendOp{{New: ne, Now: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := f.s.DeleteSession(f.ctx, r, t0); err != nil || !ok {
+	if ok, _, err := f.s.DeleteSession(f.ctx, r, t0); err != nil || !ok {
 		t.Fatalf("DeleteSession = %v, %v", ok, err)
 	}
 	if _, ok := f.link(adoptedA); ok {
