@@ -80,9 +80,18 @@ type Delivery struct {
 	Recorded     bool
 	Sequence     int64
 	StateVersion int64
+	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4); the
+	// event is recorded all the same.
+	SkippedWatchers []SkippedWatcher
 	// Err is set when the service refused the event for good (a permanent error:
 	// invalid, forbidden); the event is then dropped from the outbox.
 	Err error
+}
+
+// SkippedWatcher is a producer-passed watcher the service did not give a cursor.
+type SkippedWatcher struct {
+	Watcher string `json:"watcher"`
+	Reason  string `json:"reason"`
 }
 
 // RecorderOptions configure OpenRecorder.
@@ -465,7 +474,7 @@ func laneOf(ev Event, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded stateVersion event { sequence } } }`
+const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded stateVersion event { sequence } skippedWatchers { watcher reason } } }`
 
 // sender delivers the events of one lane, head first, retrying until the service
 // answers for good.
@@ -495,6 +504,7 @@ func (r *Recorder) sender(l *lane) {
 				Event        struct {
 					Sequence int64 `json:"sequence"`
 				} `json:"event"`
+				SkippedWatchers []SkippedWatcher `json:"skippedWatchers"`
 			} `json:"recordEvent"`
 		}
 		err := r.c.Do(ctx, recordMutation, map[string]any{"in": head.ev}, &res)
@@ -515,7 +525,10 @@ func (r *Recorder) sender(l *lane) {
 		}
 		delay = retryMin
 		d := Delivery{Event: head.ev, Recorded: res.RecordEvent.Recorded, Sequence: res.RecordEvent.Event.Sequence,
-			StateVersion: res.RecordEvent.StateVersion, Err: err}
+			StateVersion: res.RecordEvent.StateVersion, SkippedWatchers: res.RecordEvent.SkippedWatchers, Err: err}
+		for _, sw := range d.SkippedWatchers {
+			r.log.Warn("a producer-passed watcher was skipped", "session", head.ev.SessionKey, "watcher", sw.Watcher, "reason", sw.Reason)
+		}
 		if err != nil {
 			r.log.Error("the service refused a spooled event; dropping it", "session", head.ev.SessionKey, "kind", head.ev.Kind, "err", err)
 		}

@@ -133,7 +133,7 @@ test('resource: notifications/resources/updated when a notice opens (CLT-3)', as
   try {
     const uri = `awareness://notices/${encodeURIComponent(W).replace(/%3A/g, ':')}`;
     const { resourceTemplates } = await client.listResourceTemplates();
-    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ['awareness://notices/{watcher}']);
+    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ['awareness://notices/{+watcher}']);
     const updates = [];
     let wake;
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updates.push(n.params.uri); if (wake) wake(); });

@@ -89,7 +89,7 @@ func New(cfg Config) *Server {
 	})
 	s.addTools()
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		URITemplate: NoticesURIPrefix + "{watcher}",
+		URITemplate: NoticesURIPrefix + "{+watcher}", // reserved expansion: session keys hold colons
 		Name:        "pending-notices",
 		Title:       "Pending stale notices of a watcher session",
 		Description: "The watcher's pending stale notices (the pendingNotices query), as JSON. Subscribe to be told when one opens or closes.",
