@@ -71,8 +71,8 @@ func ErrorCode(err error) string {
 }
 
 // Permanent reports whether err is an answer that retrying the same request cannot
-// change: the request is invalid or not allowed. Transport failures, UNAVAILABLE,
-// INTERNAL and rate limits are not permanent.
+// change: the request is invalid or not allowed. Transport failures, answers without
+// a code (a proxy's 502), UNAVAILABLE, INTERNAL and RATE_LIMITED are not permanent.
 func Permanent(err error) bool {
 	e, ok := errors.AsType[*Error](err)
 	if !ok {
@@ -82,7 +82,7 @@ func Permanent(err error) bool {
 	case CodeUnavailable, CodeInternal, "RATE_LIMITED", "":
 		return false
 	}
-	return e.Status < 500 || e.Code != ""
+	return true
 }
 
 // Option configures a Client.

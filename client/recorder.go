@@ -83,8 +83,9 @@ type Delivery struct {
 	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4); the
 	// event is recorded all the same.
 	SkippedWatchers []SkippedWatcher
-	// Err is set when the service refused the event for good (a permanent error:
-	// invalid, forbidden); the event is then dropped from the outbox.
+	// Err is set when the service refused the event for good (INVALID_ARGUMENT,
+	// FORBIDDEN, NOT_FOUND …); the event is then dropped from the outbox. UNAUTHENTICATED
+	// is retried like an outage.
 	Err error
 }
 
@@ -508,11 +509,17 @@ func (r *Recorder) sender(l *lane) {
 			} `json:"recordEvent"`
 		}
 		err := r.c.Do(ctx, recordMutation, map[string]any{"in": head.ev}, &res)
-		if err != nil && !Permanent(err) {
+		// UNAUTHENTICATED is retried too: the token is the gateway's configuration, and
+		// an event must not be lost while an operator fixes it.
+		if err != nil && (!Permanent(err) || ErrorCode(err) == CodeUnauthenticated) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Debug("delivery failed; retrying", "session", head.ev.SessionKey, "err", err, "retry_in", delay)
+			lvl := slog.LevelDebug
+			if ErrorCode(err) == CodeUnauthenticated {
+				lvl = slog.LevelError
+			}
+			r.log.Log(ctx, lvl, "delivery failed; retrying", "session", head.ev.SessionKey, "err", err, "retry_in", delay)
 			t := time.NewTimer(delay + rand.N(delay/2+1))
 			select {
 			case <-t.C:

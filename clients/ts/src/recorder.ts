@@ -261,7 +261,8 @@ export class Recorder {
           res = await this.client.request(recordMutation, { in: head.ev }, this.abort.signal);
         } catch (e) {
           if (this.closed) return;
-          if (!(e instanceof AwarenessError) || !e.permanent) {
+          // UNAUTHENTICATED is retried too: an event must not be lost while an operator fixes the token.
+          if (!(e instanceof AwarenessError) || !e.permanent || e.code === 'UNAUTHENTICATED') {
             this.client.log.debug(`awareness recorder: delivery failed, retrying in ${delay} ms: ${e}`);
             await this.sleep(delay + Math.random() * delay / 2);
             delay = Math.min(2 * delay, retryMax);

@@ -43,7 +43,8 @@ const key = (n: { watcher: string; targetAgentId: string; target: string }) => `
  * removed is dropped (its closed item, or the pendingNotices check after each
  * reconnect); drain() hands out what goes into the prompt now and ack() acknowledges
  * exactly those (NTC-3). Events: 'notice' when something can be drained, 'change'
- * (notice) for each item that opened or closed a notice, 'connected', 'error' (fatal).
+ * (notice) for each item that opened or closed a notice, 'connected', 'error' (fatal;
+ * also in the error property).
  */
 export class Watcher extends EventEmitter {
   private ws: WsClient;
@@ -106,7 +107,7 @@ export class Watcher extends EventEmitter {
     if ((code && code !== 'UNAVAILABLE' && code !== 'INTERNAL') || closeCode === 4401 || closeCode === 4403) {
       this.error = e;
       this.client.log.error(`awareness watcher: notice stream refused: ${JSON.stringify(e)}`);
-      this.emit('error', e);
+      if (this.listenerCount('error')) this.emit('error', e);
       return;
     }
     setTimeout(() => { if (!this.closedFlag) this.subscribe(watcher); }, 100);
