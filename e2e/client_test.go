@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -539,7 +540,11 @@ func TestMeasureOutboxReplay(t *testing.T) {
 	c := newClient(t, addr, client.WithTimeout(2*time.Second))
 	var dmu sync.Mutex
 	var first, last time.Time
-	rec, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), client.RecorderOptions{OnDelivery: func(client.Delivery) {
+	senders := client.DefaultSenders
+	if v, err := strconv.Atoi(os.Getenv("AWARENESS_MEASURE_SENDERS")); err == nil && v > 0 {
+		senders = v
+	}
+	rec, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), client.RecorderOptions{Senders: senders, OnDelivery: func(client.Delivery) {
 		dmu.Lock()
 		defer dmu.Unlock()
 		if first.IsZero() {
@@ -586,6 +591,6 @@ func TestMeasureOutboxReplay(t *testing.T) {
 	}
 	replay := time.Since(t1)
 	t.Logf("replayed %d spooled events in %v from the service's start (%v from the first delivery to the last: %.0f events/s, %d senders)",
-		total, replay, last.Sub(first), float64(total)/last.Sub(first).Seconds(), client.DefaultSenders)
+		total, replay, last.Sub(first), float64(total)/last.Sub(first).Seconds(), senders)
 	checkExactlyOnce(t, c, acked, attempted)
 }

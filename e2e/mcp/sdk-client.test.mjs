@@ -153,7 +153,17 @@ test('resource: notifications/resources/updated when a notice opens (CLT-3)', as
     const body = JSON.parse(read.contents[0].text);
     const want = await data(`query($w: String!) { pendingNotices(watcher: $w) { ${NOTICE} } }`, { w: W });
     assert.deepEqual(body, want);
-    assert.ok(body.pendingNotices.some((n) => n.target === c3));
+    const n3 = body.pendingNotices.find((n) => n.target === c3);
+    assert.ok(n3);
+    // Closing the notice (an exact acknowledgement from any client) is an update too.
+    const before = updates.length;
+    await data(`mutation($w: String!, $n: [NoticeRef!]) { ackNotices(watcher: $w, notices: $n) { target } }`,
+      { w: W, n: [{ target: c3, notifiedVersion: n3.notifiedVersion }] });
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('no resources/updated within 10 s of the notice closing')), 10000);
+      wake = () => { if (updates.length > before) { clearTimeout(t); resolve(); } };
+      wake();
+    });
     await client.unsubscribeResource({ uri });
   } finally {
     await client.close();
