@@ -107,6 +107,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, cfg, stderr)
 	case "status", "sessions", "import":
 		return runTool(ctx, cmd, args, processToolEnv(stdout, stderr))
+	case "mcp":
+		return mcpCmd(ctx, args, os.Stdin, stdout, stderr, os.LookupEnv)
 	case "help":
 		if len(args) == 1 && args[0] != "help" {
 			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
@@ -134,6 +136,8 @@ Usage:
                               list the sessions registry with state versions
   awareness import --agent ID FILE
                               import a gateway's sessions.json into the registry
+  awareness mcp [--url URL] [--token TOKEN]
+                              serve MCP on stdin/stdout in front of a running service
   awareness help [COMMAND]    print this help, or a command's
 
 Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
@@ -602,6 +606,17 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		return exitError
 	}
 
+	// CLT-3: /mcp on the same listener, through its own /query.
+	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, log, ln, streams)
+	if err != nil {
+		log.Error("mcp", "err", err)
+		_ = ln.Close()
+		hub.Close()
+		closeStore()
+		return exitError
+	}
+	srv.Handler = mcpHandler
+
 	pruner := awareness.NewPruner(awareness.PrunerConfig{
 		Store:    store,
 		Hub:      svc.Hub(), // expired cursors' notices go out closed (staleNotices includeClosed)
@@ -655,6 +670,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 
 	closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
 	log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
+	mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+	log.Info("shutdown: mcp server closed")
 	endStreams()
 	log.Info("shutdown: WebSocket and SSE streams cancelled")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -670,6 +687,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	if !waitGroup(sctx, &wsConns) {
 		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
 	}
+
 	cancel()
 	<-demoDone
 	pruner.Stop()

@@ -1,0 +1,230 @@
+// Package client is the gateway half of the awareness protocol, for Go gateways
+// (CLT-2). It speaks only the public GraphQL API of the service:
+//
+//   - [Recorder] records events through a durable local outbox: Record returns once
+//     the event is fsync'd to a file the gateway owns, never waits for the service,
+//     and a background sender delivers every spooled event exactly once (each carries
+//     a generated dedupeKey, SIG-4), keeping per-session order, across outages of the
+//     service and crashes of the gateway (SIG-7).
+//   - [Watcher] follows staleNotices of one or more watchers over graphql-transport-ws
+//     with reconnect and backoff, drops replayed duplicates, and offers Drain (the
+//     notices to inject into a prompt now) and Ack (the exact acknowledgement of what
+//     was drained, NTC-3).
+//   - [Client.Reconcile] pages sessionStatus(changesSince:) until complete, or reports
+//     that a full refresh is needed (historyGap, CURSOR_AHEAD; REC-1..3).
+//
+// Every call takes a context; every goroutine the package starts belongs to a
+// Recorder or a Watcher and ends in its Close.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Error codes of the service (extensions.code, ERR-1) that the client acts on.
+const (
+	CodeInvalidArgument = "INVALID_ARGUMENT"
+	CodeNotFound        = "NOT_FOUND"
+	CodeCursorAhead     = "CURSOR_AHEAD"
+	CodeUnauthenticated = "UNAUTHENTICATED"
+	CodeForbidden       = "FORBIDDEN"
+	CodeUnavailable     = "UNAVAILABLE"
+	CodeInternal        = "INTERNAL"
+)
+
+// DefaultTimeout bounds one HTTP request to the service.
+const DefaultTimeout = 10 * time.Second
+
+// Error is an error the service answered (a GraphQL error, or an HTTP status with the
+// GraphQL error shape). Code is its extensions.code.
+type Error struct {
+	Code    string
+	Message string
+	// Status is the HTTP status of the answer.
+	Status int
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return "awareness: " + e.Message
+	}
+	return "awareness: " + e.Code + ": " + e.Message
+}
+
+// ErrorCode returns the service's extensions.code of err, or "" when err is not an
+// answer of the service (a transport failure, a timeout).
+func ErrorCode(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return ""
+}
+
+// Permanent reports whether err is an answer that retrying the same request cannot
+// change: the request is invalid or not allowed. Transport failures, answers without
+// a code (a proxy's 502), UNAVAILABLE, INTERNAL and RATE_LIMITED are not permanent.
+func Permanent(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
+		return false
+	}
+	switch e.Code {
+	case CodeUnavailable, CodeInternal, "RATE_LIMITED", "":
+		return false
+	}
+	return true
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends "Authorization: Bearer <token>" on every request (and in the
+// WebSocket connection_init payload).
+func WithToken(token string) Option { return func(c *Client) { c.authz = "Bearer " + token } }
+
+// WithHTTPClient replaces the HTTP client (default: one with DefaultTimeout).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithTimeout bounds each HTTP request (default DefaultTimeout).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithLogger sets the logger of the client and of the recorders and watchers built on
+// it (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// Client talks to one awareness service. It is safe for concurrent use and holds no
+// goroutine.
+type Client struct {
+	endpoint string // http(s)://host:port/query
+	wsURL    string // ws(s)://host:port/query
+	authz    string // the Authorization header value, or ""
+	http     *http.Client
+	timeout  time.Duration
+	log      *slog.Logger
+}
+
+// New returns a client of the service whose GraphQL endpoint is endpoint, e.g.
+// "http://127.0.0.1:8080/query" (a URL without a path gets /query).
+func New(endpoint string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(endpoint))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("awareness client: endpoint %q: want http(s)://host:port/query", endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/query"
+	}
+	c := &Client{endpoint: u.String(), timeout: DefaultTimeout}
+	ws := *u
+	ws.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
+	c.wsURL = ws.String()
+	for _, o := range opts {
+		o(c)
+	}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Endpoint is the GraphQL endpoint the client posts to.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+type gqlError struct {
+	Message    string         `json:"message"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+func (e gqlError) err(status int) *Error {
+	code, _ := e.Extensions["code"].(string)
+	return &Error{Code: code, Message: e.Message, Status: status}
+}
+
+// Do runs one GraphQL operation and decodes its data into out (when non-nil). An
+// answer with errors returns the first as an *Error.
+func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
+	data, err := c.DoRaw(ctx, query, vars)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("awareness client: decode the answer: %w", err)
+	}
+	return nil
+}
+
+// DoRaw runs one GraphQL operation and returns its data as the service wrote it.
+func (c *Client) DoRaw(ctx context.Context, query string, vars map[string]any) (json.RawMessage, error) {
+	return c.doAuth(ctx, c.authorization(), query, vars)
+}
+
+func (c *Client) authorization() string { return c.authz }
+
+// doAuth is DoRaw with an explicit Authorization header value ("" for none).
+func (c *Client) doAuth(ctx context.Context, authorization, query string, vars map[string]any) (json.RawMessage, error) {
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		return nil, fmt.Errorf("awareness client: encode the request: %w", err)
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("awareness client: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("awareness client: read the answer: %w", err)
+	}
+	var out struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []gqlError      `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, &Error{Status: resp.StatusCode, Message: fmt.Sprintf("HTTP %d with a body that is not a GraphQL answer", resp.StatusCode)}
+	}
+	if len(out.Errors) > 0 {
+		return nil, out.Errors[0].err(resp.StatusCode)
+	}
+	if resp.StatusCode >= 300 {
+		return nil, &Error{Status: resp.StatusCode, Message: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+	}
+	return out.Data, nil
+}
+
+// WithAuthorization returns a copy of c that sends the given Authorization header
+// value ("Bearer <token>", or "" for none) instead of its own token: a server that
+// forwards its caller's credentials (the MCP server) uses it.
+func (c *Client) WithAuthorization(authorization string) *Client {
+	cp := *c
+	cp.authz = authorization
+	return &cp
+}

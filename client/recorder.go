@@ -1,0 +1,648 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of RecorderOptions.
+const (
+	// DefaultOutboxMaxBytes bounds the spooled (not yet delivered) events of an
+	// outbox: 64 MiB, about 200,000 typical events.
+	DefaultOutboxMaxBytes = 64 << 20
+	// DefaultRecordTimeout is the longest Record waits for the local fsync.
+	DefaultRecordTimeout = 2 * time.Second
+	// DefaultSenders is the number of sessions delivered in parallel; the events of
+	// one session always go through one sender, in order.
+	DefaultSenders = 4
+	// compactMinBytes: the outbox file is rewritten without its delivered events
+	// once it is this large and at least twice its live content.
+	compactMinBytes = 4 << 20
+	// retryMin and retryMax bound the backoff of a delivery the service could not take.
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
+// Errors of Record.
+var (
+	// ErrOutboxFull: the outbox holds RecorderOptions.MaxBytes of undelivered events
+	// (the service has been unreachable for long). The event was not spooled.
+	ErrOutboxFull = errors.New("awareness recorder: the outbox is full (the service has not taken the spooled events); the event was not recorded")
+	// ErrRecordTimeout: the local fsync did not finish within RecordTimeout. The event
+	// may or may not have been spooled (and then it is delivered).
+	ErrRecordTimeout = errors.New("awareness recorder: the outbox write did not finish in time; the event may or may not be recorded")
+	// ErrClosed: the Recorder is closed.
+	ErrClosed = errors.New("awareness recorder: closed")
+)
+
+// Event is one event to record: the fields of the GraphQL RecordEventInput. Kind and
+// ActorType take the schema's values ("human_direct_message", "human" …).
+type Event struct {
+	SessionKey string `json:"sessionKey"`
+	AgentID    string `json:"agentId,omitempty"`
+	Kind       string `json:"kind"`
+	ActorType  string `json:"actorType"`
+	ActorID    string `json:"actorId,omitempty"`
+	Summary    string `json:"summary,omitempty"`
+	// OccurredAt defaults to the time of Record, so that an event delivered after an
+	// outage keeps the time it happened (the service clamps it into the last 24 h).
+	OccurredAt time.Time `json:"occurredAt,omitzero"`
+	RunID      string    `json:"runId,omitempty"`
+	Outcome    string    `json:"outcome,omitempty"`
+	Channel    string    `json:"channel,omitempty"`
+	Turns      int       `json:"turns,omitempty"`
+	// DedupeKey defaults to a generated random key: the service records the event once
+	// however often the outbox delivers it (SIG-4).
+	DedupeKey string   `json:"dedupeKey,omitempty"`
+	Watchers  []string `json:"watchers,omitempty"`
+}
+
+// Delivery is the service's answer to one delivered event.
+type Delivery struct {
+	Event Event
+	// Recorded is false when the service had the event already (a replay).
+	Recorded     bool
+	Sequence     int64
+	StateVersion int64
+	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4); the
+	// event is recorded all the same.
+	SkippedWatchers []SkippedWatcher
+	// Err is set when the service refused the event for good (INVALID_ARGUMENT,
+	// FORBIDDEN, NOT_FOUND …); the event is then dropped from the outbox. UNAUTHENTICATED
+	// is retried like an outage.
+	Err error
+}
+
+// SkippedWatcher is a producer-passed watcher the service did not give a cursor.
+type SkippedWatcher struct {
+	Watcher string `json:"watcher"`
+	Reason  string `json:"reason"`
+}
+
+// RecorderOptions configure OpenRecorder.
+type RecorderOptions struct {
+	// MaxBytes bounds the undelivered events held (default DefaultOutboxMaxBytes).
+	MaxBytes int64
+	// RecordTimeout bounds how long Record waits for the local fsync (default
+	// DefaultRecordTimeout). Record never waits for the service.
+	RecordTimeout time.Duration
+	// Senders is the number of sessions delivered in parallel (default DefaultSenders).
+	Senders int
+	// OnDelivery, when set, is called from a sender goroutine after each event the
+	// service answered for good. It must not block for long.
+	OnDelivery func(Delivery)
+}
+
+// Recorder records events through a durable local outbox (SIG-7, CLT-2).
+//
+// Record appends the event to the outbox file and fsyncs it (several concurrent
+// Records share one fsync) before it returns, and never waits for the service: an
+// outage of the service never fails or slows a turn. Sender goroutines deliver the
+// spooled events in the order they were recorded, per session, retrying with backoff
+// until the service commits them; each event carries a dedupeKey, so an event
+// delivered twice (the answer was lost, or the gateway crashed after the service
+// committed it) is recorded once. A Recorder opened again on the same file after a
+// crash delivers what the crashed one had not.
+//
+// One process at a time owns an outbox file (an advisory lock on <path>.lock).
+type Recorder struct {
+	c    *Client
+	opts RecorderOptions
+	log  *slog.Logger
+	path string
+	lock *os.File
+
+	wmu       sync.Mutex // serialises writes to f and compaction; before mu
+	f         *os.File
+	fileBytes int64
+
+	mu        sync.Mutex
+	closed    bool
+	broken    error // a write failed: the file's end is unknown, Record refuses
+	nextID    uint64
+	pending   map[uint64]*spooled // published, undelivered
+	liveBytes int64               // bytes of the put lines of pending and cur
+	cur       *batch              // being filled, not yet written
+	writing   int                 // entries of the batch being written
+	lanes     []*lane
+	idle      chan struct{} // closed and replaced when the outbox becomes empty
+
+	flushNow chan struct{} // cap 1: wakes the flusher
+	stop     chan struct{}
+	ctx      context.Context // of the deliveries; cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+type spooled struct {
+	id    uint64
+	ev    Event
+	bytes int64
+}
+
+type batch struct {
+	buf     []byte
+	entries []*spooled
+	done    chan struct{}
+	err     error
+}
+
+type lane struct {
+	queue []*spooled
+	wake  chan struct{} // cap 1
+}
+
+// outboxLine is one line of the outbox file: a spooled event (ID and E), or the
+// delivery of one (Done).
+type outboxLine struct {
+	ID   uint64 `json:"id,omitempty"`
+	E    *Event `json:"e,omitempty"`
+	Done uint64 `json:"done,omitempty"`
+}
+
+// OpenRecorder opens (or creates) the outbox file at path and starts delivering what
+// it holds through c. Close stops it.
+func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultOutboxMaxBytes
+	}
+	if opts.RecordTimeout <= 0 {
+		opts.RecordTimeout = DefaultRecordTimeout
+	}
+	if opts.Senders <= 0 {
+		opts.Senders = DefaultSenders
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("awareness recorder: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("awareness recorder: the outbox %s is in use by another process", path)
+	}
+	r := &Recorder{
+		c: c, opts: opts, log: c.log.With("component", "recorder"), path: path, lock: lock,
+		pending: map[uint64]*spooled{}, idle: make(chan struct{}),
+		flushNow: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	entries, err := r.load()
+	if err != nil {
+		lock.Close()
+		r.cancel()
+		return nil, err
+	}
+	if err := r.rewrite(entries); err != nil {
+		lock.Close()
+		r.cancel()
+		return nil, err
+	}
+	for i := 0; i < opts.Senders; i++ {
+		r.lanes = append(r.lanes, &lane{wake: make(chan struct{}, 1)})
+	}
+	r.mu.Lock()
+	for _, s := range entries {
+		r.liveBytes += s.bytes
+	}
+	r.publishLocked(entries)
+	r.mu.Unlock()
+	if len(entries) > 0 {
+		r.log.Info("outbox replay", "path", path, "events", len(entries))
+	}
+	r.wg.Add(1 + len(r.lanes))
+	go r.flusher()
+	for _, l := range r.lanes {
+		go r.sender(l)
+	}
+	return r, nil
+}
+
+// load reads the outbox file: the spooled events not delivered, in recording order.
+// A torn last line (a crash during a write whose Record therefore did not return nil)
+// is ignored.
+func (r *Recorder) load() ([]*spooled, error) {
+	f, err := os.Open(r.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("awareness recorder: %w", err)
+	}
+	defer f.Close()
+	live := map[uint64]*spooled{}
+	br := bufio.NewReaderSize(f, 1<<16)
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			break // a line without its newline was torn by a crash
+		}
+		if err != nil {
+			return nil, fmt.Errorf("awareness recorder: read %s: %w", r.path, err)
+		}
+		var l outboxLine
+		if json.Unmarshal(line, &l) != nil {
+			r.log.Warn("outbox: skipping a malformed line", "path", r.path, "line", lineNo)
+			continue
+		}
+		if l.ID > r.nextID {
+			r.nextID = l.ID
+		}
+		switch {
+		case l.E != nil && l.ID != 0:
+			live[l.ID] = &spooled{id: l.ID, ev: *l.E, bytes: int64(len(line))}
+		case l.Done != 0:
+			delete(live, l.Done)
+		}
+	}
+	out := make([]*spooled, 0, len(live))
+	for _, s := range live {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out, nil
+}
+
+// rewrite replaces the outbox file with the put lines of entries (write a temporary
+// file, fsync, rename, fsync the directory) and opens it for appending. It holds wmu
+// or runs before the goroutines start.
+func (r *Recorder) rewrite(entries []*spooled) error {
+	tmp := r.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("awareness recorder: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	var n int64
+	for _, s := range entries {
+		line, _ := json.Marshal(outboxLine{ID: s.id, E: &s.ev})
+		line = append(line, '\n')
+		s.bytes = int64(len(line))
+		n += s.bytes
+		_, _ = w.Write(line)
+	}
+	err = w.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, r.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(r.path))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("awareness recorder: rewrite the outbox: %w", err)
+	}
+	nf, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("awareness recorder: %w", err)
+	}
+	if r.f != nil {
+		_ = r.f.Close()
+	}
+	r.f, r.fileBytes = nf, n
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Record spools ev durably and returns; a sender delivers it to the service later.
+// It returns nil only once the event is fsync'd to the outbox: from then on the event
+// reaches the service's log exactly once, whatever happens to the service or to this
+// process. It waits at most RecordTimeout (or until ctx ends) for the fsync, and
+// never for the service. ErrOutboxFull says the outbox is at its bound.
+func (r *Recorder) Record(ctx context.Context, ev Event) error {
+	if ev.DedupeKey == "" {
+		ev.DedupeKey = newDedupeKey()
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = time.Now().UTC()
+	}
+	if strings.TrimSpace(ev.SessionKey) == "" || ev.Kind == "" || ev.ActorType == "" {
+		return fmt.Errorf("awareness recorder: an event needs sessionKey, kind and actorType")
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if r.broken != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("awareness recorder: the outbox cannot be written: %w", r.broken)
+	}
+	r.nextID++
+	s := &spooled{id: r.nextID, ev: ev}
+	line, err := json.Marshal(outboxLine{ID: s.id, E: &s.ev})
+	if err != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("awareness recorder: encode the event: %w", err)
+	}
+	line = append(line, '\n')
+	s.bytes = int64(len(line))
+	if r.liveBytes+s.bytes > r.opts.MaxBytes {
+		r.mu.Unlock()
+		return ErrOutboxFull
+	}
+	r.liveBytes += s.bytes
+	if r.cur == nil {
+		r.cur = &batch{done: make(chan struct{})}
+	}
+	b := r.cur
+	b.buf = append(b.buf, line...)
+	b.entries = append(b.entries, s)
+	r.mu.Unlock()
+	select {
+	case r.flushNow <- struct{}{}:
+	default:
+	}
+
+	t := time.NewTimer(r.opts.RecordTimeout)
+	defer t.Stop()
+	select {
+	case <-b.done:
+		return b.err
+	case <-t.C:
+		return ErrRecordTimeout
+	case <-ctx.Done():
+		return fmt.Errorf("%w (%w)", ErrRecordTimeout, ctx.Err())
+	}
+}
+
+// newDedupeKey returns 128 random bits in hex.
+func newDedupeKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return "outbox-" + hex.EncodeToString(b[:])
+}
+
+// flusher writes and fsyncs the batches Record fills, one fsync per batch.
+func (r *Recorder) flusher() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.flushNow:
+		case <-r.stop:
+			r.flushOnce() // what Records already handed over
+			return
+		}
+		r.flushOnce()
+	}
+}
+
+func (r *Recorder) flushOnce() {
+	r.mu.Lock()
+	b := r.cur
+	r.cur = nil
+	if b != nil {
+		r.writing = len(b.entries)
+	}
+	r.mu.Unlock()
+	if b == nil {
+		return
+	}
+	r.wmu.Lock()
+	_, err := r.f.Write(b.buf)
+	if err == nil {
+		err = r.f.Sync()
+	}
+	if err == nil {
+		r.fileBytes += int64(len(b.buf))
+	}
+	r.wmu.Unlock()
+	r.mu.Lock()
+	r.writing = 0
+	if err != nil {
+		r.broken = err
+		for _, s := range b.entries {
+			r.liveBytes -= s.bytes
+		}
+		r.log.Error("outbox write failed; Record refuses from now on", "path", r.path, "err", err)
+	} else {
+		r.publishLocked(b.entries)
+	}
+	r.mu.Unlock()
+	b.err = err
+	close(b.done)
+}
+
+// publishLocked hands durable entries to their session's sender, in order.
+func (r *Recorder) publishLocked(entries []*spooled) {
+	for _, s := range entries {
+		r.pending[s.id] = s
+		l := r.lanes[laneOf(s.ev, len(r.lanes))]
+		l.queue = append(l.queue, s)
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// laneOf maps an event's session to a sender, so that one session's events are
+// delivered in order by one sender.
+func laneOf(ev Event, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strings.ToLower(strings.TrimSpace(ev.AgentID))))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(strings.ToLower(strings.TrimSpace(ev.SessionKey))))
+	return int(h.Sum32() % uint32(n))
+}
+
+const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded stateVersion event { sequence } skippedWatchers { watcher reason } } }`
+
+// sender delivers the events of one lane, head first, retrying until the service
+// answers for good.
+func (r *Recorder) sender(l *lane) {
+	defer r.wg.Done()
+	ctx := r.ctx
+	delay := retryMin
+	for {
+		r.mu.Lock()
+		var head *spooled
+		if len(l.queue) > 0 {
+			head = l.queue[0]
+		}
+		r.mu.Unlock()
+		if head == nil {
+			select {
+			case <-l.wake:
+				continue
+			case <-r.stop:
+				return
+			}
+		}
+		var res struct {
+			RecordEvent struct {
+				Recorded     bool  `json:"recorded"`
+				StateVersion int64 `json:"stateVersion"`
+				Event        struct {
+					Sequence int64 `json:"sequence"`
+				} `json:"event"`
+				SkippedWatchers []SkippedWatcher `json:"skippedWatchers"`
+			} `json:"recordEvent"`
+		}
+		err := r.c.Do(ctx, recordMutation, map[string]any{"in": head.ev}, &res)
+		// UNAUTHENTICATED is retried too: the token is the gateway's configuration, and
+		// an event must not be lost while an operator fixes it.
+		if err != nil && (!Permanent(err) || ErrorCode(err) == CodeUnauthenticated) {
+			if ctx.Err() != nil {
+				return
+			}
+			lvl := slog.LevelDebug
+			if ErrorCode(err) == CodeUnauthenticated {
+				lvl = slog.LevelError
+			}
+			r.log.Log(ctx, lvl, "delivery failed; retrying", "session", head.ev.SessionKey, "err", err, "retry_in", delay)
+			t := time.NewTimer(delay + rand.N(delay/2+1))
+			select {
+			case <-t.C:
+			case <-r.stop:
+				t.Stop()
+				return
+			}
+			delay = min(delay*2, retryMax)
+			continue
+		}
+		delay = retryMin
+		d := Delivery{Event: head.ev, Recorded: res.RecordEvent.Recorded, Sequence: res.RecordEvent.Event.Sequence,
+			StateVersion: res.RecordEvent.StateVersion, SkippedWatchers: res.RecordEvent.SkippedWatchers, Err: err}
+		for _, sw := range d.SkippedWatchers {
+			r.log.Warn("a producer-passed watcher was skipped", "session", head.ev.SessionKey, "watcher", sw.Watcher, "reason", sw.Reason)
+		}
+		if err != nil {
+			r.log.Error("the service refused a spooled event; dropping it", "session", head.ev.SessionKey, "kind", head.ev.Kind, "err", err)
+		}
+		r.delivered(l, head)
+		if r.opts.OnDelivery != nil {
+			r.opts.OnDelivery(d)
+		}
+	}
+}
+
+// delivered removes the head of l and appends its done line (not fsync'd: a done line
+// lost in a crash only makes the event be delivered again, which its dedupeKey makes
+// harmless).
+func (r *Recorder) delivered(l *lane, s *spooled) {
+	r.mu.Lock()
+	l.queue = l.queue[1:]
+	delete(r.pending, s.id)
+	r.liveBytes -= s.bytes
+	if r.emptyLocked() {
+		close(r.idle)
+		r.idle = make(chan struct{})
+	}
+	r.mu.Unlock()
+	line, _ := json.Marshal(outboxLine{Done: s.id})
+	line = append(line, '\n')
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if _, err := r.f.Write(line); err != nil {
+		r.log.Warn("outbox: writing a delivery mark failed (the event may be delivered again, harmlessly)", "err", err)
+		return
+	}
+	r.fileBytes += int64(len(line))
+	r.mu.Lock()
+	live := r.liveBytes
+	r.mu.Unlock()
+	if r.fileBytes > compactMinBytes && r.fileBytes > 2*live {
+		r.compactLocked()
+	}
+}
+
+// compactLocked rewrites the outbox with only its undelivered events (wmu held).
+func (r *Recorder) compactLocked() {
+	r.mu.Lock()
+	entries := make([]*spooled, 0, len(r.pending))
+	for _, s := range r.pending {
+		entries = append(entries, s)
+	}
+	r.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	// rewrite recomputes bytes of the same lines; sizes do not change.
+	if err := r.rewrite(entries); err != nil {
+		r.log.Warn("outbox compaction failed; keeping the file as it is", "err", err)
+	}
+}
+
+// Pending returns the number of events recorded and not yet delivered.
+func (r *Recorder) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.pending) + r.writing
+	if r.cur != nil {
+		n += len(r.cur.entries)
+	}
+	return n
+}
+
+func (r *Recorder) emptyLocked() bool { return len(r.pending) == 0 && r.cur == nil && r.writing == 0 }
+
+// Flush waits until every event recorded so far is delivered (or ctx ends).
+func (r *Recorder) Flush(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		empty := r.emptyLocked()
+		idle := r.idle
+		r.mu.Unlock()
+		if empty {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the senders and closes the outbox; undelivered events stay in the file
+// for the next OpenRecorder. Records in flight finish their fsync first. Close is
+// idempotent.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stop)
+	r.cancel()
+	r.wg.Wait()
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	err := r.f.Sync()
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	_ = r.lock.Close()
+	return err
+}
