@@ -335,8 +335,9 @@ func TestPlaygroundOffline(t *testing.T) {
 
 // TestPlaygroundSubscribesUnderAuthFile: under --auth-file the playground sends the
 // token the dashboard stored (localStorage) in connection_init, so a subscription is
-// not closed with 4401 and shows its events; queries carry it over HTTP. At a phone
-// width (390 px) the page does not overflow.
+// not closed with 4401 and shows its events, every one of them, not only the last;
+// queries carry the token over HTTP. At a phone width (390 px) the page does not
+// overflow.
 func TestPlaygroundSubscribesUnderAuthFile(t *testing.T) {
 	const token = "admin-5b1d7f3a9c2e4b6d8f0a1c3e5b7d9f2c"
 	authFile := filepath.Join(t.TempDir(), "auth.json")
@@ -370,6 +371,13 @@ func TestPlaygroundSubscribesUnderAuthFile(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	// Every payload stays on screen, not only the last.
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "goal_changed", "actorType": "agent"})
+	b.do(t, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`(() => { const r = (document.querySelector('.graphiql-response') || {innerText: ''}).innerText;
+			return r.includes('"payloads"') && r.includes('goal_changed') && r.includes('human message via telegram'); })()`)(ctx, tg)
+		return err
+	}))
 
 	query := `{ sessionsList { sessions { sessionKey } } }`
 	b.do(t, 30*time.Second,
