@@ -388,7 +388,7 @@ func TestPlaygroundSubscribesUnderAuthFile(t *testing.T) {
 	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
 	b.do(t, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := chromedp.Poll[bool](
-			`(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('` + worker + `')`)(ctx, tg)
+			`(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('`+worker+`')`)(ctx, tg)
 		return err
 	}))
 	if overflow := b.eval(t, `document.documentElement.scrollWidth - window.innerWidth`); overflow > 1 {
