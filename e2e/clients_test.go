@@ -300,3 +300,22 @@ func TestCORS_AllowedOriginOnly(t *testing.T) {
 		t.Errorf("POST without Origin: %d", r.StatusCode)
 	}
 }
+
+// A query string over 1 MiB gets the coded 414 of the handler, not net/http's
+// plain-text 431: the server's header limit (graph.MaxHeaderBytes) is above it.
+func TestOverlongQueryStringIsCoded(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	resp, err := s.client.Get(s.base + "/query?query=" + strings.Repeat("a", 1<<20+512<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r gqlResponse
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("%d: the body is not the GraphQL error shape: %v", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusRequestURITooLong || len(r.Errors) != 1 || r.Errors[0].Extensions["code"] != "INVALID_ARGUMENT" {
+		t.Errorf("got %d %+v, want 414 INVALID_ARGUMENT", resp.StatusCode, r.Errors)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -336,6 +337,70 @@ func TestPlaygroundOffline(t *testing.T) {
 	}
 }
 
+// TestPlaygroundSubscribesUnderAuthFile: under --auth-file the playground sends the
+// token the dashboard stored (localStorage) in connection_init, so a subscription is
+// not closed with 4401 and shows its events, every one of them, not only the last;
+// queries carry the token over HTTP. At a phone width (390 px) the page does not
+// overflow.
+func TestPlaygroundSubscribesUnderAuthFile(t *testing.T) {
+	const token = "admin-5b1d7f3a9c2e4b6d8f0a1c3e5b7d9f2c"
+	authFile := filepath.Join(t.TempDir(), "auth.json")
+	if err := os.WriteFile(authFile, []byte(`{"tokens":[{"name":"dash","role":"admin","token":"`+token+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t)
+	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "awareness.db"), "--auth-file", authFile)
+	srv.token = token
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "child_spawned", "actorType": "agent",
+		"actorId": manager, "watchers": []string{manager}})
+
+	sub := `subscription { stateEvents(sessionKey: "` + worker + `") { sequence kind summary } }`
+	b.do(t, 30*time.Second, chromedp.Navigate(srv.URL+"/playground"))
+	b.eval(t, `(localStorage.setItem('awareness.token', `+strconv.Quote(token)+`), 1)`) // what the dashboard stores
+	b.do(t, 30*time.Second,
+		chromedp.Navigate(srv.URL+"/playground?query="+url.QueryEscape(sub)),
+		chromedp.WaitVisible(chromedp.CSS(`.graphiql-container .graphiql-execute-button`)),
+	)
+	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human",
+			"actorId": "telegram:ana", "channel": "telegram"})
+		if b.eval(t, `(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('human message via telegram') ? 1 : 0`) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.screenshot(t, "playground-auth-timeout")
+			t.Fatal("the playground's subscription under --auth-file showed no event within 10s")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// Every payload stays on screen, not only the last.
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "goal_changed", "actorType": "agent"})
+	b.do(t, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`(() => { const r = (document.querySelector('.graphiql-response') || {innerText: ''}).innerText;
+			return r.includes('"payloads"') && r.includes('goal_changed') && r.includes('human message via telegram'); })()`)(ctx, tg)
+		return err
+	}))
+
+	query := `{ sessionsList { sessions { sessionKey } } }`
+	b.do(t, 30*time.Second,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(srv.URL+"/playground?query="+url.QueryEscape(query)),
+		chromedp.WaitVisible(chromedp.CSS(`.graphiql-container .graphiql-execute-button`)),
+	)
+	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
+	b.do(t, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](
+			`(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('`+worker+`')`)(ctx, tg)
+		return err
+	}))
+	if overflow := b.eval(t, `document.documentElement.scrollWidth - window.innerWidth`); overflow > 1 {
+		t.Errorf("the playground is %vpx wider than a 390px screen", overflow)
+	}
+	b.screenshot(t, "playground-phone")
+}
+
 // ---------------------------------------------------------------------------------
 // The server under test.
 
@@ -410,6 +475,7 @@ type server struct {
 	out     *syncBuffer
 	exited  chan struct{}
 	stopped bool
+	token   string // bearer token gql sends, when the server runs with --auth-file
 }
 
 // syncBuffer collects a child process's or logger's output (see syncbuf).
@@ -493,7 +559,15 @@ func (s *server) gql(t *testing.T, query string, vars map[string]any, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(s.URL+"/query", "application/json", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/query", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

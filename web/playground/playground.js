@@ -41,7 +41,35 @@
       wsClient.terminate(); // reconnects with the new connection_init payload
     }
     if (!a && storedAuth()) headers.Authorization = storedAuth();
-    return inner(graphQLParams, Object.assign({}, opts, { headers: headers }));
+    return Promise.resolve(inner(graphQLParams, Object.assign({}, opts, { headers: headers }))).then(everyPayload);
+  }
+
+  // everyPayload makes a subscription show every payload it received, not only the
+  // last (GraphiQL replaces the response with each one): from the second payload on
+  // the response pane shows {"received": n, "payloads": [newest … oldest]}, at most
+  // KEEP of them. Anything that is not a stream passes through.
+  var KEEP = 100;
+  function everyPayload(result) {
+    if (!result || typeof result[Symbol.asyncIterator] !== 'function') return result;
+    var all = [];
+    var received = 0;
+    return {
+      [Symbol.asyncIterator]: function () {
+        var it = result[Symbol.asyncIterator]();
+        return {
+          next: function () {
+            return it.next().then(function (step) {
+              if (step.done) return step;
+              received++;
+              all.unshift(step.value);
+              if (all.length > KEEP) all.pop();
+              return { done: false, value: received === 1 ? step.value : { received: received, payloads: all.slice() } };
+            });
+          },
+          return: function () { return it.return ? it.return() : Promise.resolve({ done: true }); },
+        };
+      },
+    };
   }
   var defaultQuery = [
     '# Session state awareness: try a query, a mutation or a subscription.',

@@ -1,0 +1,48 @@
+package graph
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParamsFromBody: decoding a request body never panics, and an error never quotes
+// the body (a refusal names a byte offset instead): here the body carries a marker no
+// error message contains.
+func FuzzParamsFromBody(f *testing.F) {
+	for _, s := range []string{
+		`{"query":"{ __typename }"}`, `{"query":"{ a }","variables":{"x":1},"extensions":{"persistedQuery":{"version":1}}}`,
+		`[{"query":"{ a }"}]`, `{"query": 1}`, `{"qeury":"x"}`, `{ "not a JSON`, `{"query":"x"} trailing`, ``, `null`,
+		`{"variables":"x","query":"y"}`, `{"operationName":7,"query":"y"}`,
+	} {
+		f.Add(s)
+	}
+	const marker = "ZQXJMARKER"
+	f.Fuzz(func(t *testing.T, body string) {
+		b := []byte(marker + body)
+		if p, err := paramsFromBody(b); err != nil {
+			if strings.Contains(err.Error(), marker) || strings.Contains(err.Error(), "MARKER") {
+				t.Fatalf("error quotes the body: %v", err)
+			}
+		} else if p == nil {
+			t.Fatal("nil params without an error")
+		}
+		if p, err := paramsFromBody([]byte(body)); err == nil && p.Query == "" && p.Extensions["persistedQuery"] == nil {
+			t.Fatalf("accepted a body without a query: %q", body)
+		}
+	})
+}
+
+// FuzzNegotiate: Accept parsing never panics, and picks one of the two JSON types
+// whenever it accepts.
+func FuzzNegotiate(f *testing.F) {
+	for _, s := range []string{"", "*/*", "application/json", "application/graphql-response+json, application/json;q=0.9",
+		"text/html", "text/event-stream", "application/json;q=0", "a/b;q=x, */*;q=0.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		if m, ok := negotiate(accept); ok && m != mediaJSON && m != mediaGraphQLResp {
+			t.Fatalf("negotiate(%q) = %q", accept, m)
+		}
+		_ = prefersEventStream(accept)
+	})
+}
