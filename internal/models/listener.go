@@ -20,8 +20,9 @@ import (
 
 // Listener defaults.
 const (
-	// DefaultNoticePoll is how often a Listener rescans every pending notice even when
-	// its connection is healthy: the safety net for a hint lost in between.
+	// DefaultNoticePoll is how often a Listener rescans the pending notices of the
+	// watchers of interest even when its connection is healthy: the safety net for a
+	// hint lost in between.
 	DefaultNoticePoll = 30 * time.Second
 	// ListenerAppName prefixes the application_name of a listener connection; the
 	// process id follows ("awareness-listener/1234"), so an operator can find it in
