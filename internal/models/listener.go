@@ -20,8 +20,9 @@ import (
 
 // Listener defaults.
 const (
-	// DefaultNoticePoll is how often a Listener rescans every pending notice even when
-	// its connection is healthy: the safety net for a hint lost in between.
+	// DefaultNoticePoll is how often a Listener rescans the pending notices of the
+	// watchers of interest even when its connection is healthy: the safety net for a
+	// hint lost in between.
 	DefaultNoticePoll = 30 * time.Second
 	// ListenerAppName prefixes the application_name of a listener connection; the
 	// process id follows ("awareness-listener/1234"), so an operator can find it in
@@ -49,7 +50,8 @@ type ListenerConfig struct {
 
 // Listener carries notices and events across processes that share one PostgreSQL
 // database. It owns one dedicated connection (outside the pools: LISTEN is a session
-// state) and one goroutine between Start and Stop.
+// state) and one goroutine between Start and Stop, which receives the hints; while
+// connected a second one handles them, every hint queued meanwhile in one batch.
 //
 // It reads only what this process has live subscribers for: the hub tells it, through
 // awareness.Interest, which watchers and sessions are subscribed here (interest). On
@@ -324,28 +326,52 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 	if err := l.scan(ctx, nil); err != nil {
 		return false, err
 	}
+	// This goroutine receives hints; a worker reads and publishes, taking every hint
+	// queued meanwhile in one batch (one read for all their watchers), so that a burst
+	// of hints does not queue a read each behind one another. A failed read ends the
+	// session through sctx.
+	sctx, stop := context.WithCancel(ctx)
+	work := make(chan string, listenerQueue)
+	werr := make(chan error, 1)
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		if err := l.work(sctx, work); err != nil {
+			werr <- err
+			stop()
+		}
+	}()
+	defer func() { stop(); <-wdone }()
+	queue := func(item string) error {
+		select {
+		case work <- item:
+			return nil
+		case <-sctx.Done():
+			return l.ended(ctx, werr)
+		}
+	}
 	nextPoll := time.Now().Add(l.cfg.Poll)
 	for {
-		wctx, cancel := context.WithDeadline(ctx, nextPoll)
+		wctx, cancel := context.WithDeadline(sctx, nextPoll)
 		note, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return true, nil
+		case sctx.Err() != nil:
+			return true, l.ended(ctx, werr)
 		case err == nil:
 			l.cfg.Observer.ListenerHint()
-			if err := l.handle(ctx, note.Payload); err != nil {
+			if err := queue(note.Payload); err != nil {
 				return true, err
 			}
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
 			// The safety poll: check the connection, then rescan.
-			pctx, cancel := context.WithTimeout(ctx, listenerOpTimeout)
+			pctx, cancel := context.WithTimeout(sctx, listenerOpTimeout)
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {
 				return true, err
 			}
-			if err := l.scan(ctx, nil); err != nil {
+			if err := queue(rescanItem); err != nil {
 				return true, err
 			}
 			nextPoll = time.Now().Add(l.cfg.Poll)
@@ -355,40 +381,112 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 	}
 }
 
-// handle acts on one hint.
-func (l *Listener) handle(ctx context.Context, payload string) error {
-	l.hints.Add(1)
-	var h hintPayload
-	if err := json.Unmarshal([]byte(payload), &h); err != nil {
-		l.cfg.Logger.Warn("notice listener: unreadable hint; rescanning", "err", err)
-		return l.scan(ctx, nil)
+// listenerQueue bounds the hints received and not yet handled; the receiver waits
+// when it is full (PostgreSQL queues the rest).
+const listenerQueue = 1024
+
+// rescanItem, queued to the worker, asks for a rescan (the safety poll).
+const rescanItem = "\x00rescan"
+
+// ended returns why a session's context ended: the worker's error, or nil when the
+// listener is stopping.
+func (l *Listener) ended(ctx context.Context, werr chan error) error {
+	select {
+	case err := <-werr:
+		return err
+	default:
 	}
-	if h.Origin != l.cfg.Store.origin && len(h.Closed) > 0 {
-		// Before the scan, so that a follow-up opened by an ack comes after the item
-		// that closes its predecessor.
-		closed := make([]awareness.Notice, len(h.Closed))
-		for i, c := range h.Closed {
-			closed[i] = c.n
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("notice listener: worker stopped")
+}
+
+// work handles queued hints until ctx ends or a read fails: it takes one item and
+// every item queued behind it, and handles them as one.
+func (l *Listener) work(ctx context.Context, work <-chan string) error {
+	for {
+		var batch []string
+		select {
+		case <-ctx.Done():
+			return nil
+		case item := <-work:
+			batch = append(batch, item)
 		}
-		l.cfg.Hub.PublishNotices(closed...)
+	more:
+		for len(batch) < listenerQueue {
+			select {
+			case item := <-work:
+				batch = append(batch, item)
+			default:
+				break more
+			}
+		}
+		if err := l.handle(ctx, batch); err != nil {
+			return err
+		}
 	}
-	if h.All {
+}
+
+// handle acts on a batch of hints (and rescan requests) received together: one read
+// of the pending notices of all their watchers of interest (a rescan when any asks for
+// one), then the foreign event spans of sessions of interest.
+func (l *Listener) handle(ctx context.Context, batch []string) error {
+	defer l.hints.Add(int64(len(batch)))
+	rescan := false
+	watchers := map[string]struct{}{}
+	var (
+		spans  []eventSpan
+		closed []awareness.Notice
+	)
+	for _, payload := range batch {
+		if payload == rescanItem {
+			rescan = true
+			continue
+		}
+		var h hintPayload
+		if err := json.Unmarshal([]byte(payload), &h); err != nil {
+			l.cfg.Logger.Warn("notice listener: unreadable hint; rescanning", "err", err)
+			rescan = true
+			continue
+		}
+		rescan = rescan || h.All
+		for _, w := range h.Watchers {
+			watchers[w] = struct{}{}
+		}
+		if h.Origin == l.cfg.Store.origin {
+			continue // this process published its own events and closed notices already
+		}
+		for _, c := range h.Closed {
+			closed = append(closed, c.n)
+		}
+		for _, e := range h.Events {
+			// Spans are loaded one by one, not merged: the gap between two spans of a
+			// session may hold this process's own events, published already.
+			if e.From >= 1 && e.To >= e.From && !slices.Contains(spans, e) && l.wantsEvents(e.Ref) {
+				spans = append(spans, e)
+			}
+		}
+	}
+	// Closed notices before the scan, so that a follow-up opened by an ack comes after
+	// the item that closes its predecessor.
+	l.cfg.Hub.PublishNotices(closed...)
+	switch {
+	case rescan:
 		if err := l.scan(ctx, nil); err != nil {
 			return err
 		}
-	} else if len(h.Watchers) > 0 {
-		if err := l.scan(ctx, h.Watchers); err != nil {
+	case len(watchers) > 0:
+		names := make([]string, 0, len(watchers))
+		for w := range watchers {
+			names = append(names, w)
+		}
+		slices.Sort(names)
+		if err := l.scan(ctx, names); err != nil {
 			return err
 		}
 	}
-	if h.Origin == l.cfg.Store.origin {
-		return nil // this process published its own events and closed notices already
-	}
-
-	for _, e := range h.Events {
-		if !l.wantsEvents(e.Ref) {
-			continue
-		}
+	for _, e := range spans {
 		if err := l.loadEvents(ctx, e); err != nil {
 			return err
 		}

@@ -14,6 +14,9 @@
 //	x3  for P in {1, max of -procs}, hints on and off (--pg-hints): -writers closed-loop
 //	    writers spread over the P processes append for -duration; appends/s and the
 //	    recordEvent round trip (the commit) p50/p99. No subscribers.
+//	notify  the floor of X2: bare NOTIFY → LISTEN between two connections of this
+//	    process, from the sender's answer to the receipt, -appends times at the pace of
+//	    x1's appends, in a fresh database.
 //	x4  one process with -watchers subscribers, over a database holding -pending
 //	    pending notices of other watchers (inserted by SQL) and over one holding none:
 //	    the process's RSS after a few --notice-poll rescans.
@@ -64,7 +67,7 @@ func main() {
 	flag.StringVar(&c.admin, "admin", os.Getenv("TEST_DATABASE_URL"), "PostgreSQL URL of a role that may create databases (default $TEST_DATABASE_URL)")
 	flag.StringVar(&c.out, "out", "pgscale.md", "Markdown report")
 	flag.StringVar(&c.label, "label", "", "label of the binary in the report")
-	flag.StringVar(&c.phases, "phases", "x1,x3,x4", "phases to run")
+	flag.StringVar(&c.phases, "phases", "notify,x1,x3,x4", "phases to run")
 	flag.StringVar(&procs, "procs", "1,2,4", "process counts of x1")
 	flag.IntVar(&c.watchers, "watchers", 100, "subscribed watchers on process 0")
 	flag.IntVar(&c.appends, "appends", 600, "measured appends per x1 run")
@@ -105,6 +108,8 @@ func main() {
 			err = r.x3(ctx, &rep)
 		case "x4":
 			err = r.x4(ctx, &rep)
+		case "notify":
+			err = r.bareNotify(ctx, &rep)
 		default:
 			err = fmt.Errorf("unknown phase %q", ph)
 		}
@@ -1013,4 +1018,68 @@ func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, in
 	r1 := rss(p.cmd.Process.Pid)
 	logf("x4 pending=%d: RSS %d → %d KiB", pending, r0>>10, r1>>10)
 	return r0, r1, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// notify: the floor of X2
+
+func (r *runner) bareNotify(ctx context.Context, rep *bytes.Buffer) error {
+	dsn, drop, err := r.freshDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	lc, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer lc.Close(context.Background())
+	if _, err := lc.Exec(ctx, "LISTEN pgscale"); err != nil {
+		return err
+	}
+	sc, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer sc.Close(context.Background())
+	n := r.cfg.appends
+	arrived := make([]time.Time, n)
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		for range n {
+			wctx, cancel := context.WithTimeout(ctx, r.cfg.wait)
+			note, err := lc.WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				return
+			}
+			if i, err := strconv.Atoi(note.Payload); err == nil && i < n {
+				arrived[i] = time.Now()
+			}
+		}
+	}()
+	answered := make([]time.Time, n)
+	for i := range n {
+		if _, err := sc.Exec(ctx, "SELECT pg_notify('pgscale', $1)", strconv.Itoa(i)); err != nil {
+			return err
+		}
+		answered[i] = time.Now()
+		time.Sleep(3 * time.Millisecond) // about x1's pace
+	}
+	<-got
+	var ds []time.Duration
+	lost := 0
+	for i := range n {
+		if arrived[i].IsZero() {
+			lost++
+			continue
+		}
+		ds = append(ds, arrived[i].Sub(answered[i]))
+	}
+	d := summarize(ds)
+	fmt.Fprintf(rep, "### X2's floor: bare NOTIFY → LISTEN, two connections of one process, %d notifications\n\n", n)
+	fmt.Fprintf(rep, "From the sender's answer to the receipt: p50 %s, p99 %s, max %s; lost %d.\n\n", ms(d.p50), ms(d.p99), ms(d.max), lost)
+	logf("notify: p50 %s p99 %s lost %d", ms(d.p50), ms(d.p99), lost)
+	return nil
 }
