@@ -215,7 +215,21 @@ type serveConfig struct {
 	Tracing bool
 	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
 	Hints models.HintMode
+	// TestHoldUpstreamSettlement is a test-only crash point, from
+	// $AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 (no flag): after the upstream monitor
+	// commits a cycle's activity events it holds their settlement (logging
+	// testHoldUpstreamLog) until it is stopped, so that an end-to-end test can kill -9
+	// the process between the event commit and the settlement (e2e/upstream_crash_test.go).
+	// Never set it in production: watched links stop advancing.
+	TestHoldUpstreamSettlement bool
 }
+
+// testHoldUpstreamEnv is the environment variable of serveConfig.TestHoldUpstreamSettlement,
+// and testHoldUpstreamLog the message logged when the hold is reached.
+const (
+	testHoldUpstreamEnv = "AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT"
+	testHoldUpstreamLog = "test crash point: upstream activity committed, settlement held"
+)
 
 // serveEnv names the environment variable of each flag of serve.
 var serveEnv = map[string]string{
@@ -327,6 +341,12 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		cfg.Hints = h
 	default:
 		return serveConfig{}, fmt.Errorf("--pg-hints %q: want commit, after-commit or off", *pgHints)
+	}
+	if v, ok := lookupEnv(testHoldUpstreamEnv); ok && v != "" {
+		if v != "1" {
+			return serveConfig{}, fmt.Errorf("%s=%q: want 1 or unset (a test-only crash point)", testHoldUpstreamEnv, v)
+		}
+		cfg.TestHoldUpstreamSettlement = true
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -628,10 +648,18 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	pruner.Start(context.WithoutCancel(ctx))
 	// UPS-2: the upstream monitor starts after the sweep and ends on Stop, before the
 	// hub closes.
-	monitor, err := upstream.New(upstream.Config{
+	upCfg := upstream.Config{
 		Service: svc, FirstCheck: cfg.UpstreamFirstCheck, Interval: cfg.UpstreamInterval,
 		Logger: log.With("component", "upstream"), Observer: tel,
-	})
+	}
+	if cfg.TestHoldUpstreamSettlement {
+		log.Warn("test-only crash point enabled: upstream settlements are held", "env", testHoldUpstreamEnv)
+		upCfg.AfterRecord = func(ctx context.Context) {
+			log.Warn(testHoldUpstreamLog)
+			<-ctx.Done()
+		}
+	}
+	monitor, err := upstream.New(upCfg)
 	if err != nil {
 		log.Error("upstream monitor", "err", err)
 		pruner.Stop()

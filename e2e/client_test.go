@@ -353,18 +353,6 @@ func TestClient_RecorderSurvivesGatewayKillNine_CLT2_SIG7(t *testing.T) {
 	checkExactlyOnce(t, newClient(t, s.addr), acked, attempted)
 }
 
-// waitFor polls cond until it holds or wait passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func drainWait(t *testing.T, w *client.Watcher, n int) []client.Notice {
 	t.Helper()
 	var got []client.Notice
@@ -421,7 +409,7 @@ func TestClient_WatcherOnceAcrossServerRestarts_NTC5_NTC7(t *testing.T) {
 		dups := w.Duplicates()
 		s.kill()
 		s = startServerAt(t, db, addr)
-		waitFor(t, fmt.Sprintf("round %d: the replayed notice to arrive and be dropped", round), func() bool { return w.Duplicates() > dups })
+		waitFor(t, wait, fmt.Sprintf("round %d: the replayed notice to arrive and be dropped", round), func() bool { return w.Duplicates() > dups })
 		time.Sleep(quiet)
 		if got := w.Drain(); len(got) != 0 {
 			t.Fatalf("round %d: after the restart Drain handed out %d notices again: %+v", round, len(got), got)
@@ -466,9 +454,9 @@ func TestClient_WatcherAckOnlyWhatWasDrained_NTC3(t *testing.T) {
 
 	// Acknowledged elsewhere before the Drain: the closed item drops it.
 	s.humanTurn(t, c3)
-	waitFor(t, "the c3 notice", func() bool { return len(w.Pending()) == 1 })
+	waitFor(t, wait, "the c3 notice", func() bool { return len(w.Pending()) == 1 })
 	exactAck(c3, w.Pending()[0].NotifiedVersion)
-	waitFor(t, "the closed c3 notice to be dropped", func() bool { return len(w.Pending()) == 0 })
+	waitFor(t, wait, "the closed c3 notice to be dropped", func() bool { return len(w.Pending()) == 0 })
 
 	s.humanTurn(t, c1)
 	drained := drainWait(t, w, 1)

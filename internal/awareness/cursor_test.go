@@ -594,3 +594,71 @@ func ExampleNoticeText() {
 	fmt.Println(NoticeText("agent:main:subagent:child", 12))
 	// Output: Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:child" changesSince 12.
 }
+
+// NTC-3, property: for any interleaving of appends (by others and by the watcher
+// itself), drains (the gateway takes the pending notice into a prompt) and exact
+// acknowledgements of earlier drains, in any order and repeated, a notice opened after
+// the drained set was taken is never acknowledged, and a drained notice still pending
+// is acknowledged exactly.
+func TestAckExactNeverAcknowledgesALaterNotice_NTC3(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var (
+			c      *Cursor
+			head   int64
+			clock  = t0
+			drains []int64 // the notifiedVersion each drain saw (0: nothing pending)
+			// openedAfter[N] is how many drains had been taken when the notice
+			// freezing N opened.
+			openedAfter = map[int64]int{}
+		)
+		tick := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+		noteOpened := func(next Cursor, opened bool) {
+			if opened {
+				openedAfter[next.N] = len(drains)
+			}
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"append": func(rt *rapid.T) {
+				head++
+				actor := rapid.SampledFrom([]string{"+15550100", testWatcher}).Draw(rt, "actor")
+				next, write, opened := ApplyMaterial(c, testWatcher, testTarget, head, actor, tick())
+				if write || c != nil {
+					c = &next
+				}
+				noteOpened(next, opened)
+			},
+			"drain": func(rt *rapid.T) {
+				var n int64
+				if c != nil && c.Pending() {
+					n = c.N
+				}
+				drains = append(drains, n)
+			},
+			"ackExact": func(rt *rapid.T) {
+				if len(drains) == 0 || c == nil {
+					rt.Skip("nothing drained")
+				}
+				i := rapid.IntRange(0, len(drains)-1).Draw(rt, "drain")
+				named := drains[i]
+				prev := *c
+				next, write, opened := AckExact(prev, named, tick())
+				pendingWasDrained := prev.Pending() && prev.N == named && openedAfter[prev.N] <= i
+				switch {
+				case prev.Pending() && openedAfter[prev.N] > i && write:
+					rt.Fatalf("drain %d (N=%d) acknowledged the notice N=%d opened after it: %+v → %+v", i, named, prev.N, prev, next)
+				case !pendingWasDrained && (write || next != prev):
+					rt.Fatalf("drain %d (N=%d) changed a cursor whose pending notice it did not see: %+v → %+v", i, named, prev, next)
+				case pendingWasDrained && (!write || next.L != prev.N):
+					rt.Fatalf("drain %d (N=%d) did not acknowledge its notice: %+v → %+v", i, named, prev, next)
+				}
+				*c = next
+				noteOpened(next, opened)
+			},
+			"": func(rt *rapid.T) {
+				if c != nil && (!c.Valid() || c.Pending() != (c.M > c.L)) {
+					rt.Fatalf("cursor broken: %+v", *c)
+				}
+			},
+		})
+	})
+}

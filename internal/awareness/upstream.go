@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -135,6 +136,11 @@ type UpstreamStore interface {
 	// SettleUpstream applies checks in one transaction; applied[i] is false when check
 	// i's link changed since it was read (compare-and-set).
 	SettleUpstream(ctx context.Context, checks []UpstreamCheck) (applied []bool, err error)
+	// UpstreamRecordedEnd finds the session's upstream activity event recorded for the
+	// byte range starting at start of link linkID (its dedupe key, UpstreamDedupeKey)
+	// and returns where that range ended. ok is false when none was recorded: the
+	// marker at start is settled, or the event never committed.
+	UpstreamRecordedEnd(ctx context.Context, ref SessionRef, linkID string, start int64) (end int64, ok bool, err error)
 	// RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
 	RemoveUpstream(ctx context.Context, expect UpstreamLink) (ok bool, err error)
 	// ForgetUnwatchedMisses restarts the miss streak of links no cursor targets.
@@ -147,6 +153,35 @@ type UpstreamStore interface {
 	AddOwnPrompt(ctx context.Context, ref SessionRef, hash string, now time.Time, keep int) (ok bool, err error)
 	// OwnPrompts returns the session's kept prompt hashes, oldest first.
 	OwnPrompts(ctx context.Context, ref SessionRef) ([]string, error)
+}
+
+// UpstreamDedupeKey is the dedupe key of the human_direct_message that records the
+// external prompts of bytes [start, end) of link linkID's thread (UPS-2, SIG-4). It
+// names the exact range: a retry after a failed or crashed settlement that scans past
+// end (prompts appended meanwhile) has another key, and UpstreamRecordedEnd tells the
+// monitor where the recorded range ended, so that it records only what follows.
+func UpstreamDedupeKey(linkID string, start, end int64) string {
+	return UpstreamDedupePrefix(linkID, start) + strconv.FormatInt(end, 10)
+}
+
+// UpstreamDedupePrefix is the part of UpstreamDedupeKey that names the link and the
+// start of the range.
+func UpstreamDedupePrefix(linkID string, start int64) string {
+	return "upstream:" + linkID + ":" + strconv.FormatInt(start, 10) + "-"
+}
+
+// ParseUpstreamDedupeEnd returns the end of the range named by an UpstreamDedupeKey
+// that starts with prefix (UpstreamDedupePrefix); ok is false for any other key.
+func ParseUpstreamDedupeEnd(key, prefix string) (end int64, ok bool) {
+	rest, found := strings.CutPrefix(key, prefix)
+	if !found {
+		return 0, false
+	}
+	end, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || end < 0 || strconv.FormatInt(end, 10) != rest {
+		return 0, false
+	}
+	return end, true
 }
 
 // upstreamState is the Service's part of UPS: the configured catalogs and the cached

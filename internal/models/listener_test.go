@@ -264,3 +264,71 @@ WHERE application_name = $1 AND datname = current_database()`, appName).Scan(&n)
 	}
 	return n
 }
+
+// NTC-3, NTC-7 across processes: B acknowledges exactly (and unwatches); A's
+// includeClosed subscriber gets each closed notice, then the follow-up, once; A's
+// default subscriber gets the follow-up only.
+func TestListener_CrossProcessClosedNotices_NTC3(t *testing.T) {
+	r := newListenerRig(t, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := lsWatcher
+	closing, _, err := r.svcA.SubscribeNotices(ctx, &w, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(c <-chan awareness.Notice) awareness.Notice {
+		t.Helper()
+		select {
+		case n := <-c:
+			return n
+		case <-time.After(lsWait):
+			t.Fatalf("no item within %v", lsWait)
+		}
+		return awareness.Notice{}
+	}
+	target, other := "agent:main:subagent:x", "agent:main:subagent:y"
+	r.record(r.svcB, target)
+	r.record(r.svcB, other)
+	r.record(r.svcB, target) // M > N on target
+	for range 2 {
+		next(r.notesA)
+		if n := next(closing); n.Closed {
+			t.Fatalf("open notice arrived closed: %+v", n)
+		}
+	}
+	// A has handled the three appends' hints (it publishes a hint's events after its
+	// notices): a rescan they caused can no longer see the state after the ack. (When
+	// hints interleave like that, the follow-up can reach A before the closed item;
+	// the closed item names its notifiedVersion, so a client still tells them apart.)
+	for range 3 {
+		r.nextEvent()
+	}
+	follow, err := r.svcB.AckNotices(context.Background(), lsWatcher, nil, nil,
+		[]awareness.NoticeRef{{Target: target, NotifiedVersion: 1}})
+	if err != nil || len(follow) != 1 {
+		t.Fatalf("exact ack on B: %v %+v", err, follow)
+	}
+	if n := next(closing); !n.Closed || n.Target.Key != target || n.NotifiedVersion != 1 || n.ChangesSince != 0 ||
+		n.Text != awareness.NoticeText(target, 0) {
+		t.Fatalf("first item on A after B's ack: %+v, want the closed notice N=1", n)
+	}
+	if n := next(closing); n.Closed || n.ID() != follow[0].ID() {
+		t.Fatalf("second item: %+v, want the follow-up %+v", n, follow[0])
+	}
+	if n := next(r.notesA); n.Closed || n.ID() != follow[0].ID() {
+		t.Fatalf("default subscriber: %+v, want the follow-up", n)
+	}
+	if ok, err := r.svcB.Unwatch(context.Background(), lsWatcher, other, nil); err != nil || !ok {
+		t.Fatalf("unwatch on B: %v %v", ok, err)
+	}
+	if n := next(closing); !n.Closed || n.Target.Key != other {
+		t.Fatalf("after B's unwatch: %+v, want the closed notice on %s", n, other)
+	}
+	r.noNotice()
+	select {
+	case n := <-closing:
+		t.Fatalf("unexpected item %+v", n)
+	case <-time.After(lsQuiet):
+	}
+}

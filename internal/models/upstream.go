@@ -242,6 +242,36 @@ WHERE agent_id = ? AND session_key = ? AND link_id = ? AND marker = ? AND consec
 	return applied, nil
 }
 
+// UpstreamRecordedEnd finds the upstream activity event recorded for the range of link
+// linkID starting at start (awareness.UpstreamDedupeKey) and returns where the range
+// ended; ok is false when there is none. The prefix is compared with substr and =,
+// which mean the same on both dialects whatever the column's collation (a range or LIKE
+// would not on PostgreSQL's default collation), within one session's events. Of
+// several (there should be at most one) the furthest end wins.
+func (s *Store) UpstreamRecordedEnd(ctx context.Context, ref awareness.SessionRef, linkID string, start int64) (int64, bool, error) {
+	if s.closed.Load() {
+		return 0, false, s.wrapErr(errClosed)
+	}
+	prefix := awareness.UpstreamDedupePrefix(linkID, start)
+	var keys []string
+	err := s.r.WithContext(ctx).Raw(`SELECT dedupe_key FROM events
+WHERE agent_id = ? AND session_key = ? AND dedupe_key IS NOT NULL AND substr(dedupe_key, 1, ?) = ?`,
+		ref.AgentID, ref.Key, len(prefix), prefix).Scan(&keys).Error
+	if err != nil {
+		return 0, false, s.wrapErr(err)
+	}
+	var (
+		end   int64
+		found bool
+	)
+	for _, k := range keys {
+		if e, ok := awareness.ParseUpstreamDedupeEnd(k, prefix); ok && e > start && (!found || e > end) {
+			end, found = e, true
+		}
+	}
+	return end, found, nil
+}
+
 // RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
 func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
 	var n int64

@@ -57,6 +57,10 @@ type Config struct {
 	Now func() time.Time
 	// Observer is told the counts of every cycle that ran; nil: nobody.
 	Observer awareness.Observer
+	// AfterRecord, when set, runs after a cycle's activity events committed and before
+	// their settlements apply: a test-only crash point (the e2e test holds it and kills
+	// the process there, see server.go's AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT).
+	AfterRecord func(ctx context.Context)
 }
 
 // Monitor checks the upstream threads of watched adopted sessions (UPS-2..5). It owns
@@ -68,8 +72,12 @@ type Config struct {
 //
 //   - new external human prompts record one human_direct_message (actor human,
 //     channel = catalog id, turns when more than one, dedupe key
-//     "upstream:<linkId>:<marker>"); the marker advances only after that event
-//     committed, so a failed insert is retried by the next cycle and never doubled;
+//     "upstream:<linkId>:<start>-<end>", the exact byte range: UpstreamDedupeKey); the
+//     marker advances only after that event committed, so a failed insert is retried
+//     by the next cycle and never doubled. When the event committed but its
+//     settlement did not (a failed write, a crash), the next check finds the recorded
+//     range (UpstreamRecordedEnd) and scans from its end: the prompts appended since
+//     are recorded once, those already recorded are not recorded again;
 //   - echoes of the gateway's own prompts, and lines that are not human, only advance
 //     the marker;
 //   - a thread not found MissingThreshold checks in a row records one upstream_missing
@@ -81,6 +89,8 @@ type Config struct {
 //
 // Every settlement is a compare-and-set on the link as read: a link adopted again
 // during its check is left alone (and, having changed, gets no event from the check).
+// Settlements of a batch share one transaction; when it fails, each is applied on its
+// own, so one link's failing write never holds back another's marker (UPS-2).
 type Monitor struct {
 	cfg Config
 	svc *awareness.Service
@@ -237,16 +247,8 @@ func (m *Monitor) RunOnce(ctx context.Context) (CycleStats, error) {
 		if len(pending) == 0 {
 			return nil
 		}
-		applied, err := m.st.SettleUpstream(ctx, pending)
-		if err != nil {
+		if err := m.settle(ctx, pending, &st); err != nil {
 			return err
-		}
-		for i, ok := range applied {
-			if !ok {
-				l := pending[i].Expect
-				m.log.Info("upstream link changed during its check; it is checked again next cycle",
-					"session", l.Session.Key, "agent", l.Session.AgentID)
-			}
 		}
 		pending = pending[:0]
 		return nil
@@ -272,6 +274,52 @@ func (m *Monitor) RunOnce(ctx context.Context) (CycleStats, error) {
 		return st, err
 	}
 	return st, flush()
+}
+
+// settle applies checks in one transaction, and when that fails, one by one: a link
+// whose own settlement fails keeps its marker (its next check retries, and finds its
+// recorded event with UpstreamRecordedEnd), the others settle in this cycle (UPS-2).
+// It returns ctx's error only.
+func (m *Monitor) settle(ctx context.Context, checks []awareness.UpstreamCheck, st *CycleStats) error {
+	applied, err := m.st.SettleUpstream(ctx, checks)
+	if err != nil && ctx.Err() == nil && len(checks) > 1 {
+		m.log.Warn("upstream settlements failed together; settling one by one", "links", len(checks), "err", err)
+		applied, err = make([]bool, len(checks)), nil
+		for i, c := range checks {
+			one, oneErr := m.st.SettleUpstream(ctx, []awareness.UpstreamCheck{c})
+			if oneErr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				m.settleFailed(c, oneErr, st)
+				applied[i] = true // failed, not changed: logged once above
+				continue
+			}
+			applied[i] = one[0]
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		m.settleFailed(checks[0], err, st)
+		return nil
+	}
+	for i, ok := range applied {
+		if !ok {
+			l := checks[i].Expect
+			m.log.Info("upstream link changed during its check; it is checked again next cycle",
+				"session", l.Session.Key, "agent", l.Session.AgentID)
+		}
+	}
+	return nil
+}
+
+func (m *Monitor) settleFailed(c awareness.UpstreamCheck, err error, st *CycleStats) {
+	st.Errors++
+	l := c.Expect
+	m.log.Warn("upstream link not settled; its marker stays and the next cycle retries",
+		"session", l.Session.Key, "agent", l.Session.AgentID, "err", err)
 }
 
 // activity is a link whose check found external prompts: the event to record and the
@@ -306,6 +354,7 @@ func (m *Monitor) record(ctx context.Context, acts []activity, st *CycleStats) [
 				out = append(out, a.check)
 			}
 			st.Events += len(live)
+			m.afterRecord(ctx)
 			return out
 		} else if ctx.Err() != nil {
 			return nil
@@ -327,7 +376,16 @@ func (m *Monitor) record(ctx context.Context, acts []activity, st *CycleStats) [
 		st.Events++
 		out = append(out, a.check)
 	}
+	if len(out) > 0 {
+		m.afterRecord(ctx)
+	}
 	return out
+}
+
+func (m *Monitor) afterRecord(ctx context.Context) {
+	if m.cfg.AfterRecord != nil {
+		m.cfg.AfterRecord(ctx)
+	}
 }
 
 // check checks one link and returns its settlement; ok is false when the link must be
@@ -356,7 +414,19 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 		return loadErr == nil && isOwn(text)
 	}
 	st.Checked++
-	res, err := cat.Scan(ctx, awareness.ScanRequest{ThreadID: l.ThreadID, Marker: l.Marker, MaxBytes: m.cfg.MaxScanBytes, IsOwn: own})
+	// Where the scan starts: past every range already recorded but not settled (the
+	// event committed, its settlement failed or the process died in between).
+	start, err := m.recordedEnd(ctx, l)
+	if err != nil {
+		if ctx.Err() != nil {
+			return keep, nil, false
+		}
+		st.Errors++
+		log.Warn("upstream check inconclusive: recorded ranges unreadable", "err", err)
+		keep.BlockedReason = awareness.ErrorMessage(err)
+		return keep, nil, true
+	}
+	res, err := cat.Scan(ctx, awareness.ScanRequest{ThreadID: l.ThreadID, Marker: start, MaxBytes: m.cfg.MaxScanBytes, IsOwn: own})
 	if ctx.Err() != nil {
 		return keep, nil, false
 	}
@@ -382,9 +452,9 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 		return c, nil, ok
 	}
 
-	if res.Next < l.Marker {
+	if res.Next < start {
 		st.Errors++
-		log.Error("catalog moved the marker backwards; ignored", "marker", l.Marker, "next", res.Next)
+		log.Error("catalog moved the marker backwards; ignored", "marker", start, "next", res.Next)
 		return keep, nil, false
 	}
 	if res.Blocked != "" {
@@ -395,7 +465,7 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 		return c, nil, true
 	}
 	channel := cat.ID()
-	dedupe := fmt.Sprintf("upstream:%s:%d", l.ID, l.Marker)
+	dedupe := awareness.UpstreamDedupeKey(l.ID, start, res.Next)
 	in := awareness.RecordInput{
 		SessionKey: l.Session.Key, AgentID: &l.Session.AgentID,
 		Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman,
@@ -410,6 +480,25 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 		in.OccurredAt = &at
 	}
 	return c, &in, true
+}
+
+// recordedEnd returns where the link's scan starts: its marker, moved past every
+// range whose activity event is already recorded (UpstreamRecordedEnd). Each step
+// moves forward, so the walk ends.
+func (m *Monitor) recordedEnd(ctx context.Context, l awareness.UpstreamLink) (int64, error) {
+	start := l.Marker
+	for {
+		end, ok, err := m.st.UpstreamRecordedEnd(ctx, l.Session, l.ID, start)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || end <= start {
+			return start, nil
+		}
+		m.log.Info("upstream range already recorded, settlement pending; scanning after it",
+			"session", l.Session.Key, "agent", l.Session.AgentID, "from", start, "to", end)
+		start = end
+	}
 }
 
 // missing handles the check that reached MissingThreshold: record upstream_missing,

@@ -376,20 +376,24 @@ func TestInsertFailureKeepsMarkerAndRetryDoesNotDouble(t *testing.T) {
 	}
 }
 
-// A retry after an insert that committed but whose marker was not settled is
-// deduplicated by the dedupe key (upstream:<link>:<marker>).
-func TestRetryAfterCommittedInsertIsDeduplicated(t *testing.T) {
+// UPS-2: a retry after an insert that committed but whose marker was not settled finds
+// the recorded range (dedupe key upstream:<link>:<start>-<end>) and records nothing
+// again; it settles the marker at the range's end.
+func TestRetryAfterCommittedInsertIsNotRecordedAgain_UPS2(t *testing.T) {
 	e := newEnv(t)
 	l := e.adoptedWatched("t1")
 	e.write("t1", userLine("one"))
 	e.cycle()
 	// Roll the marker back as if the settlement had been lost after the commit.
 	forceMarker(t, e, l.Marker)
-	if st := e.cycle(); st.Events != 1 {
-		t.Fatalf("retry: %+v", st)
+	if st := e.cycle(); st.Events != 0 || st.Errors != 0 {
+		t.Fatalf("retry: %+v, want no event", st)
 	}
 	if n := len(e.eventsOf(adoptedKey, awareness.HumanDirectMessage)); n != 1 {
-		t.Errorf("events = %d, want 1: the retry was deduplicated", n)
+		t.Errorf("events = %d, want 1: the retry recorded nothing again", n)
+	}
+	if got, want := e.mustLink(adoptedKey).Marker, fileSize(t, e.path("t1")); got != want {
+		t.Errorf("marker = %d after the retry, want %d", got, want)
 	}
 }
 

@@ -58,7 +58,7 @@ func TestScenarioF39_WatchedLinkRecordsOnceAndAdvancesOverTwoTicks(t *testing.T)
 	if ev.Summary != "human message via claude" || ev.Payload != (awareness.Payload{Channel: catalogID}) {
 		t.Errorf("event = %+v", ev)
 	}
-	if want := fmt.Sprintf("upstream:%s:%d", l.ID, l.Marker); ev.DedupeKey != want {
+	if want := fmt.Sprintf("upstream:%s:%d-%d", l.ID, l.Marker, fileSize(t, e.path("watched"))); ev.DedupeKey != want {
 		t.Errorf("dedupe key = %q, want %q", ev.DedupeKey, want)
 	}
 	if got, want := e.mustLink(adoptedKey).Marker, fileSize(t, e.path("watched")); got != want {

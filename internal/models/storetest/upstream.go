@@ -31,6 +31,7 @@ func RunUpstream(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"UPS-2_G64_concurrent_settlements_one_wins", testSettleConcurrent},
 		{"UPS-2_settle_batch_is_per_link_compare_and_set", testSettleBatch},
 		{"UPS-2_marker_never_moves_backwards", testMarkerForward},
+		{"UPS-2_recorded_range_is_found_by_its_start", testRecordedEnd},
 		{"UPS-4_unwatched_links_forget_their_streak", testForgetUnwatched},
 		{"UPS-3_own_prompts_keep_the_last_window", testOwnPrompts},
 		{"UPS-3_salt_is_stable", testSalt},
@@ -447,5 +448,51 @@ func testDeleteSessionDeletesLink(t *testing.T, f *upFixture) {
 	}
 	if got, _ := f.us.OwnPrompts(f.ctx, r); len(got) != 0 {
 		t.Errorf("own prompts after DeleteSession = %v", got)
+	}
+}
+
+// testRecordedEnd: the activity event of a byte range is found by the link and the
+// range's start, and by nothing else (another link, another start, another session,
+// a key that only looks alike).
+func testRecordedEnd(t *testing.T, f *upFixture) {
+	a, c := ref(t, adoptedA), ref(t, adoptedC)
+	rec := func(r awareness.SessionRef, key string) {
+		t.Helper()
+		in := awareness.RecordInput{SessionKey: r.Key, AgentID: &r.AgentID, Kind: awareness.HumanDirectMessage,
+			ActorType: awareness.ActorHuman, DedupeKey: &key}
+		ne, err := awareness.ValidateRecord(in, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Append(f.ctx, []*awareness.AppendOp{{New: ne, Now: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec(a, awareness.UpstreamDedupeKey("l1", 100, 250))
+	rec(a, awareness.UpstreamDedupeKey("l1", 250, 300))
+	rec(a, "upstream:l1:1000-x")                        // not a range
+	rec(a, "upstream:l1:10-")                           // no end
+	rec(c, awareness.UpstreamDedupeKey("l1", 300, 400)) // another session
+	for _, tt := range []struct {
+		ref   awareness.SessionRef
+		link  string
+		start int64
+		end   int64
+		ok    bool
+	}{
+		{a, "l1", 100, 250, true},
+		{a, "l1", 250, 300, true},
+		{a, "l1", 300, 0, false},
+		{a, "l1", 10, 0, false},
+		{a, "l1", 1000, 0, false},
+		{a, "l1", 1, 0, false}, // "upstream:l1:1-" is not a prefix of "upstream:l1:100-250"
+		{a, "l2", 100, 0, false},
+		{c, "l1", 300, 400, true},
+		{c, "l1", 100, 0, false},
+	} {
+		end, ok, err := f.us.UpstreamRecordedEnd(f.ctx, tt.ref, tt.link, tt.start)
+		if err != nil || ok != tt.ok || end != tt.end {
+			t.Errorf("UpstreamRecordedEnd(%s, %s, %d) = %d %v %v, want %d %v", tt.ref.Key, tt.link, tt.start, end, ok, err, tt.end, tt.ok)
+		}
 	}
 }
