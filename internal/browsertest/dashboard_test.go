@@ -186,6 +186,9 @@ func TestOutageWhileSessionPageLoadsThenRecovery(t *testing.T) {
 	}
 	b.waitJS(t, 5*time.Second, `!!document.querySelector('#timeline li[data-seq="1"]') && !document.querySelector('#timeline-panel [data-load-failed]')`)
 	b.waitJS(t, 5*time.Second, `['timeline-panel','watchers-panel','activity-chart','about-panel'].every((id) => document.getElementById(id).dataset.freshness === 'live')`)
+	if got := b.str(t, `document.querySelector('section[aria-label="Summary"]').dataset.freshness`); got != "live" {
+		t.Errorf("summary freshness = %q, want live (it follows the timeline's load)", got)
+	}
 	// And it is live: a new event shows without a reload.
 	srv.record(t, map[string]any{"sessionKey": worker, "kind": "run_completed", "actorType": "system", "runId": "r1"})
 	b.waitJS(t, noticeWithin, `!!document.querySelector('#timeline li[data-seq="2"][data-kind="run_completed"]')`)
@@ -448,6 +451,7 @@ func TestReconcileLandsOnAcknowledge(t *testing.T) {
 		chromedp.Click(chromedp.CSS(cardSel("#notice-list", manager, worker)+` a.reconcile`)))
 	about := cardSel("#about-notices", manager, worker)
 	b.do(t, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(about+`.landed`)))
+	b.waitJS(t, 2*time.Second, `document.activeElement.matches(`+js(about+` button.ack`)+`)`)
 	b.waitJS(t, 5*time.Second, `!!document.querySelector('table[data-cursors="watcher"] tr[data-watcher="agent:main:main"] [data-pending-link]')`)
 	if !strings.Contains(b.str(t, `location.hash`), "since=1") {
 		t.Errorf("Reconcile opened %s, want the delta since L=1", b.str(t, `location.hash`))
