@@ -126,5 +126,5 @@ export function failure(body, what, err, auth) {
     return;
   }
   fill(body, h('div', { class: 'banner bad', role: 'alert', dataset: { loadFailed: '' } },
-    `Could not load ${what}: ${errorText(err)}`));
+    `Could not load ${what}: ${errorText(err)} It reloads by itself when the server answers again.`));
 }

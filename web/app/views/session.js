@@ -427,7 +427,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       fill(result, d.unwatch ? `${watcher} no longer watches ${target}.` : `${watcher} was not watching ${target}.`);
     } catch (err) {
       result.className = 'form-result bad';
-      fill(result, `Unwatch failed: ${errorText(err)}`);
+      fill(result, `Unwatch failed: ${errorText(err)} Nothing was changed.`);
     }
     cursorsP.run();
     notices.reconcileSoon();
@@ -457,7 +457,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
           : `Not watched: ${w.reason}`);
       } catch (err) {
         result.className = 'form-result bad';
-        fill(result, `Watch failed: ${errorText(err)}`);
+        fill(result, `Watch failed: ${errorText(err)} Nothing was changed.`);
       } finally {
         watchBtn.removeAttribute('aria-disabled');
       }
