@@ -1764,7 +1764,14 @@ extend type Query {
   KEY-3), else of one agent's sessions when agentId is given, else of every session (admin).
   Minutes without an event have no bucket; ordered by minute, then kind.
   """
-  activity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [ActivityBucket!]!
+  activity(
+    "Count the events of this session only (with agentId, as keys are qualified)."
+    sessionKey: String
+    "The session's agent with sessionKey; without it, count the events of this agent's sessions."
+    agentId: String
+    "The window: the last this many minutes, up to the end of the current one (1..1440)."
+    sinceMinutes: Int = 60
+  ): [ActivityBucket!]!
 }
 
 "How many stale notices opened and how many were acknowledged in one minute: the notice marks of the activity chart."
@@ -1785,7 +1792,14 @@ extend type Query {
   server process since it started, not stored: a restart starts from zero, and with several
   processes on one PostgreSQL database each counts its own. Minutes without a notice have no bucket.
   """
-  noticeActivity(sessionKey: String, agentId: String, sinceMinutes: Int = 60): [NoticeActivityBucket!]!
+  noticeActivity(
+    "Count the notices about this session only (its watchers' notices on it; with agentId, as keys are qualified)."
+    sessionKey: String
+    "The session's agent with sessionKey; without it, count the notices about this agent's sessions."
+    agentId: String
+    "The window: the last this many minutes, up to the end of the current one (1..1440)."
+    sinceMinutes: Int = 60
+  ): [NoticeActivityBucket!]!
 }
 `, BuiltIn: false},
 }

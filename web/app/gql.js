@@ -78,7 +78,7 @@ export async function gql(query, variables = {}, { signal } = {}, retried = 0) {
 /** errorText is a one-line explanation of err for a person. */
 export function errorText(err) {
   if (!err) return '';
-  if (err instanceof NetworkError) return 'The server cannot be reached; this is retried when it is back.';
+  if (err instanceof NetworkError) return 'The server cannot be reached.';
   if (err instanceof GraphQLRequestError) {
     if (err.code === 'UNAUTHENTICATED') return 'Not authorised: this server needs an access token (use the Token button).';
     if (err.code === 'FORBIDDEN') return `Not authorised: ${err.message}`;

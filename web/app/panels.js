@@ -52,9 +52,10 @@ export class Panels {
    * element the status chip goes into (the panel's alert goes after it), load an async
    * function that renders the panel and throws when it could not, what names the
    * panel's content in the alert ("the watchers"). What the panel showed stays, dimmed,
-   * under the alert. It returns {run, remove}; run() loads now.
+   * under the alert; mirror lists other elements the load fills (they get the same
+   * data-freshness). It returns {run, remove}; run() loads now.
    */
-  add(section, head, load, what = 'this panel') {
+  add(section, head, load, what = 'this panel', mirror = []) {
     const chip = h('span', { class: 'freshness', role: 'status', 'aria-live': 'polite' });
     const alert = h('div', { class: 'panel-alert' });
     head.append(chip);
@@ -90,6 +91,7 @@ export class Panels {
         let view = p.state === 'failed' ? (isAuthError(p.error) ? 'unauthorised' : 'stale') : p.state;
         if (view !== 'unauthorised' && !this.connected && p.updatedAt) view = p.state === 'failed' ? 'stale' : 'reconnecting';
         section.dataset.freshness = view;
+        for (const m of mirror) m.dataset.freshness = view;
         const since = p.updatedAt ? `updated ${clock(p.updatedAt)}` : 'not loaded yet';
         let text;
         switch (view) {
@@ -124,5 +126,5 @@ export function failure(body, what, err, auth) {
     return;
   }
   fill(body, h('div', { class: 'banner bad', role: 'alert', dataset: { loadFailed: '' } },
-    `Could not load ${what}: ${errorText(err)}`));
+    `Could not load ${what}: ${errorText(err)} It reloads by itself when the server answers again.`));
 }

@@ -272,7 +272,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     renderTimeline();
     if (r.stateChanges.truncated || missed) await catchUp();
   };
-  const timelineP = panels.add(timelinePanel, timelineHead, loadTimeline, 'this session’s events');
+  const timelineP = panels.add(timelinePanel, timelineHead, loadTimeline, 'this session’s events', [summary]);
   cleanups.push(() => timelineP.remove());
 
   older.addEventListener('click', async () => {
@@ -332,7 +332,12 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       if (card) {
         landed = true;
         card.classList.add('landed');
-        requestAnimationFrame(() => card.scrollIntoView({ block: 'center' }));
+        // After the router focused the heading: the keyboard lands on Acknowledge too.
+        requestAnimationFrame(() => {
+          card.scrollIntoView({ block: 'center' });
+          const ack = card.querySelector('button.ack');
+          if (ack && document.contains(ack)) ack.focus({ preventScroll: true });
+        });
       }
     }
   };
@@ -422,7 +427,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       fill(result, d.unwatch ? `${watcher} no longer watches ${target}.` : `${watcher} was not watching ${target}.`);
     } catch (err) {
       result.className = 'form-result bad';
-      fill(result, `Unwatch failed: ${errorText(err)}`);
+      fill(result, `Unwatch failed: ${errorText(err)} Nothing was changed.`);
     }
     cursorsP.run();
     notices.reconcileSoon();
@@ -452,7 +457,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
           : `Not watched: ${w.reason}`);
       } catch (err) {
         result.className = 'form-result bad';
-        fill(result, `Watch failed: ${errorText(err)}`);
+        fill(result, `Watch failed: ${errorText(err)} Nothing was changed.`);
       } finally {
         watchBtn.removeAttribute('aria-disabled');
       }
