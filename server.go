@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -155,6 +156,10 @@ type serveConfig struct {
 	// NoticePoll is the safety poll of the cross-process notice listener
 	// (PostgreSQL only).
 	NoticePoll time.Duration
+	// RateLimit and RateBurst bound the mutations and subscriptions of one token
+	// (one connection without authentication); RateLimit 0 sets no limit.
+	RateLimit float64
+	RateBurst int
 }
 
 // serveEnv names the environment variable of each flag of serve.
@@ -177,6 +182,8 @@ var serveEnv = map[string]string{
 	"ws-ping-interval":     "AWARENESS_WS_PING_INTERVAL",
 	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
 	"notice-poll":          "AWARENESS_NOTICE_POLL",
+	"rate-limit":           "AWARENESS_RATE_LIMIT",
+	"rate-burst":           "AWARENESS_RATE_BURST",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
@@ -202,6 +209,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
 		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
 		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
+		rateLimit       = fs.Float64("rate-limit", graph.DefaultRateLimit, "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit ($AWARENESS_RATE_LIMIT)")
+		rateBurst       = fs.Int("rate-burst", graph.DefaultRateBurst, "how many mutations and subscriptions may come at once before --rate-limit applies ($AWARENESS_RATE_BURST)")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "ID=DIR: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -250,6 +259,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
+		RateLimit:          *rateLimit,
+		RateBurst:          *rateBurst,
 	}
 	for _, o := range strings.Split(*allowedOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -295,6 +306,12 @@ func (c serveConfig) validate() error {
 	}
 	if err := validateDB(c.DB); err != nil {
 		return err
+	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		return fmt.Errorf("--rate-limit %v must be a number of operations per second, 0 or more (0 sets no limit)", c.RateLimit)
+	}
+	if c.RateLimit > 0 && c.RateBurst < 1 {
+		return fmt.Errorf("--rate-burst %d must be at least 1 when --rate-limit is set", c.RateBurst)
 	}
 	if c.NoticePoll < 100*time.Millisecond {
 		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)
@@ -368,7 +385,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
-		"notice_poll", cfg.NoticePoll)
+		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
 
 	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store")})
 	if err != nil {
@@ -551,6 +568,7 @@ func routes(svc *awareness.Service, store awareness.Store, cfg serveConfig, log 
 	query := graph.NewHandler(graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 	})
 	mux.Handle("/query", endWith(streams, wsConns, query))
 	mux.Handle("GET /playground", web.Playground())

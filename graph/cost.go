@@ -39,13 +39,9 @@ const (
 	DefaultListCost = 10
 )
 
-// codeComplexity is the extensions.code of a request over the work budget (ERR-4),
-// gqlgen's own code for its complexity limit.
-const codeComplexity = "COMPLEXITY_LIMIT_EXCEEDED"
-
 func complexityError(format string, args ...any) *gqlerror.Error {
 	err := gqlerror.Errorf(format, args...)
-	errcode.Set(err, codeComplexity)
+	errcode.Set(err, awareness.ECOMPLEXITY)
 	return err
 }
 

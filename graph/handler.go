@@ -73,6 +73,11 @@ type Config struct {
 	// when positive.
 	WSInitTimeout      time.Duration
 	WSPingPongInterval time.Duration
+	// RateLimit is the sustained rate of mutations and subscriptions per token (per
+	// connection without authentication), in operations per second, with bursts of
+	// RateBurst (see RateLimit); 0 sets no limit.
+	RateLimit float64
+	RateBurst int
 
 	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
 	// it with gqlgen's own execution.
@@ -144,12 +149,15 @@ func NewHandler(cfg Config) http.Handler {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
 	srv.Use(CostLimit{})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
+	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
+		srv.Use(rl)
+	}
 	srv.Use(resolvers.StreamErrors{Present: present})
 	if !cfg.gqlgenEventPages {
 		srv.Use(EventPage{})
 	}
 
-	return ws.Guard(authenticate(cfg.Auth, log, checkBody(srv)))
+	return ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv))))
 }
 
 // checkBody enforces MaxRequestBytes and text validity on POST bodies and GET query
