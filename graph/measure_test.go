@@ -8,6 +8,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"github.com/awareness/awareness/graph"
 )
 
 // cpuTime is the CPU time (user + system) this process has used.
@@ -34,7 +38,18 @@ func TestMeasureHostileCPU(t *testing.T) {
 			t.Fatal(r.Errors)
 		}
 	}
-	for _, d := range hostileDocs() {
+	// The most expensive documents the limits still accept, to bound the worst case
+	// after the change.
+	var worst strings.Builder
+	worst.WriteString("{")
+	for i := range graph.MaxExpandedSelections / graph.MaxIdenticalFields {
+		worst.WriteString(strings.Repeat(fmt.Sprintf(" a%d: __typename", i), graph.MaxIdenticalFields))
+	}
+	worst.WriteString(" }")
+	docs := append(hostileDocs(),
+		hostileDoc{"accepted: 100 names × 20 identical", worst.String()},
+		hostileDoc{"accepted: introspection", introspection.Query})
+	for _, d := range docs {
 		if f := os.Getenv("AWARENESS_MEASURE"); f != "1" && !strings.Contains(d.name, f) {
 			continue
 		}
