@@ -45,6 +45,8 @@ func hostileInputs() []hostileInput {
 		{"displayName with NUL", upsert, sess("displayName", nul), awareness.EINVALID},
 		{"displayName with a newline", upsert, sess("displayName", "two\nlines"), awareness.EINVALID},
 		{"displayName with ESC", upsert, sess("displayName", "\x1b[31mred"), awareness.EINVALID},
+		{"an empty displayName stays allowed", upsert, sess("displayName", ""), ""},
+		{"displayName with emoji and accents", upsert, sess("displayName", "Zoë 🚀 — ops"), ""},
 		{"sessionId with NUL", upsert, sess("sessionId", nul), awareness.EINVALID},
 		{"extra value with NUL", upsert, sess("extra", map[string]any{"subject": nul}), awareness.EINVALID},
 		{"extra key with NUL", upsert, sess("extra", map[string]any{nul: 1}), awareness.EINVALID},
