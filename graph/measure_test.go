@@ -46,7 +46,23 @@ func TestMeasureHostileCPU(t *testing.T) {
 		worst.WriteString(strings.Repeat(fmt.Sprintf(" a%d: __typename", i), graph.MaxIdenticalFields))
 	}
 	worst.WriteString(" }")
+	nested := "{" + strings.Repeat(` s: sessionStatus(sessionKey: "agent:main:main") { sessionKey agentId stateVersion session { sessionKey agentId kind sessionId parentSessionKey chatType provider displayName updatedAt stateVersion inputTokens outputTokens totalTokens contextTokens compactionCount memoryFlushAt memoryFlushCompactionCount extra } stateChanges { truncated historyGap } }`, graph.MaxIdenticalFields) + " }"
+	var frags strings.Builder
+	frags.WriteString("{")
+	for i := range 50 {
+		fmt.Fprintf(&frags, " ...F%d", i)
+	}
+	frags.WriteString(" }")
+	for i := range 50 {
+		fmt.Fprintf(&frags, " fragment F%d on Query {", i)
+		for j := range 19 {
+			fmt.Fprintf(&frags, " f%d_%d: __typename", i, j)
+		}
+		frags.WriteString(" }")
+	}
 	docs := append(hostileDocs(),
+		hostileDoc{"accepted: 20 identical nested fields", nested},
+		hostileDoc{"accepted: 50 fragments × 19 fields", frags.String()},
 		hostileDoc{"accepted: 100 names × 20 identical", worst.String()},
 		hostileDoc{"accepted: introspection", introspection.Query})
 	for _, d := range docs {
