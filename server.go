@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -222,6 +223,10 @@ type serveConfig struct {
 	// the process between the event commit and the settlement (e2e/upstream_crash_test.go).
 	// Never set it in production: watched links stop advancing.
 	TestHoldUpstreamSettlement bool
+	// RateLimit and RateBurst bound the mutations and subscriptions of one token
+	// (one connection without authentication); RateLimit 0 sets no limit.
+	RateLimit float64
+	RateBurst int
 }
 
 // testHoldUpstreamEnv is the environment variable of serveConfig.TestHoldUpstreamSettlement,
@@ -253,6 +258,8 @@ var serveEnv = map[string]string{
 	"notice-poll":          "AWARENESS_NOTICE_POLL",
 	"metrics-token-file":   "AWARENESS_METRICS_TOKEN_FILE",
 	"pg-hints":             "AWARENESS_PG_HINTS",
+	"rate-limit":           "AWARENESS_RATE_LIMIT",
+	"rate-burst":           "AWARENESS_RATE_BURST",
 }
 
 // parseServeConfig reads the flags of serve, then the environment for every flag not
@@ -282,6 +289,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
 		metricsToken    = fs.String("metrics-token-file", "", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr ($AWARENESS_METRICS_TOKEN_FILE)")
 		pgHints         = fs.String("pg-hints", string(models.HintsInCommit), "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only) ($AWARENESS_PG_HINTS)")
+		rateLimit       = fs.Float64("rate-limit", graph.DefaultRateLimit, "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit ($AWARENESS_RATE_LIMIT)")
+		rateBurst       = fs.Int("rate-burst", graph.DefaultRateBurst, "how many mutations and subscriptions may come at once before --rate-limit applies ($AWARENESS_RATE_BURST)")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -333,6 +342,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
+		RateLimit:          *rateLimit,
+		RateBurst:          *rateBurst,
 		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
 	}
 	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
@@ -426,6 +437,12 @@ func (c serveConfig) validate() error {
 	if err := validateDB(c.DB); err != nil {
 		return err
 	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		return fmt.Errorf("--rate-limit %v must be a number of operations per second, 0 or more (0 sets no limit)", c.RateLimit)
+	}
+	if c.RateLimit > 0 && c.RateBurst < 1 {
+		return fmt.Errorf("--rate-burst %d must be at least 1 when --rate-limit is set", c.RateBurst)
+	}
 	if c.NoticePoll < 100*time.Millisecond {
 		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)
 	}
@@ -499,7 +516,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
-		"notice_poll", cfg.NoticePoll)
+		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
 
 	// Traces (off unless OTEL_* configures them) and metrics are set up first: every
 	// component below reports to tel.
@@ -747,6 +764,7 @@ func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Teleme
 	gcfg := graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout, WSConns: ws,
+		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 	}
 	var query http.Handler
 	if tracer != nil {

@@ -229,6 +229,7 @@ func TestParseServeConfig(t *testing.T) {
 		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
+		RateLimit: 100, RateBurst: 200,
 	}
 	tests := []struct {
 		name    string
@@ -275,6 +276,14 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "missing db directory", args: []string{"--db", filepath.Join(dir, "no", "such", "x.db")}, wantErr: "does not exist"},
 		{name: "db is a directory", args: []string{"--db", dir}, wantErr: "not a regular file"},
 		{name: "memory db", args: []string{"--db", ":memory:"}, wantErr: "--db"},
+		{name: "negative rate limit", args: []string{"--rate-limit", "-1"}, wantErr: "--rate-limit"},
+		{name: "rate limit without burst", args: []string{"--rate-burst", "0"}, wantErr: "--rate-burst"},
+		{
+			name: "rate limit from the environment, off by flag",
+			args: []string{"--rate-limit", "0"},
+			env:  map[string]string{"AWARENESS_RATE_LIMIT": "5", "AWARENESS_RATE_BURST": "7"},
+			want: func(c *serveConfig) { c.RateLimit, c.RateBurst = 0, 7 },
+		},
 		{
 			name: "postgres db and notice poll",
 			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--notice-poll", "2s"},

@@ -267,3 +267,27 @@ func TestAuth_StartupRefusals(t *testing.T) {
 	s := startServerWith(t, filepath.Join(dir, "insecure.db"), serverOpts{args: []string{"--insecure"}})
 	_ = s // 127.0.0.1 here: the check is only about the flag being accepted
 }
+
+// The real binary with --rate-limit: a token's mutations beyond its burst are refused
+// with RATE_LIMITED (ERR-4) and write nothing; its queries go on.
+func TestRateLimit_ERR4(t *testing.T) {
+	t.Parallel()
+	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{
+		"--auth-file", writeAuthFile(t, 0o600), "--rate-limit", "0.001", "--rate-burst", "2"}})
+	record := `mutation { recordEvent(input: {sessionKey: "agent:ops:main", kind: goal_changed, actorType: agent}) { stateVersion } }`
+	for range 2 {
+		s.mustDo(t, opsToken, record, nil, nil)
+	}
+	if c := s.do(opsToken, record, nil); c.err != nil || c.code() != "RATE_LIMITED" {
+		t.Fatalf("third mutation: %v %+v, want RATE_LIMITED", c.err, c.resp.Errors)
+	}
+	var st struct {
+		SessionStatus struct{ StateVersion int } `json:"sessionStatus"`
+	}
+	s.mustDo(t, opsToken, `{ sessionStatus(sessionKey: "agent:ops:main") { stateVersion } }`, nil, &st)
+	if st.SessionStatus.StateVersion != 2 {
+		t.Errorf("stateVersion %d after two recorded and one refused append, want 2", st.SessionStatus.StateVersion)
+	}
+	// The admin token has its own budget.
+	s.mustDo(t, adminToken, record, nil, nil)
+}

@@ -71,7 +71,9 @@ func tryStartWith(t *testing.T, db string, o serverOpts) (s *server, retry bool)
 	if o.dbArg != "" {
 		dbArg = o.dbArg
 	}
-	args := append([]string{"serve", "--addr", addr, "--db", dbArg, "--log-level", "info"}, o.args...)
+	// The load and crash suites append far faster than the default rate limit of one
+	// connection; TestRateLimit_ERR4 passes its own --rate-limit (a later flag wins).
+	args := append([]string{"serve", "--addr", addr, "--db", dbArg, "--log-level", "info", "--rate-limit", "0"}, o.args...)
 	if o.wrap != nil {
 		s.cmd = o.wrap(serverBin, args)
 	} else {

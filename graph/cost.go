@@ -22,7 +22,7 @@ const (
 	// fragment: the operations and every fragment definition, each expanded on its
 	// own, summed. gqlparser's validation and the cost walk below do work
 	// proportional to this number; GraphiQL's introspection query (gqlgen's
-	// introspection.Query) expands to 214.
+	// introspection.Query) counts 484.
 	MaxExpandedSelections = 2000
 	// MaxIdenticalFields bounds the fields of one response name (alias or name) in one
 	// selection set, fragments merged in. gqlparser's OverlappingFieldsCanBeMerged
@@ -39,13 +39,9 @@ const (
 	DefaultListCost = 10
 )
 
-// codeComplexity is the extensions.code of a request over the work budget (ERR-4),
-// gqlgen's own code for its complexity limit.
-const codeComplexity = "COMPLEXITY_LIMIT_EXCEEDED"
-
 func complexityError(format string, args ...any) *gqlerror.Error {
 	err := gqlerror.Errorf(format, args...)
-	errcode.Set(err, codeComplexity)
+	errcode.Set(err, awareness.ECOMPLEXITY)
 	return err
 }
 

@@ -91,6 +91,11 @@ type Config struct {
 	// Extensions are used before every other extension, so they see every operation
 	// (the OpenTelemetry operation spans of internal/telemetry).
 	Extensions []graphql.HandlerExtension
+	// RateLimit is the sustained rate of mutations and subscriptions per token (per
+	// connection without authentication), in operations per second, with bursts of
+	// RateBurst (see RateLimit); 0 sets no limit.
+	RateLimit float64
+	RateBurst int
 
 	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
 	// it with gqlgen's own execution.
@@ -173,6 +178,9 @@ func NewHandler(cfg Config) http.Handler {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
 	srv.Use(CostLimit{})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
+	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
+		srv.Use(rl)
+	}
 	srv.Use(resolvers.StreamErrors{Present: present})
 	if !cfg.gqlgenEventPages {
 		srv.Use(EventPage{})
@@ -186,7 +194,7 @@ func NewHandler(cfg Config) http.Handler {
 		MaxAge:                     CORSMaxAge,
 	})
 	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
-		ws.Guard(authenticate(cfg.Auth, log, checkBody(srv))))))
+		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv)))))))
 }
 
 // checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed

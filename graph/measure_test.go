@@ -8,6 +8,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"github.com/awareness/awareness/graph"
 )
 
 // cpuTime is the CPU time (user + system) this process has used.
@@ -34,7 +38,34 @@ func TestMeasureHostileCPU(t *testing.T) {
 			t.Fatal(r.Errors)
 		}
 	}
-	for _, d := range hostileDocs() {
+	// The most expensive documents the limits still accept, to bound the worst case
+	// after the change.
+	var worst strings.Builder
+	worst.WriteString("{")
+	for i := range graph.MaxExpandedSelections / graph.MaxIdenticalFields {
+		worst.WriteString(strings.Repeat(fmt.Sprintf(" a%d: __typename", i), graph.MaxIdenticalFields))
+	}
+	worst.WriteString(" }")
+	nested := "{" + strings.Repeat(` s: sessionStatus(sessionKey: "agent:main:main") { sessionKey agentId stateVersion session { sessionKey agentId kind sessionId parentSessionKey chatType provider displayName updatedAt stateVersion inputTokens outputTokens totalTokens contextTokens compactionCount memoryFlushAt memoryFlushCompactionCount extra } stateChanges { truncated historyGap } }`, graph.MaxIdenticalFields) + " }"
+	var frags strings.Builder
+	frags.WriteString("{")
+	for i := range 50 {
+		fmt.Fprintf(&frags, " ...F%d", i)
+	}
+	frags.WriteString(" }")
+	for i := range 50 {
+		fmt.Fprintf(&frags, " fragment F%d on Query {", i)
+		for j := range 19 {
+			fmt.Fprintf(&frags, " f%d_%d: __typename", i, j)
+		}
+		frags.WriteString(" }")
+	}
+	docs := append(hostileDocs(),
+		hostileDoc{"accepted: 20 identical nested fields", nested},
+		hostileDoc{"accepted: 50 fragments × 19 fields", frags.String()},
+		hostileDoc{"accepted: 100 names × 20 identical", worst.String()},
+		hostileDoc{"accepted: introspection", introspection.Query})
+	for _, d := range docs {
 		if f := os.Getenv("AWARENESS_MEASURE"); f != "1" && !strings.Contains(d.name, f) {
 			continue
 		}

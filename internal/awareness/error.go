@@ -16,6 +16,12 @@ const (
 	EUNAVAILABLE     = "UNAVAILABLE"
 	EINTERNAL        = "INTERNAL"
 	EUNIMPLEMENTED   = "UNIMPLEMENTED"
+	// ECOMPLEXITY: the request asks for more work than one request may (ERR-4);
+	// gqlgen's own code for its complexity limit.
+	ECOMPLEXITY = "COMPLEXITY_LIMIT_EXCEEDED"
+	// ERATELIMITED: the caller sent more mutations or subscriptions than its rate
+	// allows (ERR-4); retry later.
+	ERATELIMITED = "RATE_LIMITED"
 )
 
 // Error is the one error type of the domain. Message is meant for the caller and

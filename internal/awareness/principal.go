@@ -132,6 +132,33 @@ func (s *Service) authorizeWatch(ctx context.Context, watcher SessionRef, target
 	return Errorf(EFORBIDDEN, "the token's role %s may not watch the sessions of agent %q: the auth file grants agent %q no watch on it", p.Role(), target.AgentID, watcher.AgentID)
 }
 
+// watchVisible returns, for an agent principal, whether a cursor's or notice's target
+// is one the principal's agent may watch (its own, or granted). A cursor made before a
+// grant was withdrawn (or before CLT-1 held) thus shows nothing of the other agent's
+// session: not in pendingNotices, staleNotices, watches or ackNotices. nil means
+// everything is visible (admin, or no principal).
+func (s *Service) watchVisible(ctx context.Context) func(target SessionRef) bool {
+	p, ok := PrincipalFrom(ctx)
+	if !ok || p.Admin {
+		return nil
+	}
+	return func(t SessionRef) bool { return s.grants.MayWatch(p.AgentID, t.AgentID) }
+}
+
+// visibleNotices keeps the notices whose target visible accepts (all when it is nil).
+func visibleNotices(ns []Notice, visible func(SessionRef) bool) []Notice {
+	if visible == nil {
+		return ns
+	}
+	out := ns[:0:0]
+	for _, n := range ns {
+		if visible(n.Target) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // authorizeAdopt refuses an agent principal adopting from a catalog restricted to
 // other agents.
 func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {

@@ -335,3 +335,66 @@ func TestGrants_CLT1(t *testing.T) {
 		t.Errorf("main lists the watchers of an ops session: %v, want FORBIDDEN", err)
 	}
 }
+
+// A cursor made under a grant shows nothing once the grant is withdrawn (the service
+// restarted with another auth file): no pending notice, no cursor, nothing streamed.
+func TestWithdrawnGrantHidesCursors_CLT1(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	st, err := models.OpenSQLite(bg, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dev := awareness.WithPrincipal(bg, awareness.Principal{AgentID: "dev"})
+	granted := awareness.NewService(awareness.Config{Store: st, Grants: awareness.Grants{Watch: map[string][]string{"dev": {"ops"}}}})
+	defer granted.Hub().Close()
+	for _, target := range []string{"agent:ops:main", "agent:dev:subagent:x"} {
+		if res, err := granted.Watch(dev, "agent:dev:main", target, nil); err != nil || !res.Watched {
+			t.Fatalf("watch %s: %+v %v", target, res, err)
+		}
+		if _, err := granted.RecordEvent(bg, awareness.RecordInput{SessionKey: target, Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ns, err := granted.PendingNotices(dev, "agent:dev:main"); err != nil || len(ns) != 2 {
+		t.Fatalf("with the grant: %d notices, %v; want 2", len(ns), err)
+	}
+
+	svc := awareness.NewService(awareness.Config{Store: st})
+	defer svc.Hub().Close()
+	ns, err := svc.PendingNotices(dev, "agent:dev:main")
+	if err != nil || len(ns) != 1 || ns[0].Target.AgentID != "dev" {
+		t.Errorf("grant withdrawn: pending %+v, %v; want dev's notice only", ns, err)
+	}
+	cs, err := svc.Watches(dev, ptr("agent:dev:main"), nil, nil)
+	if err != nil || len(cs) != 1 || cs[0].Target.AgentID != "dev" {
+		t.Errorf("grant withdrawn: cursors %+v, %v; want dev's only", cs, err)
+	}
+	ctx, cancel := context.WithCancel(dev)
+	defer cancel()
+	ch, _, err := svc.SubscribeNotices(ctx, ptr("agent:dev:main"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-ch; n.Target.AgentID != "dev" {
+		t.Errorf("grant withdrawn: streamed %+v", n)
+	}
+	follow, err := svc.AckNotices(dev, "agent:dev:main", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range follow {
+		if n.Target.AgentID != "dev" {
+			t.Errorf("grant withdrawn: ack follow-up %+v", n)
+		}
+	}
+	// A new notice on dev's target: the next item streamed is it, not ops's pending one
+	// (pending items would have come first).
+	if _, err := svc.RecordEvent(bg, awareness.RecordInput{SessionKey: "agent:dev:subagent:x", Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-ch; n.Target.AgentID != "dev" {
+		t.Errorf("grant withdrawn: streamed %+v", n)
+	}
+}

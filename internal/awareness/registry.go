@@ -327,8 +327,8 @@ func checkTypedFields(e *SessionEntry) error {
 		{"provider", e.Provider},
 		{"displayName", e.DisplayName},
 	} {
-		if f.v == nil {
-			continue
+		if f.v == nil || (f.name == "displayName" && *f.v == "") {
+			continue // an empty displayName stays allowed, as before
 		}
 		if err := checkLine(f.name, *f.v, MaxEntryFieldBytes); err != nil {
 			return err

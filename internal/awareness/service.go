@@ -444,10 +444,11 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	s.pub.publish(nil, append(res.Closed, res.Opened...))
 	s.tally.add(req.Now, res.Closed, true)
 	s.tally.add(req.Now, res.Opened, false)
-	if res.Opened == nil {
-		res.Opened = []Notice{}
+	follow := visibleNotices(res.Opened, s.watchVisible(ctx))
+	if follow == nil {
+		follow = []Notice{}
 	}
-	return res.Opened, nil
+	return follow, nil
 }
 
 // MaxAckNotices bounds the notices (or targets) one acknowledgement names.
@@ -462,7 +463,11 @@ func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice,
 	if err := s.authorize(ctx, w.AgentID); err != nil {
 		return nil, err
 	}
-	return s.store.Pending(ctx, w.Key)
+	ns, err := s.store.Pending(ctx, w.Key)
+	if err != nil {
+		return nil, err
+	}
+	return visibleNotices(ns, s.watchVisible(ctx)), nil
 }
 
 // Watches lists cursors held by a watcher and/or on a target. targetAgentID qualifies
@@ -501,7 +506,21 @@ func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *s
 	if err := s.authorize(ctx, owners...); err != nil {
 		return nil, err
 	}
-	return s.store.Cursors(ctx, q)
+	cs, err := s.store.Cursors(ctx, q)
+	if err != nil || watcher == nil {
+		return cs, err
+	}
+	// The watcher's own cursors on targets it may no longer watch stay hidden.
+	if visible := s.watchVisible(ctx); visible != nil {
+		out := cs[:0:0]
+		for _, c := range cs {
+			if visible(c.Target) {
+				out = append(out, c)
+			}
+		}
+		cs = out
+	}
+	return cs, nil
 }
 
 // ResetSession drops the cursors the session holds as a watcher (WAT-5): a new
@@ -588,13 +607,19 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, include
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed;
 	// the stream holds live notices back until the pending ones are in front of them.
-	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, new(repeatFilter).accept, dropFunc(ctx))
+	accept := new(repeatFilter).accept
+	visible := s.watchVisible(ctx)
+	if visible != nil {
+		unseen := accept
+		accept = func(n *Notice) bool { return visible(n.Target) && unseen(n) }
+	}
+	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx))
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()
 		return nil, nil, err
 	}
-	sub.start(pending)
+	sub.start(visibleNotices(pending, visible))
 	context.AfterFunc(ctx, sub.Unsubscribe)
 	return sub.stream.out, sub.Err, nil
 }

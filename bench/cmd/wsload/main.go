@@ -383,7 +383,8 @@ func (r *runner) start(ctx context.Context) (*proc, error) {
 	ln.Close()
 	var args []string
 	if r.cfg.mode == "service" {
-		args = []string{"serve", "--addr", addr, "--db", r.cfg.db, "--log-level", "warn"}
+		// A load generator is one client far above the default rate limit.
+		args = []string{"serve", "--addr", addr, "--db", r.cfg.db, "--log-level", "warn", "--rate-limit", "0"}
 	} else {
 		args = []string{"-addr", addr}
 		if r.cfg.frameBytes > 0 {

@@ -1,0 +1,501 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/awareness/awareness/graph"
+	"github.com/awareness/awareness/graph/generated"
+	"github.com/awareness/awareness/internal/auth"
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/upstream"
+)
+
+// Tokens of the matrix: the caller is agent dev (own agent) or admin; ops is the other
+// agent.
+const (
+	mxAdmin  = "matrix-admin-0123456789abcdef0123456789"
+	mxDev    = "matrix-dev-0123456789abcdef0123456789ab"
+	mxOpsTok = "matrix-ops-0123456789abcdef0123456789ab"
+)
+
+// authEnv is the /query handler with authentication over a fresh SQLite file, seeded
+// with sessions, cursors and pending notices of agents dev and ops.
+type authEnv struct {
+	url   string
+	store *models.Store
+	svc   *awareness.Service
+}
+
+func newAuthEnv(t *testing.T, grants string) *authEnv {
+	t.Helper()
+	k, err := auth.Parse([]byte(`{"tokens":[
+	  {"name":"admin","role":"admin","token":"` + mxAdmin + `"},
+	  {"name":"dev","role":"agent:dev","token":"` + mxDev + `"},
+	  {"name":"ops","role":"agent:ops","token":"` + mxOpsTok + `"}]` + grants + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store, err := models.OpenSQLite(context.Background(), filepath.Join(dir, "awareness.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t1.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := upstream.NewDirCatalog("cat", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := awareness.NewService(awareness.Config{Store: store, Grants: k.Grants(), Catalogs: []awareness.Catalog{cat}})
+	hs := httptest.NewServer(graph.NewHandler(graph.Config{Service: svc, Auth: k}))
+	t.Cleanup(func() {
+		hs.Close()
+		svc.Hub().Close()
+		store.Close()
+	})
+	e := &authEnv{url: hs.URL + "/query", store: store, svc: svc}
+	e.seed(t)
+	return e
+}
+
+// seed gives each agent a registered main session, a sub-agent its main session
+// watches with a pending notice, a bare `global` session, and an adopted session.
+func (e *authEnv) seed(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, a := range []string{"dev", "ops"} {
+		for _, k := range []string{"agent:" + a + ":main", "agent:" + a + ":subagent:w"} {
+			if _, err := e.svc.UpsertSession(ctx, awareness.SessionInput{SessionKey: k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.svc.UpsertSession(ctx, awareness.SessionInput{SessionKey: "global", AgentID: &a}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Watch(ctx, "agent:"+a+":main", "agent:"+a+":subagent:w", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Watch(ctx, "agent:"+a+":main", "global", &a); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"agent:" + a + ":subagent:w", "global"} {
+			if _, err := e.svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: k, AgentID: &a, Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.svc.AdoptSession(ctx, "agent:"+a+":adopted", nil, "cat", "t1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The four callers of the matrix (issue 14): the dev token on its own sessions, on
+// another agent's, on a bare key of another agent, and the admin token.
+type mxCase int
+
+const (
+	mxOwn mxCase = iota
+	mxOther
+	mxBare
+	mxAsAdmin
+)
+
+func (c mxCase) String() string {
+	return [...]string{"own agent", "other agent", "bare key of another agent", "admin"}[c]
+}
+
+func (c mxCase) token() string {
+	if c == mxAsAdmin {
+		return mxAdmin
+	}
+	return mxDev
+}
+
+// mxSubject names what a case acts on: a session (key and agentId argument), a
+// watcher and a target.
+type mxSubject struct {
+	key, watcher, target string
+	agent                any // the agentId argument: nil or a string
+}
+
+func (c mxCase) subject() mxSubject {
+	switch c {
+	case mxOwn:
+		return mxSubject{key: "agent:dev:main", watcher: "agent:dev:main", target: "agent:dev:subagent:w"}
+	case mxOther:
+		return mxSubject{key: "agent:ops:main", watcher: "agent:ops:main", target: "agent:ops:subagent:w"}
+	case mxBare:
+		return mxSubject{key: "global", agent: "ops", watcher: "global", target: "global"}
+	default:
+		return mxSubject{key: "agent:ops:main", watcher: "agent:ops:main", target: "agent:ops:subagent:w"}
+	}
+}
+
+// mxOp is one operation of the schema in the matrix: its document and the variables of
+// each case. crossWatch makes the other-agent case watch another agent's target from
+// the caller's own watcher (the leak of issue 14), rather than act as another
+// agent's watcher.
+type mxOp struct {
+	field string // "Query.sessionStatus"
+	doc   string
+	vars  func(c mxCase, s mxSubject) map[string]any
+	// trigger, for a subscription, makes something arrive for an allowed caller.
+	trigger func(e *authEnv, c mxCase, s mxSubject)
+}
+
+func mxOps() []mxOp {
+	keyVars := func(_ mxCase, s mxSubject) map[string]any { return map[string]any{"k": s.key, "a": s.agent} }
+	watcherVars := func(_ mxCase, s mxSubject) map[string]any { return map[string]any{"w": s.watcher} }
+	// The watch of a caller's own watcher on the case's target: the target is
+	// another agent's in the other and bare cases.
+	watchVars := func(c mxCase, s mxSubject) map[string]any {
+		w := "agent:dev:main"
+		if c == mxAsAdmin {
+			w = "agent:ops:main"
+		}
+		return map[string]any{"w": w, "t": s.target, "ta": s.agent}
+	}
+	return []mxOp{
+		{field: "Query.sessionStatus", vars: keyVars,
+			doc: `query($k: String!, $a: String) { sessionStatus(sessionKey: $k, agentId: $a, changesSince: 0) { sessionKey agentId stateVersion stateChanges { events { sequence summary } } session { sessionKey agentId } } }`},
+		{field: "Query.sessionsList", vars: func(c mxCase, s mxSubject) map[string]any {
+			switch c {
+			case mxOther:
+				return map[string]any{"f": map[string]any{"agentId": "ops"}}
+			case mxBare:
+				return map[string]any{"f": map[string]any{"keyPrefix": "global"}}
+			}
+			return map[string]any{"f": map[string]any{}}
+		}, doc: `query($f: SessionFilter) { sessionsList(filter: $f, first: 100) { sessions { sessionKey agentId } } }`},
+		{field: "Query.pendingNotices", vars: watcherVars,
+			doc: `query($w: String!) { pendingNotices(watcher: $w) { watcher target targetAgentId text } }`},
+		{field: "Query.watches", vars: func(c mxCase, s mxSubject) map[string]any {
+			if c == mxOwn || c == mxAsAdmin {
+				return map[string]any{"w": s.watcher}
+			}
+			return map[string]any{"t": s.target} // other: ops's target; bare: `global`, main's by KEY-3
+		}, doc: `query($w: String, $t: String) { watches(watcher: $w, target: $t) { watcher target targetAgentId lastAcked } }`},
+		{field: "Query.upstreamLinks", vars: func(c mxCase, _ mxSubject) map[string]any {
+			if c == mxOther || c == mxBare {
+				return map[string]any{"a": "ops"}
+			}
+			return map[string]any{}
+		}, doc: `query($a: String) { upstreamLinks(agentId: $a) { sessionKey agentId } }`},
+		{field: "Query.compactionPolicy", vars: keyVars,
+			doc: `query($k: String!, $a: String) { compactionPolicy(sessionKey: $k, agentId: $a, contextWindow: 100000) { compactionDue } }`},
+
+		{field: "Mutation.recordEvent", vars: func(c mxCase, s mxSubject) map[string]any {
+			in := map[string]any{"sessionKey": s.key, "agentId": s.agent, "kind": "goal_changed", "actorType": "agent"}
+			if c == mxOther {
+				// Dev's own session, credited to ops's: the actorId spoofing of issue 14.
+				in = map[string]any{"sessionKey": "agent:dev:main", "kind": "goal_changed", "actorType": "agent", "actorId": "agent:ops:main"}
+			}
+			return map[string]any{"in": in}
+		}, doc: `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded event { sessionKey agentId actorId } } }`},
+		{field: "Mutation.watch", vars: watchVars,
+			doc: `mutation($w: String!, $t: String!, $ta: String) { watch(input: {watcher: $w, target: $t, targetAgentId: $ta}) { watched reason cursor { watcher target targetAgentId lastAcked } } }`},
+		{field: "Mutation.unwatch", vars: func(c mxCase, s mxSubject) map[string]any {
+			return map[string]any{"w": s.watcher, "t": "agent:" + map[bool]string{true: "dev", false: "ops"}[c == mxOwn] + ":subagent:w"}
+		}, doc: `mutation($w: String!, $t: String!) { unwatch(watcher: $w, target: $t) }`},
+		{field: "Mutation.ackNotices", vars: watcherVars,
+			doc: `mutation($w: String!) { ackNotices(watcher: $w) { watcher target targetAgentId } }`},
+		{field: "Mutation.resetSession", vars: keyVars,
+			doc: `mutation($k: String!, $a: String) { resetSession(sessionKey: $k, agentId: $a) }`},
+		{field: "Mutation.deleteSession", vars: keyVars,
+			doc: `mutation($k: String!, $a: String) { deleteSession(sessionKey: $k, agentId: $a) }`},
+		{field: "Mutation.upsertSession", vars: func(_ mxCase, s mxSubject) map[string]any {
+			return map[string]any{"in": map[string]any{"sessionKey": s.key, "agentId": s.agent, "displayName": "renamed"}}
+		}, doc: `mutation($in: SessionInput!) { upsertSession(input: $in) { sessionKey agentId displayName } }`},
+		{field: "Mutation.importSessions", vars: func(c mxCase, _ mxSubject) map[string]any {
+			a := map[bool]string{true: "dev", false: "ops"}[c == mxOwn]
+			return map[string]any{"a": a, "j": `{"agent:` + a + `:imported":{"sessionId":"s1","updatedAt":1767225600000}}`}
+		}, doc: `mutation($a: String!, $j: String!) { importSessions(agentId: $a, sessionsJson: $j) }`},
+		{field: "Mutation.adoptSession", vars: func(_ mxCase, s mxSubject) map[string]any {
+			return map[string]any{"in": map[string]any{"sessionKey": s.key, "agentId": s.agent, "catalogId": "cat", "threadId": "t1"}}
+		}, doc: `mutation($in: AdoptInput!) { adoptSession(input: $in) { sessionKey agentId } }`},
+		{field: "Mutation.recordOwnPrompt", vars: func(c mxCase, s mxSubject) map[string]any {
+			k := "agent:dev:adopted"
+			if c != mxOwn {
+				k = "agent:ops:adopted"
+			}
+			if c == mxBare {
+				k = "global"
+			}
+			return map[string]any{"k": k, "a": s.agent}
+		}, doc: `mutation($k: String!, $a: String) { recordOwnPrompt(sessionKey: $k, agentId: $a, text: "hello") }`},
+		{field: "Mutation.recordMemoryFlush", vars: keyVars,
+			doc: `mutation($k: String!, $a: String) { recordMemoryFlush(sessionKey: $k, agentId: $a) { sessionKey agentId } }`},
+
+		{field: "Subscription.staleNotices", vars: watcherVars,
+			doc: `subscription($w: String) { staleNotices(watcher: $w) { watcher target targetAgentId text } }`},
+		{field: "Subscription.stateEvents", vars: keyVars,
+			doc: `subscription($k: String, $a: String) { stateEvents(sessionKey: $k, agentId: $a) { sequence sessionKey agentId } }`,
+			trigger: func(e *authEnv, _ mxCase, s mxSubject) {
+				var a *string
+				if s.agent != nil {
+					v := s.agent.(string)
+					a = &v
+				}
+				_, _ = e.svc.RecordEvent(context.Background(), awareness.RecordInput{SessionKey: s.key, AgentID: a, Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent})
+			}},
+	}
+}
+
+// mxTransport runs one operation as a token. Adding a transport (SSE) is one entry of
+// mxTransports.
+type mxTransport struct {
+	name string
+	// subscriptions reports whether the transport carries subscriptions.
+	subscriptions bool
+	do            func(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse
+}
+
+var mxTransports = []mxTransport{
+	{name: "http", do: mxHTTP},
+	{name: "websocket", subscriptions: true, do: mxWebSocket},
+}
+
+func mxHTTP(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": op.doc, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r gqlResponse
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("HTTP %d: %v", resp.StatusCode, err)
+	}
+	return r
+}
+
+// mxWebSocket runs the operation over graphql-transport-ws and returns its first
+// result: the next frame's payload or the error frame's errors. For a subscription it
+// calls the trigger until something arrives.
+func mxWebSocket(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 5 * time.Second}
+	conn, _, err := d.Dial("ws"+strings.TrimPrefix(e.url, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + c.token()}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ack wsFrame
+	if err := conn.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
+		t.Fatalf("got %+v, %v; want connection_ack", ack, err)
+	}
+	if err := conn.WriteJSON(map[string]any{"type": "subscribe", "id": "1", "payload": map[string]any{"query": op.doc, "variables": vars}}); err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan wsFrame, 1)
+	go func() {
+		defer close(frames)
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var f wsFrame
+			if err := conn.ReadJSON(&f); err != nil {
+				return
+			}
+			if f.Type == "next" || f.Type == "error" {
+				frames <- f
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatalf("%s: the connection ended without a result", op.field)
+			}
+			var r gqlResponse
+			if f.Type == "error" {
+				if err := json.Unmarshal(f.Payload, &r.Errors); err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			if err := json.Unmarshal(f.Payload, &r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		case <-tick.C:
+			if op.trigger != nil {
+				op.trigger(e, c, c.subject())
+			}
+		}
+	}
+}
+
+// foreignAgents returns the agents other than own that the response's data names: an
+// agentId or targetAgentId field, or the agent of an agent-qualified key.
+func foreignAgents(data json.RawMessage, own string) []string {
+	var v any
+	_ = json.Unmarshal(data, &v)
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, f := range x {
+				if s, ok := f.(string); ok {
+					if (k == "agentId" || k == "targetAgentId") && s != own {
+						out = append(out, k+"="+s)
+					}
+					if p, ok := awareness.ParseSessionKey(s); ok && p.AgentID != own {
+						out = append(out, k+"="+s)
+					}
+				}
+				walk(f)
+			}
+		case []any:
+			for _, f := range x {
+				walk(f)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// TestAuthorizationMatrix_CLT1 runs every query, mutation and subscription of the
+// schema as {own agent, other agent, bare key of another agent, admin} over every
+// transport (CLT-1, ERR-3): the dev token is refused (FORBIDDEN, or INVALID_ARGUMENT
+// where a bare key cannot be what is asked) and writes nothing, or gets results that
+// name no other agent; on its own sessions it is served, and so is admin.
+func TestAuthorizationMatrix_CLT1(t *testing.T) {
+	t.Parallel()
+	size := 0
+	for _, tr := range mxTransports {
+		for _, op := range mxOps() {
+			if strings.HasPrefix(op.field, "Subscription.") && !tr.subscriptions {
+				continue
+			}
+			t.Run(tr.name+"/"+op.field, func(t *testing.T) {
+				t.Parallel()
+				e := newAuthEnv(t, "")
+				// Refusals first, while every seeded row is still there.
+				for _, c := range []mxCase{mxOther, mxBare, mxOwn, mxAsAdmin} {
+					before, err := e.store.Stats(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					r := tr.do(t, e, op, c, op.vars(c, c.subject()))
+					code := r.code()
+					switch c {
+					case mxOwn, mxAsAdmin:
+						if len(r.Errors) > 0 {
+							t.Errorf("%s: %+v, want served", c, r.Errors)
+						}
+						if leaks := foreignAgents(r.Data, "dev"); c == mxOwn && len(leaks) > 0 {
+							t.Errorf("%s: the answer names other agents: %v\n%s", c, leaks, r.Data)
+						}
+					default:
+						refused := code == awareness.EFORBIDDEN || code == awareness.EINVALID
+						if !refused && len(r.Errors) > 0 {
+							t.Errorf("%s: code %q (%+v), want FORBIDDEN, INVALID_ARGUMENT or filtered results", c, code, r.Errors)
+						}
+						if leaks := foreignAgents(r.Data, "dev"); len(leaks) > 0 {
+							t.Errorf("%s: the answer names other agents: %v\n%s", c, leaks, r.Data)
+						}
+						if !refused && strings.HasPrefix(op.field, "Mutation.") {
+							t.Errorf("%s: a mutation on another agent's state was served: %s", c, r.Data)
+						}
+						after, err := e.store.Stats(context.Background())
+						if err != nil {
+							t.Fatal(err)
+						}
+						if refused && !sameCounts(before, after) {
+							t.Errorf("%s: a refused call wrote: %+v → %+v", c, before, after)
+						}
+					}
+				}
+			})
+			size += 4
+		}
+	}
+	t.Logf("authorization matrix: %d cases (%d operations × 4 callers over %d transports, subscriptions where carried)", size, len(mxOps()), len(mxTransports))
+}
+
+// TestAuthorizationMatrixCoversSchema fails when an operation of the executable schema
+// is missing from the matrix (or the matrix names one the schema lost).
+func TestAuthorizationMatrixCoversSchema(t *testing.T) {
+	t.Parallel()
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	var inSchema []string
+	for _, root := range []*ast.Definition{schema.Query, schema.Mutation, schema.Subscription} {
+		if root == nil {
+			continue
+		}
+		for _, f := range root.Fields {
+			if !strings.HasPrefix(f.Name, "__") {
+				inSchema = append(inSchema, root.Name+"."+f.Name)
+			}
+		}
+	}
+	var inMatrix []string
+	for _, op := range mxOps() {
+		inMatrix = append(inMatrix, op.field)
+	}
+	for _, f := range inSchema {
+		if !slices.Contains(inMatrix, f) {
+			t.Errorf("%s is not in the authorization matrix (mxOps): add it with its four callers", f)
+		}
+	}
+	for _, f := range inMatrix {
+		if !slices.Contains(inSchema, f) {
+			t.Errorf("the matrix names %s, which the schema does not have", f)
+		}
+	}
+}
+
+// TestWatchGrant_CLT1: cross-agent watching is off by default and an explicit grant
+// of the auth file turns it on, in the granted direction only, over every transport.
+func TestWatchGrant_CLT1(t *testing.T) {
+	t.Parallel()
+	const doc = `mutation($w: String!, $t: String!) { watch(input: {watcher: $w, target: $t}) { watched cursor { lastAcked } } }`
+	op := mxOp{field: "Mutation.watch", doc: doc}
+	for _, tr := range mxTransports {
+		for _, tc := range []struct {
+			grants  string
+			allowed bool
+		}{
+			{``, false},
+			{`,"grants":{"watch":{"dev":["ops"]}}`, true},
+			{`,"grants":{"watch":{"ops":["dev"]}}`, false},
+		} {
+			e := newAuthEnv(t, tc.grants)
+			r := tr.do(t, e, op, mxOwn, map[string]any{"w": "agent:dev:main", "t": "agent:ops:main"})
+			if got := len(r.Errors) == 0; got != tc.allowed {
+				t.Errorf("%s, grants %q: dev watches ops: %+v %s, want allowed=%v", tr.name, tc.grants, r.Errors, r.Data, tc.allowed)
+			}
+			if !tc.allowed && r.code() != awareness.EFORBIDDEN {
+				t.Errorf("%s, grants %q: code %q, want FORBIDDEN", tr.name, tc.grants, r.code())
+			}
+		}
+	}
+}
