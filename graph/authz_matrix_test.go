@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -195,6 +196,10 @@ func mxOps() []mxOp {
 			}
 			return map[string]any{}
 		}, doc: `query($a: String) { upstreamLinks(agentId: $a) { sessionKey agentId } }`},
+		{field: "Query.activity", vars: keyVars,
+			doc: `query($k: String, $a: String) { activity(sessionKey: $k, agentId: $a) { minute kind count } }`},
+		{field: "Query.noticeActivity", vars: keyVars,
+			doc: `query($k: String, $a: String) { noticeActivity(sessionKey: $k, agentId: $a) { minute opened acknowledged } }`},
 		{field: "Query.compactionPolicy", vars: keyVars,
 			doc: `query($k: String!, $a: String) { compactionPolicy(sessionKey: $k, agentId: $a, contextWindow: 100000) { compactionDue } }`},
 
@@ -267,6 +272,64 @@ type mxTransport struct {
 var mxTransports = []mxTransport{
 	{name: "http", do: mxHTTP},
 	{name: "websocket", subscriptions: true, do: mxWebSocket},
+	{name: "sse", subscriptions: true, do: mxSSE},
+}
+
+// mxSSE runs a subscription over Server-Sent Events (graphql-sse, distinct connections)
+// and returns its first result: the first next event's payload, or the refusal the
+// request is answered with. It calls the trigger until something arrives. Queries and
+// mutations over SSE are the HTTP transport's, so the matrix runs only subscriptions here.
+func mxSSE(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": op.doc, "variables": vars})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r gqlResponse
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			t.Fatalf("SSE refusal %d: %v", resp.StatusCode, err)
+		}
+		return r
+	}
+	data := make(chan string, 1)
+	go func() {
+		defer close(data)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
+				data <- d
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case d, ok := <-data:
+			if !ok {
+				t.Fatalf("%s: the SSE stream ended without a result", op.field)
+			}
+			if err := json.Unmarshal([]byte(d), &r); err != nil {
+				t.Fatalf("%s: SSE data %q: %v", op.field, d, err)
+			}
+			return r
+		case <-tick.C:
+			if op.trigger != nil {
+				op.trigger(e, c, c.subject())
+			}
+		}
+	}
 }
 
 func mxHTTP(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse {

@@ -66,10 +66,11 @@ func hostileInputs() []hostileInput {
 		{"channel with NUL", record, ev("channel", nul), awareness.EINVALID},
 		{"dedupeKey with NUL", record, ev("dedupeKey", nul), awareness.EINVALID},
 		{"turns beyond 2^53", record, ev("turns", int64(1)<<60), awareness.EINVALID},
-		{"watcher with NUL", record, ev("watchers", []string{"agent:main:" + nul}), awareness.EINVALID},
+		// WAT-4: a malformed producer-passed watcher is skipped and reported; the event is recorded.
+		{"watcher with NUL is skipped", record, ev("watchers", []string{"agent:main:" + nul}), ""},
 		{"watch target with NUL", `mutation($t: String!) { watch(input: {watcher: "agent:main:main", target: $t}) { watched } }`, map[string]any{"t": "agent:main:" + nul}, awareness.EINVALID},
 		{"ack target with NUL", `mutation($t: [String!]) { ackNotices(watcher: "agent:main:main", targets: $t) { target } }`, map[string]any{"t": []string{nul}}, awareness.EINVALID},
-		{"changesSince far ahead", `{ sessionStatus(sessionKey: "agent:main:main", changesSince: 9007199254740991) { stateVersion } }`, nil, awareness.ECURSORAHEAD},
+		{"changesSince far ahead", `{ sessionStatus(sessionKey: "agent:main:main", changesSince: 2147483647) { stateVersion } }`, nil, awareness.ECURSORAHEAD},
 		{"contextWindow beyond the limit", `{ compactionPolicy(sessionKey: "agent:main:main", contextWindow: 9007199254740991) { compactionDue } }`, nil, awareness.EINVALID},
 	}
 }
