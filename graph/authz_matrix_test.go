@@ -277,8 +277,8 @@ var mxTransports = []mxTransport{
 
 // mxSSE runs a subscription over Server-Sent Events (graphql-sse, distinct connections)
 // and returns its first result: the first next event's payload, or the refusal the
-// request is answered with. It calls the trigger until something arrives. Queries and
-// mutations over SSE are the HTTP transport's, so the matrix runs only subscriptions here.
+// request is answered with. It calls the trigger until something arrives. graphql-sse
+// carries queries and mutations too (one next event), so every operation runs here.
 func mxSSE(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gqlResponse {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": op.doc, "variables": vars})
