@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/awareness/awareness/internal/syncbuf"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -575,13 +576,13 @@ type browser struct {
 	exceptions []string // uncaught exceptions of the page
 }
 
-// newBrowser starts headless Chromium with a fresh profile, or skips the test when it
-// is not installed. When the test ends it checks that every request stayed on the
+// newBrowser starts headless Chromium with a fresh profile; when it is not installed
+// the test skips, saying so (and fails under CI: testenv.Missing). When the test ends it checks that every request stayed on the
 // loopback interface and that the page threw no uncaught exception.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("SKIP: browser tests need Chromium at %s (Debian: apt-get install -y chromium): %v", chromiumPath, err)
+		testenv.Missing(t, "browser suite", fmt.Sprintf("headless Chromium is not at %s (Debian: apt-get install -y chromium): %v", chromiumPath, err))
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
