@@ -155,11 +155,13 @@ func TestRestart_PendingNoticesSurviveSIGTERMAndSIGKILL_NTC5(t *testing.T) {
 
 var npmOnce struct {
 	sync.Once
-	err error
+	err error // a missing prerequisite: npm, or the registry npm ci needs
 }
 
 // nodeClient returns the node binary and the directory of subscribe.mjs, installing
-// the npm clients when they are missing; it skips the test when node is missing.
+// the npm clients when they are missing (npm ci, which needs the npm registry). When
+// node, npm or the registry is missing the test skips, saying so (and fails under CI:
+// testenv.Missing).
 func nodeClient(t *testing.T) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -180,17 +182,17 @@ func nodeClient(t *testing.T) (node, dir string) {
 		}
 		npm, err := exec.LookPath("npm")
 		if err != nil {
-			npmOnce.err = errors.New("node_modules is missing and npm is not installed")
+			npmOnce.err = errors.New("e2e/node/node_modules is missing and npm is not installed")
 			return
 		}
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			npmOnce.err = errors.New("npm ci: " + err.Error() + "\n" + tail(string(out), 2000))
+			npmOnce.err = errors.New("npm ci in e2e/node failed (it needs the npm registry, or run it beforehand): " + err.Error() + "\n" + tail(string(out), 2000))
 		}
 	})
 	if npmOnce.err != nil {
-		t.Fatal(npmOnce.err)
+		testenv.Missing(t, "Node client suite", npmOnce.err.Error())
 	}
 	return node, dir
 }

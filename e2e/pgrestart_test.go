@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/internal/models/pgtest"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // PostgreSQL restarted under load (issue 9 item 2; SIG-7, ERR-1). The shared server
@@ -47,7 +48,7 @@ func newPGCluster(t *testing.T) *pgCluster {
 		}
 	}
 	if len(initdbs) == 0 {
-		t.Skip("no initdb (/usr/lib/postgresql/*/bin or PATH): cannot run a private PostgreSQL cluster")
+		testenv.Missing(t, "PostgreSQL restart suite", "no initdb (/usr/lib/postgresql/*/bin or PATH) to run a private PostgreSQL cluster (Debian: apt-get install -y postgresql)")
 	}
 	sort.Strings(initdbs)
 	c := &pgCluster{t: t, bin: filepath.Dir(initdbs[len(initdbs)-1])}
@@ -64,11 +65,11 @@ func newPGCluster(t *testing.T) *pgCluster {
 	if os.Geteuid() == 0 { // initdb refuses to run as root
 		runuser, err := exec.LookPath("runuser")
 		if err != nil {
-			t.Skip("running as root without runuser: cannot run initdb as another user")
+			testenv.Missing(t, "PostgreSQL restart suite", "running as root without runuser (util-linux): cannot run initdb as another user")
 		}
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("running as root without a postgres OS user to own the cluster: %v", err)
+			testenv.Missing(t, "PostgreSQL restart suite", fmt.Sprintf("running as root without a postgres OS user to own the cluster: %v", err))
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)

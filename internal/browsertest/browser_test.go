@@ -653,8 +653,8 @@ type browser struct {
 	exceptions []string // uncaught exceptions of the page
 }
 
-// newBrowser starts headless Chromium with a fresh profile, or skips the test when it
-// is not installed. When the test ends it checks that every request stayed on the
+// newBrowser starts headless Chromium with a fresh profile; when it is not installed
+// the test skips, saying so (and fails under CI: testenv.Missing). When the test ends it checks that every request stayed on the
 // loopback interface and that the page threw no uncaught exception.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()

@@ -255,3 +255,26 @@ func spanNames(spans []sdktrace.ReadOnlySpan) []string {
 	}
 	return out
 }
+
+// Tracing is off by default and follows the standard OTEL_* variables.
+func TestTracingEnabledByStandardEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		env     map[string]string
+		on, err bool
+	}{
+		{env: nil},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}},
+		{env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, on: true},
+	} {
+		on, err := telemetry.TracingEnabled(func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+		if on != c.on || (err != nil) != c.err {
+			t.Errorf("%v: on %v err %v, want on %v err %v", c.env, on, err, c.on, c.err)
+		}
+	}
+}

@@ -1,7 +1,7 @@
 // Package pgtest gives tests a fresh PostgreSQL database each: the server is named by
 // TEST_DATABASE_URL (an admin URL such as
-// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable); tests skip, saying so,
-// when it is not set.
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). When it is not set,
+// tests skip saying so, and fail under CI (internal/testenv).
 package pgtest
 
 import (
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // EnvVar names the admin URL of the test server.
@@ -23,13 +25,14 @@ const EnvVar = "TEST_DATABASE_URL"
 
 var seq atomic.Int64
 
-// AdminURL returns TEST_DATABASE_URL, or skips the test when it is not set.
+// AdminURL returns TEST_DATABASE_URL; when it is not set the test skips, saying so
+// (and fails under CI: testenv.Missing).
 func AdminURL(tb testing.TB) string {
 	tb.Helper()
 	u := os.Getenv(EnvVar)
 	if u == "" {
-		tb.Skip(EnvVar + " not set: PostgreSQL tests skipped (e.g. " + EnvVar +
-			"=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)")
+		testenv.Missing(tb, "PostgreSQL suite", EnvVar+" is not set: run a PostgreSQL server and set e.g. "+EnvVar+
+			"=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable (each test gets a fresh database)")
 	}
 	return u
 }
