@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -194,7 +195,9 @@ func TestClient_RecorderSurvivesServiceKillNine_CLT2_SIG7(t *testing.T) {
 					acked[key] = append(acked[key], id)
 				}
 				mu.Unlock()
-				if err != nil {
+				if errors.Is(err, client.ErrRecordTimeout) {
+					t.Logf("a Record timed out (the disk stalled past the bound; its event may or may not be recorded)")
+				} else if err != nil {
 					t.Errorf("Record failed during a service outage: %v", err)
 					return
 				}
@@ -218,8 +221,8 @@ func TestClient_RecorderSurvivesServiceKillNine_CLT2_SIG7(t *testing.T) {
 		t.Fatalf("flush: %v (pending %d)", err, rec.Pending())
 	}
 	t.Logf("longest Record: %v (bound %v)", maxRecord, client.DefaultRecordTimeout)
-	if maxRecord > client.DefaultRecordTimeout {
-		t.Errorf("a Record took %v, over its bound %v", maxRecord, client.DefaultRecordTimeout)
+	if maxRecord > client.DefaultRecordTimeout+500*time.Millisecond {
+		t.Errorf("a Record took %v: it does not honour its bound %v", maxRecord, client.DefaultRecordTimeout)
 	}
 	checkExactlyOnce(t, c, acked, attempted)
 }

@@ -168,6 +168,21 @@ func TestMCP_AgentTokensAsGraphQL_CLT1_CLT3(t *testing.T) {
 	}
 }
 
+func TestMCP_ResourceSubscriptionNeedsTheWatchersAgent_CLT1_CLT3(t *testing.T) {
+	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{"--auth-file", writeAuthFile(t, 0o600)}})
+	cs := mcpConnect(t, s.base+"/mcp", opsToken)
+	ctx := context.Background()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "awareness://notices/agent:main:main"}); err == nil {
+		t.Error("an agent:ops token subscribed to agent:main:main's notices")
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "awareness://notices/agent:main:main"}); err == nil {
+		t.Error("an agent:ops token read agent:main:main's notices")
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "awareness://notices/agent:ops:main"}); err != nil {
+		t.Errorf("an agent:ops token could not subscribe to its own watcher: %v", err)
+	}
+}
+
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
