@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +121,8 @@ type RecorderOptions struct {
 // committed it) is recorded once. A Recorder opened again on the same file after a
 // crash delivers what the crashed one had not.
 //
-// One process at a time owns an outbox file (an advisory lock on <path>.lock).
+// One process at a time owns an outbox file (an advisory lock on <path>.lock, which
+// also holds the owner's pid for the TypeScript client, which shares the format).
 type Recorder struct {
 	c    *Client
 	opts RecorderOptions
@@ -195,6 +197,12 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("awareness recorder: the outbox %s is in use by another process", path)
+	}
+	// The lock file also names its owner's pid, for the TypeScript client (which
+	// cannot flock) sharing the outbox format: a live pid there is an owner.
+	if err := claimLock(lock); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("awareness recorder: the outbox %s: %w", path, err)
 	}
 	r := &Recorder{
 		c: c, opts: opts, log: c.log.With("component", "recorder"), path: path, lock: lock,
@@ -322,6 +330,24 @@ func (r *Recorder) rewrite(entries []*spooled) error {
 	}
 	r.f, r.fileBytes = nf, n
 	return nil
+}
+
+// claimLock refuses a lock file naming another live process, then writes our pid.
+func claimLock(f *os.File) error {
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && pid != os.Getpid() {
+		if syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+			return fmt.Errorf("in use by process %d", pid)
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	return err
 }
 
 func syncDir(dir string) error {
@@ -643,6 +669,7 @@ func (r *Recorder) Close() error {
 	if cerr := r.f.Close(); err == nil {
 		err = cerr
 	}
+	_ = r.lock.Truncate(0) // no owner any more
 	_ = r.lock.Close()
 	return err
 }
