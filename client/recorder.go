@@ -133,6 +133,7 @@ type Recorder struct {
 	wmu       sync.Mutex // serialises writes to f and compaction; before mu
 	f         *os.File
 	fileBytes int64
+	compactAt int64 // compactMinBytes (tests lower it)
 
 	mu        sync.Mutex
 	closed    bool
@@ -207,7 +208,7 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 	r := &Recorder{
 		c: c, opts: opts, log: c.log.With("component", "recorder"), path: path, lock: lock,
 		pending: map[uint64]*spooled{}, idle: make(chan struct{}),
-		flushNow: make(chan struct{}, 1), stop: make(chan struct{}),
+		flushNow: make(chan struct{}, 1), stop: make(chan struct{}), compactAt: compactMinBytes,
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	entries, err := r.load()
@@ -299,9 +300,8 @@ func (r *Recorder) rewrite(entries []*spooled) error {
 	var n int64
 	for _, s := range entries {
 		line, _ := json.Marshal(outboxLine{ID: s.id, E: &s.ev})
-		line = append(line, '\n')
-		s.bytes = int64(len(line))
-		n += s.bytes
+		line = append(line, '\n') // the bytes Record and load counted in s.bytes
+		n += int64(len(line))
 		_, _ = w.Write(line)
 	}
 	err = w.Flush()
@@ -597,7 +597,7 @@ func (r *Recorder) delivered(l *lane, s *spooled) {
 	r.mu.Lock()
 	live := r.liveBytes
 	r.mu.Unlock()
-	if r.fileBytes > compactMinBytes && r.fileBytes > 2*live {
+	if r.fileBytes > r.compactAt && r.fileBytes > 2*live {
 		r.compactLocked()
 	}
 }
@@ -611,7 +611,6 @@ func (r *Recorder) compactLocked() {
 	}
 	r.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
-	// rewrite recomputes bytes of the same lines; sizes do not change.
 	if err := r.rewrite(entries); err != nil {
 		r.log.Warn("outbox compaction failed; keeping the file as it is", "err", err)
 	}
