@@ -249,8 +249,9 @@ export class Recorder {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((res) => {
-      const t = setTimeout(res, ms);
-      this.abort.signal.addEventListener('abort', () => { clearTimeout(t); res(); }, { once: true });
+      const onAbort = () => { clearTimeout(t); res(); };
+      const t = setTimeout(() => { this.abort.signal.removeEventListener('abort', onAbort); res(); }, ms);
+      this.abort.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
