@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,5 +227,23 @@ func TestMCP_StdioServer_CLT3(t *testing.T) {
 	}
 	if !strings.Contains(toolText(r), "Session state changes: 1.") {
 		t.Errorf("text %q", toolText(r))
+	}
+}
+
+// A graceful shutdown ends the MCP sessions, their event streams and resource feeds
+// promptly, with exit status 0.
+func TestMCP_GracefulShutdownEndsSessions(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	cs := mcpConnect(t, s.base+"/mcp", "")
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "awareness://notices/agent:main:main"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	st := s.stop(syscall.SIGTERM)
+	if !st.Success() || time.Since(t0) > 5*time.Second {
+		t.Fatalf("shutdown with an MCP session open: %v after %v\n%s", st, time.Since(t0), tail(s.logs.String(), 3000))
+	}
+	if !strings.Contains(s.logs.String(), "shutdown: mcp server closed") {
+		t.Error("the shutdown log does not say the MCP server closed")
 	}
 }
