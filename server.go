@@ -732,7 +732,6 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 	if !waitGroup(sctx, &wsConns) {
 		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
 	}
-
 	cancel()
 	<-demoDone
 	pruner.Stop()

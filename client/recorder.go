@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +121,8 @@ type RecorderOptions struct {
 // committed it) is recorded once. A Recorder opened again on the same file after a
 // crash delivers what the crashed one had not.
 //
-// One process at a time owns an outbox file (an advisory lock on <path>.lock).
+// One process at a time owns an outbox file (an advisory lock on <path>.lock, which
+// also holds the owner's pid for the TypeScript client, which shares the format).
 type Recorder struct {
 	c    *Client
 	opts RecorderOptions
@@ -131,6 +133,7 @@ type Recorder struct {
 	wmu       sync.Mutex // serialises writes to f and compaction; before mu
 	f         *os.File
 	fileBytes int64
+	compactAt int64 // compactMinBytes (tests lower it)
 
 	mu        sync.Mutex
 	closed    bool
@@ -196,10 +199,16 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 		lock.Close()
 		return nil, fmt.Errorf("awareness recorder: the outbox %s is in use by another process", path)
 	}
+	// The lock file also names its owner's pid, for the TypeScript client (which
+	// cannot flock) sharing the outbox format: a live pid there is an owner.
+	if err := claimLock(lock); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("awareness recorder: the outbox %s: %w", path, err)
+	}
 	r := &Recorder{
 		c: c, opts: opts, log: c.log.With("component", "recorder"), path: path, lock: lock,
 		pending: map[uint64]*spooled{}, idle: make(chan struct{}),
-		flushNow: make(chan struct{}, 1), stop: make(chan struct{}),
+		flushNow: make(chan struct{}, 1), stop: make(chan struct{}), compactAt: compactMinBytes,
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	entries, err := r.load()
@@ -291,9 +300,8 @@ func (r *Recorder) rewrite(entries []*spooled) error {
 	var n int64
 	for _, s := range entries {
 		line, _ := json.Marshal(outboxLine{ID: s.id, E: &s.ev})
-		line = append(line, '\n')
-		s.bytes = int64(len(line))
-		n += s.bytes
+		line = append(line, '\n') // the bytes Record and load counted in s.bytes
+		n += int64(len(line))
 		_, _ = w.Write(line)
 	}
 	err = w.Flush()
@@ -322,6 +330,24 @@ func (r *Recorder) rewrite(entries []*spooled) error {
 	}
 	r.f, r.fileBytes = nf, n
 	return nil
+}
+
+// claimLock refuses a lock file naming another live process, then writes our pid.
+func claimLock(f *os.File) error {
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && pid != os.Getpid() {
+		if syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+			return fmt.Errorf("in use by process %d", pid)
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	return err
 }
 
 func syncDir(dir string) error {
@@ -571,7 +597,7 @@ func (r *Recorder) delivered(l *lane, s *spooled) {
 	r.mu.Lock()
 	live := r.liveBytes
 	r.mu.Unlock()
-	if r.fileBytes > compactMinBytes && r.fileBytes > 2*live {
+	if r.fileBytes > r.compactAt && r.fileBytes > 2*live {
 		r.compactLocked()
 	}
 }
@@ -585,7 +611,6 @@ func (r *Recorder) compactLocked() {
 	}
 	r.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
-	// rewrite recomputes bytes of the same lines; sizes do not change.
 	if err := r.rewrite(entries); err != nil {
 		r.log.Warn("outbox compaction failed; keeping the file as it is", "err", err)
 	}
@@ -643,6 +668,7 @@ func (r *Recorder) Close() error {
 	if cerr := r.f.Close(); err == nil {
 		err = cerr
 	}
+	_ = r.lock.Truncate(0) // no owner any more
 	_ = r.lock.Close()
 	return err
 }

@@ -2,9 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,4 +143,88 @@ func BenchmarkRecorderRecordSerial(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+}
+
+// fakeService answers every recordEvent as recorded, counting the dedupeKeys seen.
+func fakeService(t *testing.T) (*Client, func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	keys := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Variables struct {
+				In Event `json:"in"`
+			} `json:"variables"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		keys[req.Variables.In.DedupeKey] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":{"recordEvent":{"recorded":true,"stateVersion":1,"event":{"sequence":1},"skippedWatchers":[]}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL + "/query")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func() int { mu.Lock(); defer mu.Unlock(); return len(keys) }
+}
+
+// Delivered events are compacted out of the outbox file once it passes its
+// compaction size, and a reopened outbox holds nothing delivered.
+func TestRecorder_CompactsDeliveredEvents(t *testing.T) {
+	c, delivered := fakeService(t)
+	path := filepath.Join(t.TempDir(), "outbox")
+	r, err := c.OpenRecorder(path, RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.wmu.Lock()
+	r.compactAt = 64 << 10
+	r.wmu.Unlock()
+	summary := strings.Repeat("x", 500)
+	const n = 800 // about 550 KiB of lines
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n / 8 {
+				e := ev(fmt.Sprintf("agent:main:subagent:c%d", g), i)
+				e.Summary = summary
+				if err := r.Record(context.Background(), e); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatalf("%v: %d pending, %d delivered", err, r.Pending(), delivered())
+	}
+	if got := delivered(); got != n {
+		t.Fatalf("the service saw %d distinct events, want %d", got, n)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 128<<10 {
+		t.Errorf("the outbox is %d bytes after delivering everything: not compacted", fi.Size())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.OpenRecorder(path, RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if p := r2.Pending(); p != 0 {
+		t.Fatalf("a reopened outbox holds %d delivered events", p)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,21 @@ func TestMCP_AgentTokensAsGraphQL_CLT1_CLT3(t *testing.T) {
 	}
 }
 
+func TestMCP_ResourceSubscriptionNeedsTheWatchersAgent_CLT1_CLT3(t *testing.T) {
+	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{"--auth-file", writeAuthFile(t, 0o600)}})
+	cs := mcpConnect(t, s.base+"/mcp", opsToken)
+	ctx := context.Background()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "awareness://notices/agent:main:main"}); err == nil {
+		t.Error("an agent:ops token subscribed to agent:main:main's notices")
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "awareness://notices/agent:main:main"}); err == nil {
+		t.Error("an agent:ops token read agent:main:main's notices")
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "awareness://notices/agent:ops:main"}); err != nil {
+		t.Errorf("an agent:ops token could not subscribe to its own watcher: %v", err)
+	}
+}
+
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -211,5 +227,23 @@ func TestMCP_StdioServer_CLT3(t *testing.T) {
 	}
 	if !strings.Contains(toolText(r), "Session state changes: 1.") {
 		t.Errorf("text %q", toolText(r))
+	}
+}
+
+// A graceful shutdown ends the MCP sessions, their event streams and resource feeds
+// promptly, with exit status 0.
+func TestMCP_GracefulShutdownEndsSessions(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	cs := mcpConnect(t, s.base+"/mcp", "")
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "awareness://notices/agent:main:main"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	st := s.stop(syscall.SIGTERM)
+	if !st.Success() || time.Since(t0) > 5*time.Second {
+		t.Fatalf("shutdown with an MCP session open: %v after %v\n%s", st, time.Since(t0), tail(s.logs.String(), 3000))
+	}
+	if !strings.Contains(s.logs.String(), "shutdown: mcp server closed") {
+		t.Error("the shutdown log does not say the MCP server closed")
 	}
 }

@@ -42,6 +42,8 @@ export interface RecorderOptions {
   recordTimeoutMs?: number;
   /** Sessions delivered in parallel (default 4); one session's events go through one sender, in order. */
   senders?: number;
+  /** The file is rewritten without its delivered events once it is this large and at least twice its live content (default 4 MiB). */
+  compactBytes?: number;
   onDelivery?: (d: Delivery) => void;
 }
 
@@ -96,7 +98,10 @@ export class Recorder {
   private readonly opts: Required<Omit<RecorderOptions, 'onDelivery'>> & Pick<RecorderOptions, 'onDelivery'>;
 
   private constructor(private readonly client: Client, readonly path: string, opts: RecorderOptions) {
-    this.opts = { maxBytes: opts.maxBytes ?? 64 << 20, recordTimeoutMs: opts.recordTimeoutMs ?? 2000, senders: opts.senders ?? 4, onDelivery: opts.onDelivery };
+    this.opts = {
+      maxBytes: opts.maxBytes ?? 64 << 20, recordTimeoutMs: opts.recordTimeoutMs ?? 2000, senders: opts.senders ?? 4,
+      compactBytes: opts.compactBytes ?? compactMinBytes, onDelivery: opts.onDelivery,
+    };
   }
 
   /** Opens (or creates) the outbox at path and starts delivering what it holds. */
@@ -244,8 +249,9 @@ export class Recorder {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((res) => {
-      const t = setTimeout(res, ms);
-      this.abort.signal.addEventListener('abort', () => { clearTimeout(t); res(); }, { once: true });
+      const onAbort = () => { clearTimeout(t); res(); };
+      const t = setTimeout(() => { this.abort.signal.removeEventListener('abort', onAbort); res(); }, ms);
+      this.abort.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
@@ -280,7 +286,7 @@ export class Recorder {
           const mark = JSON.stringify({ done: head.id }) + '\n';
           await this.fh.write(mark);
           this.fileBytes += Buffer.byteLength(mark);
-          if (this.fileBytes > compactMinBytes && this.fileBytes > 2 * this.liveBytes && this.cur === null) {
+          if (this.fileBytes > this.opts.compactBytes && this.fileBytes > 2 * this.liveBytes && this.cur === null) {
             await this.rewrite([...this.pendingMap.values()].sort((a, b) => a.id - b.id));
           }
         }).catch((e) => this.client.log.warn(`awareness recorder: delivery mark: ${e}`));
@@ -307,6 +313,7 @@ export class Recorder {
       if (Date.now() > deadline) throw new Error(`awareness recorder: ${this.pending()} events still undelivered after ${timeoutMs} ms`);
       await new Promise<void>((res) => { this.idleWaiters.push(res); setTimeout(res, 50); });
     }
+    await this.fileOps; // the delivery marks (and a compaction) are written
   }
 
   /** Stops the senders and closes the outbox; undelivered events stay for the next open(). Idempotent. */
