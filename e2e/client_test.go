@@ -212,7 +212,7 @@ func TestClient_RecorderSurvivesServiceKillNine_CLT2_SIG7(t *testing.T) {
 	if rec.Pending() == 0 {
 		t.Error("nothing was spooled while the service was down")
 	}
-	s = startServerAt(t, db, addr)
+	startServerAt(t, db, addr)
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()

@@ -198,7 +198,7 @@ func TestCostBudget(t *testing.T) {
 // OperationCost runs.
 func mustValidate(tb testing.TB, q string) *ast.QueryDocument {
 	tb.Helper()
-	doc, errs := gqlparser.LoadQuery(generated.NewExecutableSchema(generated.Config{}).Schema(), q)
+	doc, errs := gqlparser.LoadQueryWithRules(generated.NewExecutableSchema(generated.Config{}).Schema(), q, nil)
 	if len(errs) > 0 {
 		tb.Fatalf("validate: %v", errs)
 	}

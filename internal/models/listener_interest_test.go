@@ -39,13 +39,12 @@ func (c *statementCounter) snapshot() (statements, rows int64) {
 // interestRig is process A (counted store, hub, service, listener, no subscriber yet)
 // and process B (a writer) on one database.
 type interestRig struct {
-	t      *testing.T
-	count  *statementCounter
-	a, b   *Store
-	svcA   *awareness.Service
-	svcB   *awareness.Service
-	lis    *Listener
-	cancel context.CancelFunc
+	t     *testing.T
+	count *statementCounter
+	a, b  *Store
+	svcA  *awareness.Service
+	svcB  *awareness.Service
+	lis   *Listener
 }
 
 func newInterestRig(t *testing.T, poll time.Duration) *interestRig {

@@ -324,13 +324,6 @@ func (e *env) pending(watcher string) []awareness.Notice {
 	return ns
 }
 
-func (e *env) ack(watcher string) {
-	e.t.Helper()
-	if _, err := e.svc.AckNotices(e.ctx, watcher, nil, nil, nil); err != nil {
-		e.t.Fatalf("AckNotices: %v", err)
-	}
-}
-
 func (e *env) ownPrompt(key, text string) {
 	e.t.Helper()
 	ok, err := e.svc.RecordOwnPrompt(e.ctx, key, nil, text)

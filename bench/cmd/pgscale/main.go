@@ -587,7 +587,7 @@ func (r *runner) x1(ctx context.Context, rep *bytes.Buffer) error {
 	for _, P := range r.cfg.procs {
 		x, err := r.x1Run(ctx, P)
 		if err != nil {
-			return fmt.Errorf("P=%d: %w", P, err)
+			return fmt.Errorf("with %d processes: %w", P, err)
 		}
 		res = append(res, x)
 	}
