@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // SubscriberBuffer is the number of undelivered items one subscription may hold. A
@@ -79,6 +80,13 @@ func (h *Hub) streamEvents(ref *SessionRef, onDrop func()) *Sub[Event] {
 // Subscribers returns the number of live notice and event subscriptions.
 func (h *Hub) Subscribers() (notices, events int) {
 	return h.notices.len(), h.events.len()
+}
+
+// hasSubscribers reports whether any notice or event subscription is live, without
+// the topics' locks: a writer asking must not queue behind a broadcast (which holds a
+// topic's read lock) and a subscription change waiting for it.
+func (h *Hub) hasSubscribers() bool {
+	return h.notices.n.Load() > 0 || h.events.n.Load() > 0
 }
 
 // Close ends every subscription with ErrHubClosed. Later subscriptions end at once.
@@ -328,7 +336,7 @@ func (s *Sub[T]) end(reason error) bool {
 type topic[T any] struct {
 	mu     sync.RWMutex
 	subs   map[string]map[*Sub[T]]struct{} // by filter
-	n      int
+	n      atomic.Int64 // written under mu; read without it (hasSubscribers)
 	closed bool
 }
 
@@ -358,7 +366,7 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 		t.subs[s.filter] = m
 	}
 	m[s] = struct{}{}
-	t.n++
+	t.n.Add(1)
 	return s
 }
 
@@ -405,7 +413,7 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 	if len(t.subs[s.filter]) == 0 {
 		delete(t.subs, s.filter)
 	}
-	t.n--
+	t.n.Add(-1)
 	ended := s.end(reason)
 	t.mu.Unlock()
 	if ended && reason == ErrSlowSubscriber && s.stream != nil && s.stream.onDrop != nil {
@@ -416,7 +424,7 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 func (t *topic[T]) len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.n
+	return int(t.n.Load())
 }
 
 func (t *topic[T]) close() {
@@ -429,7 +437,7 @@ func (t *topic[T]) close() {
 		}
 		delete(t.subs, f)
 	}
-	t.n = 0
+	t.n.Store(0)
 }
 
 // IsSlowSubscriber reports whether err ended a subscription for falling behind.
