@@ -336,7 +336,7 @@ func (s *Sub[T]) end(reason error) bool {
 type topic[T any] struct {
 	mu     sync.RWMutex
 	subs   map[string]map[*Sub[T]]struct{} // by filter
-	n      atomic.Int64 // written under mu; read without it (hasSubscribers)
+	n      atomic.Int64                    // written under mu; read without it (hasSubscribers)
 	closed bool
 }
 
