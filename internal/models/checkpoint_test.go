@@ -179,3 +179,25 @@ func TestCheckpoint_StartStop(t *testing.T) {
 	cancel()
 	c.Stop()
 }
+
+// Under a steady write load a pass starts after every EveryCommits commits, without
+// waiting for the interval.
+func TestCheckpoint_PassEveryCommits(t *testing.T) {
+	s, _ := openCheckpointed(t, CheckpointConfig{Interval: time.Hour, EveryCommits: 10})
+	c := s.ckpt
+	c.Start(context.Background())
+	defer c.Stop()
+	appendN(t, s, 9)
+	time.Sleep(20 * time.Millisecond)
+	if c.Passes() != 0 {
+		t.Fatalf("%d passes after 9 commits, want 0", c.Passes())
+	}
+	appendN(t, s, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Passes() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass within 10 s of the 10th commit")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
