@@ -15,6 +15,7 @@ import (
 func openCheckpointed(t *testing.T, cfg CheckpointConfig) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ck.db")
+	cfg.Enabled = true
 	s, err := OpenSQLite(context.Background(), path, Options{Checkpoint: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -199,5 +200,17 @@ func TestCheckpoint_PassEveryCommits(t *testing.T) {
 			t.Fatal("no pass within 10 s of the 10th commit")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// By default SQLite's auto-checkpoint stays on the writer and no checkpointer runs.
+func TestCheckpoint_OffByDefault(t *testing.T) {
+	s := mustOpenAt(t, filepath.Join(t.TempDir(), "d.db"))
+	var n int
+	if err := s.wsql.QueryRow("PRAGMA wal_autocheckpoint").Scan(&n); err != nil || n != 1000 {
+		t.Fatalf("wal_autocheckpoint = %d, %v; want SQLite's default 1000", n, err)
+	}
+	if s.ckpt != nil {
+		t.Fatal("a checkpointer runs without Options.Checkpoint.Enabled")
 	}
 }
