@@ -40,7 +40,14 @@ fi
 
 step "build"
 go build -o "$out/awareness" .
-for c in wsload wsbaseline profserve benchreport pgscale; do go build -o "$out/$c" "./bench/cmd/$c"; done
+for c in wsload wsbaseline wsgqlgen profserve benchreport pgscale; do go build -o "$out/$c" "./bench/cmd/$c"; done
+# The Node graphql-ws peer (bench/node): skipped when node/npm are missing.
+nodepeer=""
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  (cd bench/node && npm ci --no-audit --no-fund --loglevel=error) && nodepeer="$root/bench/node/wsnode"
+else
+  echo "run.sh: node/npm missing: the Node graphql-ws peer is skipped" >&2
+fi
 go test -c -o "$out/bench.test" ./bench/
 
 step "machine facts"
@@ -59,10 +66,10 @@ step "machine facts"
 
 # -count would run each sub-benchmark's repetitions back to back; separate runs
 # interleave raw and svc, so that the machine's drift hits both alike.
-step "Go benchmarks: append (B1, B3) and sessionStatus (B4), $count interleaved runs"
+step "Go benchmarks: append (B1, B3), sessionStatus (B4), notice to 10k watchers (P2), $count interleaved runs"
 : >"$out/bench.txt"
 for i in $(seq "$count"); do
-  (cd "$out" && ./bench.test -test.run '^$' -test.bench '^Benchmark(AppendOne|AppendConcurrent|SessionStatus)$' \
+  (cd "$out" && ./bench.test -test.run '^$' -test.bench '^Benchmark(AppendOne|AppendConcurrent|SessionStatus|NotifyWide)$' \
     -test.benchtime="$btime" -test.count=1 -test.timeout=10m) | tee -a "$out/bench.txt"
 done
 
@@ -108,6 +115,17 @@ step "WebSocket: service (real binary), L1 L2 L3"
 frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
 
+# The peers (issue 19): the same load and subscription type, -mode baseline (the
+# wsbaseline triggers), between the service and gorilla.
+step "WebSocket: stock-gqlgen peer (bench/cmd/wsgqlgen)"
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 \
+  -out "$out/ws-gqlgen.json" -server-log "$out/server-gqlgen.log" -timeout 4m || echo "wsload gqlgen failed (see above)"
+if [ -n "$nodepeer" ]; then
+  step "WebSocket: Node graphql-ws peer (bench/node)"
+  "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 \
+    -out "$out/ws-node.json" -server-log "$out/server-node.log" -timeout 4m || echo "wsload node failed (see above)"
+fi
+
 step "WebSocket: bare gorilla baseline, frames of $frame bytes"
 "$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 \
   -out "$out/ws-baseline.json" -server-log "$out/server-baseline.log" -timeout 4m || echo "wsload baseline failed (see above)"
@@ -136,7 +154,7 @@ if command -v benchstat >/dev/null 2>&1; then
 fi
 elapsed=$(( $(date +%s) - start ))
 "$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
-  -base "$out/ws-baseline.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
+  -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
 if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGSCALE:-1}" = 1 ]; then

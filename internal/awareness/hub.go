@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // SubscriberBuffer is the number of undelivered items one subscription may hold. A
@@ -163,6 +164,13 @@ func (h *Hub) streamEvents(ref *SessionRef, transport string, onDrop func()) *Su
 // Subscribers returns the number of live notice and event subscriptions.
 func (h *Hub) Subscribers() (notices, events int) {
 	return h.notices.len(), h.events.len()
+}
+
+// hasSubscribers reports whether any notice or event subscription is live, without
+// the topics' locks: a writer asking must not queue behind a broadcast (which holds a
+// topic's read lock) and a subscription change waiting for it.
+func (h *Hub) hasSubscribers() bool {
+	return h.notices.n.Load() > 0 || h.events.n.Load() > 0
 }
 
 // Close ends every subscription with ErrHubClosed. Later subscriptions end at once.
@@ -424,7 +432,7 @@ type topic[T any] struct {
 
 	mu     sync.RWMutex
 	subs   map[string]map[*Sub[T]]struct{} // by filter
-	n      int
+	n      atomic.Int64                    // written under mu; read without it (hasSubscribers)
 	closed bool
 	// interest, when set, is told of a filter's first subscription and of its last
 	// one's end (see Interest); it runs under mu.
@@ -483,7 +491,7 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 		}
 		m[s] = struct{}{}
 	}
-	t.n++
+	t.n.Add(1)
 	if s.stream != nil {
 		t.obs.Subscribers(t.name, s.transport, 1)
 	}
@@ -538,7 +546,7 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 			}
 		}
 	}
-	t.n--
+	t.n.Add(-1)
 	ended := s.end(reason)
 	t.mu.Unlock()
 	if s.stream != nil {
@@ -555,7 +563,7 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 func (t *topic[T]) len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.n
+	return int(t.n.Load())
 }
 
 func (t *topic[T]) close() {
@@ -574,7 +582,7 @@ func (t *topic[T]) close() {
 			t.interest(f, false)
 		}
 	}
-	t.n = 0
+	t.n.Store(0)
 }
 
 // IsSlowSubscriber reports whether err ended a subscription for falling behind.

@@ -39,7 +39,7 @@ func (p *publisher) publish(events []Event, notices []Notice) {
 	if len(events) == 0 && len(notices) == 0 {
 		return
 	}
-	if n, e := p.hub.Subscribers(); n == 0 && e == 0 {
+	if !p.hub.hasSubscribers() {
 		return
 	}
 	p.mu.Lock()

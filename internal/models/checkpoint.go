@@ -17,15 +17,27 @@ import (
 
 // Checkpoint defaults of the SQLite store.
 const (
-	DefaultCheckpointInterval = 250 * time.Millisecond
+	DefaultCheckpointInterval = time.Second
 	DefaultMaxWALBytes        = 64 << 20
+	DefaultCheckpointCommits  = 1000
 )
 
 // CheckpointConfig configures the SQLite store's checkpointer.
 type CheckpointConfig struct {
+	// Enabled turns the checkpointer on, and SQLite's auto-checkpoint on the write
+	// connection off. Off by default: measured on ext4 under load (bench/PEERS.md), the
+	// writer's commits got slower with checkpoints beside them (single-writer appends
+	// at 50–70% of raw instead of 80–100%) and the own-append tail did not improve, so
+	// SQLite's own auto-checkpoint inside the commit stays the default.
+	Enabled bool
 	// Interval between passive checkpoints (DefaultCheckpointInterval when zero). A
 	// tick with no commit since the last complete checkpoint does nothing.
 	Interval time.Duration
+	// EveryCommits also starts a pass after this many commits
+	// (DefaultCheckpointCommits when zero), so that under a steady write load the log
+	// stays about as short as SQLite's auto-checkpoint keeps it, without a commit
+	// paying for the checkpoint.
+	EveryCommits uint64
 	// MaxWALBytes bounds the write-ahead log file (DefaultMaxWALBytes when zero): when
 	// it is larger after a passive checkpoint (readers kept the log from being
 	// reused), a TRUNCATE checkpoint waits for the readers and the writer, copies the
@@ -50,7 +62,8 @@ type CheckpointResult struct {
 // path. The store's write connection runs with wal_autocheckpoint=0, so that no commit
 // pays for a checkpoint (SQLite's default runs one inside the commit that crosses 1,000
 // pages, about every hundred appends); the checkpointer runs PASSIVE checkpoints on a
-// connection of its own, which never wait for the writer or the readers, and bounds the
+// connection of its own (every Interval, and after every EveryCommits commits), which
+// never wait for the writer or the readers, and bounds the
 // log file with a TRUNCATE checkpoint when readers kept it growing past MaxWALBytes.
 // Durability is the writer's (synchronous=FULL: a commit is durable once its frames
 // are fsynced in the log); a checkpoint only copies committed frames.
@@ -68,6 +81,7 @@ type Checkpointer struct {
 	// caller: the goroutine, or a test between Stop and Start).
 	seen   uint64
 	passes atomic.Int64
+	kick   chan struct{} // a pass is due (committed); capacity 1
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -81,7 +95,23 @@ func newCheckpointer(db *sql.DB, walPath string, commits *atomic.Uint64, cfg Che
 	if cfg.MaxWALBytes <= 0 {
 		cfg.MaxWALBytes = DefaultMaxWALBytes
 	}
-	return &Checkpointer{db: db, walPath: walPath, commits: commits, cfg: cfg, log: log, seen: ^uint64(0)}
+	if cfg.EveryCommits == 0 {
+		cfg.EveryCommits = DefaultCheckpointCommits
+	}
+	return &Checkpointer{db: db, walPath: walPath, commits: commits, cfg: cfg, log: log, seen: ^uint64(0),
+		kick: make(chan struct{}, 1)}
+}
+
+// committed is called by the store after each commit, with the commit count: every
+// EveryCommits-th commit wakes the goroutine (never blocking the committer).
+func (c *Checkpointer) committed(n uint64) {
+	if n%c.cfg.EveryCommits != 0 {
+		return
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Start runs a pass every Interval until Stop. Starting a started checkpointer does
@@ -123,6 +153,7 @@ func (c *Checkpointer) loop(ctx context.Context, done chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.kick:
 		}
 		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("checkpoint failed", "err", err)

@@ -15,6 +15,7 @@ import (
 func openCheckpointed(t *testing.T, cfg CheckpointConfig) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ck.db")
+	cfg.Enabled = true
 	s, err := OpenSQLite(context.Background(), path, Options{Checkpoint: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -178,4 +179,38 @@ func TestCheckpoint_StartStop(t *testing.T) {
 	}
 	cancel()
 	c.Stop()
+}
+
+// Under a steady write load a pass starts after every EveryCommits commits, without
+// waiting for the interval.
+func TestCheckpoint_PassEveryCommits(t *testing.T) {
+	s, _ := openCheckpointed(t, CheckpointConfig{Interval: time.Hour, EveryCommits: 10})
+	c := s.ckpt
+	c.Start(context.Background())
+	defer c.Stop()
+	appendN(t, s, 9)
+	time.Sleep(20 * time.Millisecond)
+	if c.Passes() != 0 {
+		t.Fatalf("%d passes after 9 commits, want 0", c.Passes())
+	}
+	appendN(t, s, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Passes() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass within 10 s of the 10th commit")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// By default SQLite's auto-checkpoint stays on the writer and no checkpointer runs.
+func TestCheckpoint_OffByDefault(t *testing.T) {
+	s := mustOpenAt(t, filepath.Join(t.TempDir(), "d.db"))
+	var n int
+	if err := s.wsql.QueryRow("PRAGMA wal_autocheckpoint").Scan(&n); err != nil || n != 1000 {
+		t.Fatalf("wal_autocheckpoint = %d, %v; want SQLite's default 1000", n, err)
+	}
+	if s.ckpt != nil {
+		t.Fatal("a checkpointer runs without Options.Checkpoint.Enabled")
+	}
 }

@@ -43,9 +43,9 @@ type Options struct {
 // durable before Append returns, SIG-7) and _txlock=immediate, so a write transaction
 // takes the database write lock at BEGIN and never fails half way on a lock upgrade.
 // The read pool opens deferred, query-only transactions: in WAL mode readers never block
-// the writer and each read transaction sees one snapshot. The write connection runs
-// with wal_autocheckpoint=0: checkpoints run on the checkpointer's own connection
-// (checkpoint.go), never inside a commit.
+// the writer and each read transaction sees one snapshot. With Options.Checkpoint.Enabled
+// the write connection runs with wal_autocheckpoint=0 and checkpoints run on the
+// checkpointer's own connection (checkpoint.go), never inside a commit.
 const (
 	sqliteWriteParams = "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_synchronous=FULL&_txlock=immediate"
 	sqliteReadParams  = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
@@ -85,7 +85,11 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	}
 	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
 
-	wdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteWriteParams, sqliteNoAutoCheckpoint))
+	var writerPragmas []string
+	if opts.Checkpoint.Enabled {
+		writerPragmas = append(writerPragmas, sqliteNoAutoCheckpoint)
+	}
+	wdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteWriteParams, writerPragmas...))
 	// One writer connection: writers queue in the pool rather than on SQLITE_BUSY.
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
@@ -123,6 +127,10 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)
+	}
+	if !opts.Checkpoint.Enabled {
+		log.Info("state database open", "dialect", "sqlite", "path", abs, "read_conns", conns)
+		return s, nil
 	}
 	cdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteCheckpointParams, sqliteNoAutoCheckpoint))
 	cdb.SetMaxOpenConns(1)

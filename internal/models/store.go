@@ -228,7 +228,9 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	done = true
 	err = t.tx.Commit()
 	if err == nil {
-		s.commits.Add(1)
+		if n := s.commits.Add(1); s.ckpt != nil {
+			s.ckpt.committed(n)
+		}
 	}
 	if err == nil || xid == 0 {
 		return err

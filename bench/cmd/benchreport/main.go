@@ -30,6 +30,8 @@ func main() {
 		runInfo    = flag.String("run-info", "", "one line about the run (duration, parameters)")
 		out        = flag.String("out", "RESULTS.md", "output file")
 		notesFile  = flag.String("notes", "", "hand-written reading of the gaps to append (optional)")
+		gqlgenFile = flag.String("gqlgen", "", "wsload result of the stock-gqlgen peer (optional)")
+		nodeFile   = flag.String("node", "", "wsload result of the Node graphql-ws peer (optional)")
 	)
 	flag.Parse()
 	r := &report{bench: map[string]map[string][]float64{}, profDir: *profDir}
@@ -39,6 +41,7 @@ func main() {
 		}
 	}
 	r.svc, r.base, r.prof = loadWS(*svcFile), loadWS(*baseFile), loadWS(*profFile)
+	r.gqlgen, r.node = loadWS(*gqlgenFile), loadWS(*nodeFile)
 	facts, _ := os.ReadFile(*factsFile)
 	stat, _ := os.ReadFile(*statFile)
 	md := r.render(string(facts), string(stat), *runInfo)
@@ -63,6 +66,7 @@ type report struct {
 	bench           map[string]map[string][]float64 // name → unit → values (one per -count run)
 	order           []string
 	svc, base, prof *wsResult
+	gqlgen, node    *wsResult // the peers (issue 19), optional
 	profDir         string
 	missed          []string // ids of missed goals, for the profile section
 }
@@ -132,6 +136,7 @@ type phaseResult struct {
 	FromSend   latResult `json:"from_send"`
 	TriggerMS  latResult `json:"trigger"`
 	Seconds    float64   `json:"seconds"`
+	CPUPerUS   float64   `json:"cpu_per_frame_us"`
 }
 
 type wsResult struct {
@@ -354,6 +359,8 @@ func (r *report) render(facts, stat, runInfo string) string {
 		w("\nPostgreSQL: not run (TEST_DATABASE_URL unset).\n")
 	}
 
+	r.peers(&b)
+
 	w("\n## Go benchmarks (medians)\n\n")
 	w("| benchmark | runs | ns/op | appends/s | ops/tx | p50 | p99 |\n|---|---|---|---|---|---|---|\n")
 	for _, name := range r.order {
@@ -480,4 +487,99 @@ func (r *report) table(b *strings.Builder, rows []row) {
 	for _, rw := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", rw.id, rw.what, rw.baseline, rw.measured, rw.ratio, rw.goal, rw.verdict)
 	}
+}
+
+// ---------------------------------------------------------------------------------------
+// Peers (issue 19): the service beside stock gqlgen, Node graphql-ws and gorilla, the
+// same load, one run.
+
+// peers writes the P1–P6 table: ratio = service ÷ peer (above 1 is worse).
+func (r *report) peers(b *strings.Builder) {
+	if r.gqlgen == nil && r.node == nil {
+		return
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	type col struct {
+		name string
+		res  *wsResult
+	}
+	cols := []col{{"service", r.svc}, {"stock gqlgen", r.gqlgen}, {"graphql-ws (Node)", r.node}, {"gorilla (bound)", r.base}}
+	type measure struct {
+		what string
+		get  func(*wsResult) (float64, bool)
+		unit string
+	}
+	lat := func(phase string, pick func(*phaseResult) float64) func(*wsResult) (float64, bool) {
+		return func(x *wsResult) (float64, bool) {
+			p := x.phase(phase)
+			if p == nil || p.Received == 0 {
+				return 0, false
+			}
+			return pick(p), true
+		}
+	}
+	ms := []measure{
+		{"P1 idle memory per subscriber (KiB)", func(x *wsResult) (float64, bool) {
+			if x == nil || x.PerSubKB == 0 {
+				return 0, false
+			}
+			return x.PerSubKB, true
+		}, "KiB"},
+		{"P3 own notice p50, from the trigger's send (ms)", lat("a", func(p *phaseResult) float64 { return p.FromSend.P50 }), "ms"},
+		{"P3 own notice p99, from the trigger's send (ms)", lat("a", func(p *phaseResult) float64 { return p.FromSend.P99 }), "ms"},
+		{"P4 server CPU per own notice (µs)", lat("a", func(p *phaseResult) float64 { return p.CPUPerUS }), "µs"},
+		{"P5 broadcast p50, from the trigger's send (ms)", lat("b_big", func(p *phaseResult) float64 { return p.FromSend.P50 }), "ms"},
+		{"P5 broadcast p99, from the trigger's send (ms)", lat("b_big", func(p *phaseResult) float64 { return p.FromSend.P99 }), "ms"},
+		{"P6 the trigger's answer during the broadcast, p50 (ms)", lat("b_big", func(p *phaseResult) float64 { return p.TriggerMS.P50 }), "ms"},
+		{"P6 the trigger's answer in L1(a) (one subscriber), p50 (ms)", lat("a", func(p *phaseResult) float64 { return p.TriggerMS.P50 }), "ms"},
+	}
+	subs := 0
+	if r.svc != nil {
+		subs = r.svc.Subs
+	}
+	w("\n## Peers (issue 19): the service beside stock gqlgen, Node graphql-ws and gorilla\n\n")
+	w("The same load generator (bench/cmd/wsload), %d subscribers, the same `staleNotices` subscription; the peers are in memory (bench/cmd/wsgqlgen, bench/node/server.mjs) and answer a trigger before publishing. Ratio = service ÷ peer (above 1 is worse).\n\n", subs)
+	w("| measure |")
+	for _, c := range cols {
+		w(" %s |", c.name)
+	}
+	w(" ÷ gqlgen | ÷ Node | ÷ gorilla |\n|---|")
+	for range cols {
+		w("---|")
+	}
+	w("---|---|---|\n")
+	for _, m := range ms {
+		w("| %s |", m.what)
+		vals := make([]float64, len(cols))
+		oks := make([]bool, len(cols))
+		for i, c := range cols {
+			vals[i], oks[i] = m.get(c.res)
+			if oks[i] {
+				w(" %.2f |", vals[i])
+			} else {
+				w(" %s |", noData)
+			}
+		}
+		for i := 1; i < len(cols); i++ {
+			if oks[0] && oks[i] && vals[i] > 0 {
+				w(" %.2f× |", vals[0]/vals[i])
+			} else {
+				w(" — |")
+			}
+		}
+		w("\n")
+	}
+	w("\nLost / duplicate frames per server and phase:")
+	for _, c := range cols {
+		if c.res == nil {
+			continue
+		}
+		lost, dup := 0, 0
+		for _, p := range c.res.Phases {
+			lost += p.Lost
+			dup += p.Dupes
+		}
+		w(" %s %d / %d;", c.name, lost, dup)
+	}
+	w("\n\nGoals: P1 ≤ 0.9× Node and ≤ 1.2× gorilla; P3 p99 ≤ 1.5× gqlgen; P4 ≤ gqlgen's + the raw durable append's CPU; P5 ≤ gqlgen's; P6 the answer during the broadcast ≤ 1.5× the answer in L1(a) (the closest this run has to no subscriber). P2 is `BenchmarkNotifyWide` below (≤ 30 ms).\n")
 }

@@ -195,6 +195,10 @@ type phaseResult struct {
 	// TriggerMS is the trigger's round trip (recordEvent, or the baseline's POST).
 	TriggerMS latResult `json:"trigger"`
 	Seconds   float64   `json:"seconds"`
+	// ServerCPUMS is the server process's CPU time (user + system) during the phase;
+	// CPUPerFrameUS is that per frame received.
+	ServerCPUMS   float64 `json:"server_cpu_ms"`
+	CPUPerFrameUS float64 `json:"cpu_per_frame_us"`
 }
 
 // latResult is a latency distribution in milliseconds.
@@ -447,6 +451,26 @@ func (p *proc) stop() error {
 		p.logFile.Close()
 	}
 	return nil
+}
+
+// cpu is the server's CPU time so far (utime + stime of /proc/PID/stat).
+func (p *proc) cpu() time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which is in parentheses and may hold spaces).
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
 // rss is the server's resident set in kB (VmRSS).
@@ -970,7 +994,9 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 	dupes0, mism0 := r.rec.dupes.Load(), r.rec.mismatch.Load()
 	var fromCommit, fromResp, fromSend, trig []int64
 	r.profile(ctx, "start", name)
+	var cpu time.Duration
 	for round := range rounds {
+		cpu0 := r.proc.cpu()
 		sent, answered, opened, err := r.trigger(ctx, loadkeys.Target(set, round), 0, n)
 		if err != nil {
 			r.profile(ctx, "stop", name)
@@ -980,6 +1006,9 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 			pr.Mismatch++
 		}
 		r.rec.waitFor(ctx, set, round, int64(n), r.cfg.wait)
+		if round > 0 {
+			cpu += r.proc.cpu() - cpu0
+		}
 		got := r.rec.counts[set][round].Load()
 		logf("  round %d: trigger %v, %d/%d frames", round, answered.Sub(sent).Round(time.Microsecond), got, n)
 		if round == 0 {
@@ -1009,6 +1038,10 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 	r.profile(ctx, "stop", name)
 	pr.Seconds = time.Since(t0).Seconds()
 	pr.FromCommit, pr.FromResp, pr.FromSend, pr.TriggerMS = summarize(fromCommit), summarize(fromResp), summarize(fromSend), summarize(trig)
+	pr.ServerCPUMS = float64(cpu.Microseconds()) / 1e3
+	if pr.Received > 0 {
+		pr.CPUPerFrameUS = pr.ServerCPUMS * 1e3 / float64(pr.Received)
+	}
 	pr.Dupes = int(r.rec.dupes.Load() - dupes0)
 	pr.Mismatch += int(r.rec.mismatch.Load() - mism0)
 	logf("phase %s: p50 %.2fms p99 %.2fms max %.2fms, lost %d", name, pr.FromCommit.P50, pr.FromCommit.P99, pr.FromCommit.Max, pr.Lost)
@@ -1039,6 +1072,7 @@ func (r *runner) ownTargetPhase(ctx context.Context, name string, set byte, l3 b
 		l3wg.Go(func() { l3lat = r.statusLoad(ctx, duration, &l3errs) })
 	}
 	r.profile(ctx, "start", name)
+	cpu0 := r.proc.cpu()
 	t0 := time.Now()
 	sem := make(chan struct{}, 512)
 	var wg sync.WaitGroup
@@ -1067,6 +1101,7 @@ func (r *runner) ownTargetPhase(ctx context.Context, name string, set byte, l3 b
 	}
 	wg.Wait()
 	r.rec.waitFor(ctx, set, 0, int64(n), r.cfg.wait)
+	pr.ServerCPUMS = float64((r.proc.cpu() - cpu0).Microseconds()) / 1e3
 	r.profile(ctx, "stop", name)
 	l3wg.Wait()
 	pr.Seconds = time.Since(t0).Seconds()
@@ -1086,6 +1121,9 @@ func (r *runner) ownTargetPhase(ctx context.Context, name string, set byte, l3 b
 	}
 	pr.FromCommit, pr.FromResp, pr.FromSend, pr.TriggerMS = summarize(fromCommit), summarize(fromResp), summarize(fromSend), summarize(trig)
 	pr.TriggerMS.Errors = int(trigErrs.Load())
+	if pr.Received > 0 {
+		pr.CPUPerFrameUS = pr.ServerCPUMS * 1e3 / float64(pr.Received)
+	}
 	pr.Dupes = int(r.rec.dupes.Load() - dupes0)
 	pr.Mismatch = int(r.rec.mismatch.Load()-mism0) + int(openedWrong.Load())
 	logf("phase %s: p50 %.2fms p99 %.2fms max %.2fms, lost %d, trigger errors %d", name, pr.FromCommit.P50, pr.FromCommit.P99, pr.FromCommit.Max, pr.Lost, trigErrs.Load())
