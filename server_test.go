@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -59,18 +58,11 @@ func waitReady(t *testing.T, client *http.Client, base string, exited <-chan str
 	t.Fatal("the server never became ready")
 }
 
+// postQuery is post for a query that must succeed: it fails the test on errors and
+// returns the data.
 func postQuery(t *testing.T, client *http.Client, base, query string) map[string]any {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query})
-	resp, err := client.Post(base+"/query", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST /query: %v", err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := post(t, client, base, query)
 	if out["errors"] != nil {
 		t.Fatalf("errors: %v", out["errors"])
 	}

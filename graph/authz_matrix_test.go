@@ -312,21 +312,30 @@ func mxSSE(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gql
 			}
 		}
 	}()
+	d := awaitFirst(t, op.field+" over SSE", data, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil)
+	if err := json.Unmarshal([]byte(d), &r); err != nil {
+		t.Fatalf("%s: SSE data %q: %v", op.field, d, err)
+	}
+	return r
+}
+
+// awaitFirst returns the first value results yields, calling trigger (when triggers)
+// every 50 ms until it comes: a subscription's allowed caller needs something to
+// happen. It fails the test when results closes first.
+func awaitFirst[T any](t *testing.T, what string, results <-chan T, trigger func(), triggers bool) T {
+	t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case d, ok := <-data:
+		case v, ok := <-results:
 			if !ok {
-				t.Fatalf("%s: the SSE stream ended without a result", op.field)
+				t.Fatalf("%s: ended without a result", what)
 			}
-			if err := json.Unmarshal([]byte(d), &r); err != nil {
-				t.Fatalf("%s: SSE data %q: %v", op.field, d, err)
-			}
-			return r
+			return v
 		case <-tick.C:
-			if op.trigger != nil {
-				op.trigger(e, c, c.subject())
+			if triggers {
+				trigger()
 			}
 		}
 	}
@@ -387,31 +396,18 @@ func mxWebSocket(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]an
 			}
 		}
 	}()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case f, ok := <-frames:
-			if !ok {
-				t.Fatalf("%s: the connection ended without a result", op.field)
-			}
-			var r gqlResponse
-			if f.Type == "error" {
-				if err := json.Unmarshal(f.Payload, &r.Errors); err != nil {
-					t.Fatal(err)
-				}
-				return r
-			}
-			if err := json.Unmarshal(f.Payload, &r); err != nil {
-				t.Fatal(err)
-			}
-			return r
-		case <-tick.C:
-			if op.trigger != nil {
-				op.trigger(e, c, c.subject())
-			}
+	f := awaitFirst(t, op.field+" over WebSocket", frames, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil)
+	var r gqlResponse
+	if f.Type == "error" {
+		if err := json.Unmarshal(f.Payload, &r.Errors); err != nil {
+			t.Fatal(err)
 		}
+		return r
 	}
+	if err := json.Unmarshal(f.Payload, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // foreignAgents returns the agents other than own that the response's data names: an
