@@ -316,21 +316,7 @@ func TestPlaygroundOffline(t *testing.T) {
 		chromedp.Navigate(srv.URL+path+"?query="+url.QueryEscape(sub)),
 		chromedp.WaitVisible(chromedp.CSS(`.graphiql-container .graphiql-execute-button`)),
 	)
-	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// Record until the subscription, which starts asynchronously, shows one.
-		srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human",
-			"actorId": "telegram:ana", "channel": "telegram"})
-		if b.eval(t, `(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('human message via telegram') ? 1 : 0`) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.screenshot(t, "playground-subscription-timeout")
-			t.Fatal("the playground's subscription showed no event within 10s")
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	runPlaygroundSubscription(t, b, srv, worker, "playground-subscription-timeout")
 	b.screenshot(t, "playground-subscription")
 	if b.count(t, `script[src^="http"], link[href^="http"]`) != 0 {
 		t.Error("the playground page loads scripts or styles from absolute URLs")
@@ -361,20 +347,7 @@ func TestPlaygroundSubscribesUnderAuthFile(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/playground?query="+url.QueryEscape(sub)),
 		chromedp.WaitVisible(chromedp.CSS(`.graphiql-container .graphiql-execute-button`)),
 	)
-	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human",
-			"actorId": "telegram:ana", "channel": "telegram"})
-		if b.eval(t, `(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('human message via telegram') ? 1 : 0`) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.screenshot(t, "playground-auth-timeout")
-			t.Fatal("the playground's subscription under --auth-file showed no event within 10s")
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	runPlaygroundSubscription(t, b, srv, worker, "playground-auth-timeout")
 	// Every payload stays on screen, not only the last.
 	srv.record(t, map[string]any{"sessionKey": worker, "kind": "goal_changed", "actorType": "agent"})
 	b.do(t, 10*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -591,6 +564,27 @@ func (s *server) gql(t *testing.T, query string, vars map[string]any, out any) {
 	}
 }
 
+// runPlaygroundSubscription presses the playground's execute button on the
+// subscription loaded in it, then records human messages on worker until the response
+// pane shows one (the subscription starts asynchronously); after 10 s it saves the
+// screenshot shot and fails.
+func runPlaygroundSubscription(t *testing.T, b *browser, srv *server, worker, shot string) {
+	t.Helper()
+	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human",
+			"actorId": "telegram:ana", "channel": "telegram"})
+		if b.eval(t, `(document.querySelector('.graphiql-response') || {innerText: ''}).innerText.includes('human message via telegram') ? 1 : 0`) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.screenshot(t, shot)
+			t.Fatal("the playground's subscription showed no event within 10s")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
 func (s *server) record(t *testing.T, input map[string]any) {
 	t.Helper()
 	s.gql(t, `mutation($input: RecordEventInput!) { recordEvent(input: $input) { recorded stateVersion } }`,
