@@ -656,7 +656,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 
 	pruner := awareness.NewPruner(awareness.PrunerConfig{
 		Store:    store,
-		Hub:      svc.Hub(), // expired cursors' notices go out closed (staleNotices includeClosed)
+		Publish:  svc.PublishCommitted, // expired cursors' notices go out closed (staleNotices includeClosed)
 		Policy:   awareness.RetentionPolicy{MaxAge: cfg.Retention, MaxRows: cfg.MaxRows, CursorTTL: cfg.Retention},
 		Interval: cfg.PruneInterval,
 		Logger:   log.With("component", "pruner"),

@@ -212,7 +212,7 @@ func TestRemovalsPublishClosedNotices_NTC7_WAT5(t *testing.T) {
 		t.Errorf("delete: %+v", got)
 	}
 	w.now = w.now.Add(31 * 24 * time.Hour)
-	p := awareness.NewPruner(awareness.PrunerConfig{Store: w.store, Hub: w.svc.Hub(), Now: func() time.Time { return w.now },
+	p := awareness.NewPruner(awareness.PrunerConfig{Store: w.store, Publish: w.svc.PublishCommitted, Now: func() time.Time { return w.now },
 		Policy: awareness.RetentionPolicy{CursorTTL: 30 * 24 * time.Hour}})
 	if _, err := p.RunOnce(w.ctx); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,9 @@ const (
 // PrunerConfig configures a Pruner.
 type PrunerConfig struct {
 	Store Store
-	// Hub, when set, gets the closed notices of expired cursors, after the commit.
-	Hub      *Hub
+	// Publish, when set, gets the closed notices of expired cursors, after the commit
+	// (Service.PublishCommitted: in order with the service's own writes).
+	Publish  func(...Notice)
 	Policy   RetentionPolicy
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -56,8 +57,8 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 		p.cfg.Logger.Warn("prune failed", "err", err)
 		return res, err
 	}
-	if p.cfg.Hub != nil {
-		p.cfg.Hub.PublishNotices(res.Closed...)
+	if p.cfg.Publish != nil {
+		p.cfg.Publish(res.Closed...)
 	}
 	p.cfg.Logger.Info("pruned", "events_deleted", res.EventsDeleted, "cursors_expired", res.CursorsExpired,
 		"sessions_stamped", res.SessionsStamped, "took", time.Since(start))

@@ -77,6 +77,11 @@ func NewService(cfg Config) *Service {
 // afterwards, off the caller's path (see publisher).
 func (s *Service) Flush() { s.pub.flush() }
 
+// PublishCommitted hands notices a committed write outside the service opened or
+// closed (the pruner's cursor expiry) to the hub through the service's publisher, so
+// that they reach subscribers in order with the service's own writes.
+func (s *Service) PublishCommitted(notices ...Notice) { s.pub.publish(nil, notices) }
+
 // Hub returns the service's notice hub.
 func (s *Service) Hub() *Hub { return s.hub }
 
