@@ -1,0 +1,82 @@
+// Package models is the storage adapter of the service: GORM rows (rows.go), versioned
+// SQL migrations, and Store, which implements awareness.Store (with the core's
+// RegistryStore and UpstreamStore) on SQLite, the embedded default, and on
+// PostgreSQL, for several processes sharing one database. Open picks the backend from
+// the --db value: a postgres:// or postgresql:// URL opens PostgreSQL (OpenPostgres),
+// anything else a SQLite file (OpenSQLite). The rules live in internal/awareness; this
+// package makes them atomic and durable.
+//
+// # Dialects
+//
+// One Store type serves both databases; dialect (store.go) holds what differs: row
+// locks (FOR UPDATE on PostgreSQL; SQLite's write transactions begin IMMEDIATE and so
+// already hold the database write lock), the isolation of consistent reads
+// (REPEATABLE READ on PostgreSQL), which errors are UNAVAILABLE and which rerun a
+// transaction, placeholder syntax and prepared statements, and whether a transaction
+// sends a cross-process hint. The shared SQL uses ? placeholders, INSERT … ON CONFLICT
+// … RETURNING and no dialect-specific types. Times are stored as INTEGER unix
+// nanoseconds UTC, so a round trip is exact (a notice's opening time is part of its
+// identity). SQLite (mattn/go-sqlite3) runs in WAL mode with synchronous=FULL and
+// foreign keys, on a write pool of one connection and a read pool of query-only
+// connections (sqlite.go); optionally a Checkpointer moves WAL checkpoints off the
+// commit path (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
+// (postgres.go).
+//
+// # Migrations
+//
+// The schema is created and changed only by the embedded goose migrations of each
+// dialect (migrations/sqlite, migrations/postgres: the same versions, equivalent
+// schemas; migrate.go), never by AutoMigrate. Opening a store applies what is pending;
+// on PostgreSQL it does so under a session advisory lock, since several processes may
+// start at once. Store.Ping fails while a migration this binary knows is not applied.
+//
+// # Transactions
+//
+// Every method that writes runs one write transaction on the write pool (Store.write,
+// Store.writeTx; the append path's statements are prepared once on SQLite's write
+// connection, tx.go). Reads that must agree with themselves (ReadChanges, Stats) run in
+// one read transaction on the read pool (read.go). On PostgreSQL a write that failed
+// with a deadlock or a serialization failure runs again, at most five times in all, then
+// answers UNAVAILABLE; a COMMIT whose answer is lost is resolved with txid_status on a
+// fresh connection, so a write is never reported failed when it committed (ERR-2;
+// outcome.go). Driver errors are mapped to *awareness.Error without SQL text
+// (errors.go). A write that opens notices or records events sends one NOTIFY hint
+// inside the transaction, delivered only at commit (notify.go); each process's
+// Listener receives the hints and publishes to its hub what its own subscribers wait
+// for (listener.go).
+//
+// # Where the rules of an append live
+//
+// Store.Append applies a batch of awareness.AppendOps (one group commit) in one write
+// transaction, in order; either all commit or none, and on failure every op's results
+// are zeroed so that no notice of a rolled-back append is published.
+//
+//   - Validation (KEY-4, SIG-2, SIG-5): in the core, awareness.ValidateRecord, before the
+//     store is called; Append only refuses ops ValidateRecord could not have produced.
+//   - Dedupe (SIG-4): here; the head is locked (created at version 0 if absent) before
+//     the dedupe key is looked up, so two first appends with one key serialise.
+//   - Sequences (SIG-3): here; the head row's upsert increments state_version and
+//     returns the new sequence, under the head's row lock.
+//   - Cursors (WAT-2, NTC-2, WAT-4): the transitions are the core's pure functions.
+//     child_spawned applies awareness.SeedCursor to each producer-passed watcher; a
+//     notifying kind rewrites every cursor on the target with one statement that is
+//     awareness.ApplyMaterial over the set (openNoticesSQL), then applies ApplyMaterial
+//     to the producer-passed watchers one by one; log-only kinds touch none (NTC-4).
+//   - Compaction count (REG-3): here; a recorded compacted event increments the
+//     session's compaction_count in the same head upsert.
+//   - The registry merge of UpsertSessions (REG-1, REG-2) runs in Go under the head lock
+//     (registry.go). Outside the append, Ack applies awareness.AckExact or AckCursor,
+//     Watch WatchCursor, and Sweep's one UPDATE is RefreezeCursor over the set.
+//
+// Lock order inside a write transaction: session heads, then events, then cursors; a
+// PostgreSQL batch over several sessions locks all its heads in (agent, key) order, then
+// their cursors in primary-key order, the order Ack and Sweep use (see Store).
+//
+// # Conformance suites
+//
+// Behaviour is tested against real databases, not mocks: storetest is the conformance
+// suite of awareness.Store (Run, RunRegistry, RunActivity, RunUpstream, subtests named
+// after requirement ids), and modeltest is the model-based property test of the watcher
+// and notice protocol. This package's tests run both on each backend; pgtest gives every PostgreSQL test a fresh database on the server named by
+// TEST_DATABASE_URL.
+package models
