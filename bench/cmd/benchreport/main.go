@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/awareness/awareness/bench/internal/wsresult"
 )
 
 func main() {
@@ -65,8 +66,8 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 type report struct {
 	bench           map[string]map[string][]float64 // name → unit → values (one per -count run)
 	order           []string
-	svc, base, prof *wsResult
-	gqlgen, node    *wsResult // the peers (issue 19), optional
+	svc, base, prof *wsresult.Result
+	gqlgen, node    *wsresult.Result // the peers (issue 19), optional
 	profDir         string
 	missed          []string // ids of missed goals, for the profile section
 }
@@ -115,75 +116,17 @@ func (r *report) med(name, unit string) (float64, bool) {
 
 func (r *report) runs(name, unit string) int { return len(r.bench[name][unit]) }
 
-type latResult struct {
-	N      int     `json:"n"`
-	Errors int     `json:"errors"`
-	Min    float64 `json:"min_ms"`
-	P50    float64 `json:"p50_ms"`
-	P90    float64 `json:"p90_ms"`
-	P99    float64 `json:"p99_ms"`
-	Max    float64 `json:"max_ms"`
-}
-
-type phaseResult struct {
-	Expected   int       `json:"expected"`
-	Received   int       `json:"received"`
-	Lost       int       `json:"lost"`
-	Dupes      int       `json:"dupes"`
-	Mismatch   int       `json:"mismatch"`
-	FromCommit latResult `json:"from_commit"`
-	FromResp   latResult `json:"from_response"`
-	FromSend   latResult `json:"from_send"`
-	TriggerMS  latResult `json:"trigger"`
-	Seconds    float64   `json:"seconds"`
-	CPUPerUS   float64   `json:"cpu_per_frame_us"`
-}
-
-type wsResult struct {
-	Mode             string                  `json:"mode"`
-	Subs             int                     `json:"subs"`
-	Small            int                     `json:"small"`
-	FrameBytes       float64                 `json:"frame_bytes"`
-	SetupAppends     int                     `json:"setup_appends"`
-	SetupSeconds     float64                 `json:"setup_seconds"`
-	RestartReadyMS   float64                 `json:"restart_ready_ms"`
-	CursorsAtRestart int                     `json:"cursors_at_restart"`
-	RSS0KB           int64                   `json:"rss0_kb"`
-	RSSSmallKB       int64                   `json:"rss_small_kb"`
-	RSS1KB           int64                   `json:"rss1_kb"`
-	PerSubKB         float64                 `json:"per_sub_kb"`
-	Stats0           map[string]float64      `json:"stats0"`
-	Stats1           map[string]float64      `json:"stats1"`
-	ConnectSeconds   float64                 `json:"connect_seconds"`
-	Phases           map[string]*phaseResult `json:"phases"`
-	L3               *latResult              `json:"l3"`
-	ClientsEnded     int                     `json:"clients_ended"`
-	FirstEnd         string                  `json:"first_end"`
-	Unexpected       int64                   `json:"unexpected_frames"`
-	BadFrames        int64                   `json:"bad_frames"`
-	Errors           []string                `json:"errors"`
-}
-
-func loadWS(path string) *wsResult {
+// loadWS reads a wsload result; nil when path is empty or unreadable (the report then
+// says what is missing).
+func loadWS(path string) *wsresult.Result {
 	if path == "" {
 		return nil
 	}
-	data, err := os.ReadFile(path)
+	w, err := wsresult.Read(path)
 	if err != nil {
 		return nil
 	}
-	var w wsResult
-	if json.Unmarshal(data, &w) != nil {
-		return nil
-	}
-	return &w
-}
-
-func (w *wsResult) phase(name string) *phaseResult {
-	if w == nil || w.Phases[name] == nil {
-		return nil
-	}
-	return w.Phases[name]
+	return w
 }
 
 // ---------------------------------------------------------------------------------------
@@ -300,7 +243,7 @@ func (r *report) goals(db string) []row {
 			}
 			what = fmt.Sprintf(what, subs)
 		}
-		sp, bp := r.svc.phase(p.name), r.base.phase(p.name)
+		sp, bp := r.svc.Phase(p.name), r.base.Phase(p.name)
 		if sp == nil || bp == nil {
 			rows = append(rows, row{p.id, what, noData, "", "", "p99 ≤ 2×, 0 lost", noData})
 			continue
@@ -387,9 +330,9 @@ func (r *report) render(facts, stat, runInfo string) string {
 		for _, ph := range []string{"b_small", "b_big", "a", "a_l3"} {
 			for _, x := range []struct {
 				name string
-				w    *wsResult
+				w    *wsresult.Result
 			}{{"service", r.svc}, {"gorilla", r.base}} {
-				p := x.w.phase(ph)
+				p := x.w.Phase(ph)
 				if p == nil {
 					continue
 				}
@@ -400,19 +343,19 @@ func (r *report) render(facts, stat, runInfo string) string {
 		}
 		w("\nPhases: b_small = broadcast to %d subscribers (only they are connected), b_big = broadcast to all %d, a = 500 appends/s each on one subscriber's own target, a_l3 = the same with L3's queries alongside. The first round of b_* is a warm-up and not counted.\n\n", r.svc.Small, r.svc.Subs)
 		w("| memory (VmRSS) | before clients | %d clients | %d clients | per subscriber |\n|---|---|---|---|---|\n", r.svc.Small, r.svc.Subs)
-		for _, x := range []*wsResult{r.svc, r.base} {
+		for _, x := range []*wsresult.Result{r.svc, r.base} {
 			w("| %s | %d KiB | %d KiB | %d KiB | %.1f KiB |\n", x.Mode, x.RSS0KB, x.RSSSmallKB, x.RSS1KB, x.PerSubKB)
 		}
 		w("\nService setup through the API: %d appends in %.1f s. Restart of the set-up service (%d cursors), process start → /readyz: %s. Clients ended early: service %d, baseline %d.\n",
 			r.svc.SetupAppends, r.svc.SetupSeconds, r.svc.CursorsAtRestart, ms(r.svc.RestartReadyMS), r.svc.ClientsEnded, r.base.ClientsEnded)
-		for _, x := range []*wsResult{r.svc, r.base} {
+		for _, x := range []*wsresult.Result{r.svc, r.base} {
 			for _, e := range x.Errors {
 				w("\n- %s error: %s", x.Mode, e)
 			}
 		}
 		w("\n")
 		if r.prof != nil {
-			gs := func(x *wsResult) string {
+			gs := func(x *wsresult.Result) string {
 				if x == nil || x.Stats1 == nil || x.Stats0 == nil {
 					return "n/a"
 				}
@@ -501,17 +444,17 @@ func (r *report) peers(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	type col struct {
 		name string
-		res  *wsResult
+		res  *wsresult.Result
 	}
 	cols := []col{{"service", r.svc}, {"stock gqlgen", r.gqlgen}, {"graphql-ws (Node)", r.node}, {"gorilla (bound)", r.base}}
 	type measure struct {
 		what string
-		get  func(*wsResult) (float64, bool)
+		get  func(*wsresult.Result) (float64, bool)
 		unit string
 	}
-	lat := func(phase string, pick func(*phaseResult) float64) func(*wsResult) (float64, bool) {
-		return func(x *wsResult) (float64, bool) {
-			p := x.phase(phase)
+	lat := func(phase string, pick func(*wsresult.Phase) float64) func(*wsresult.Result) (float64, bool) {
+		return func(x *wsresult.Result) (float64, bool) {
+			p := x.Phase(phase)
 			if p == nil || p.Received == 0 {
 				return 0, false
 			}
@@ -519,19 +462,19 @@ func (r *report) peers(b *strings.Builder) {
 		}
 	}
 	ms := []measure{
-		{"P1 idle memory per subscriber (KiB)", func(x *wsResult) (float64, bool) {
+		{"P1 idle memory per subscriber (KiB)", func(x *wsresult.Result) (float64, bool) {
 			if x == nil || x.PerSubKB == 0 {
 				return 0, false
 			}
 			return x.PerSubKB, true
 		}, "KiB"},
-		{"P3 own notice p50, from the trigger's send (ms)", lat("a", func(p *phaseResult) float64 { return p.FromSend.P50 }), "ms"},
-		{"P3 own notice p99, from the trigger's send (ms)", lat("a", func(p *phaseResult) float64 { return p.FromSend.P99 }), "ms"},
-		{"P4 server CPU per own notice (µs)", lat("a", func(p *phaseResult) float64 { return p.CPUPerUS }), "µs"},
-		{"P5 broadcast p50, from the trigger's send (ms)", lat("b_big", func(p *phaseResult) float64 { return p.FromSend.P50 }), "ms"},
-		{"P5 broadcast p99, from the trigger's send (ms)", lat("b_big", func(p *phaseResult) float64 { return p.FromSend.P99 }), "ms"},
-		{"P6 the trigger's answer during the broadcast, p50 (ms)", lat("b_big", func(p *phaseResult) float64 { return p.TriggerMS.P50 }), "ms"},
-		{"P6 the trigger's answer in L1(a) (one subscriber), p50 (ms)", lat("a", func(p *phaseResult) float64 { return p.TriggerMS.P50 }), "ms"},
+		{"P3 own notice p50, from the trigger's send (ms)", lat("a", func(p *wsresult.Phase) float64 { return p.FromSend.P50 }), "ms"},
+		{"P3 own notice p99, from the trigger's send (ms)", lat("a", func(p *wsresult.Phase) float64 { return p.FromSend.P99 }), "ms"},
+		{"P4 server CPU per own notice (µs)", lat("a", func(p *wsresult.Phase) float64 { return p.CPUPerFrameUS }), "µs"},
+		{"P5 broadcast p50, from the trigger's send (ms)", lat("b_big", func(p *wsresult.Phase) float64 { return p.FromSend.P50 }), "ms"},
+		{"P5 broadcast p99, from the trigger's send (ms)", lat("b_big", func(p *wsresult.Phase) float64 { return p.FromSend.P99 }), "ms"},
+		{"P6 the trigger's answer during the broadcast, p50 (ms)", lat("b_big", func(p *wsresult.Phase) float64 { return p.TriggerMS.P50 }), "ms"},
+		{"P6 the trigger's answer in L1(a) (one subscriber), p50 (ms)", lat("a", func(p *wsresult.Phase) float64 { return p.TriggerMS.P50 }), "ms"},
 	}
 	subs := 0
 	if r.svc != nil {
