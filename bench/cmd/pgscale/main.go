@@ -33,21 +33,20 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/awareness/awareness/bench/internal/proc"
 )
 
 type config struct {
@@ -168,116 +167,40 @@ func (r *runner) freshDB(ctx context.Context) (string, func(), error) {
 	return u.String(), drop, nil
 }
 
-type proc struct {
-	idx  int
-	cmd  *exec.Cmd
-	base string
-	ws   string
-	done chan struct{}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+// server is one started `awareness serve` process; idx is its place in the run.
+type server struct {
+	*proc.Server
+	idx int
 }
 
 // start starts one server process and waits for /readyz.
-func (r *runner) start(ctx context.Context, idx int, dsn string, extra ...string) (*proc, error) {
-	addr, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn"}, extra...)
-	cmd := exec.Command(r.cfg.bin, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+func (r *runner) start(ctx context.Context, idx int, dsn string, extra ...string) (*server, error) {
+	log := ""
 	if r.cfg.keepLogs != "" {
-		f, err := os.Create(fmt.Sprintf("%s/server-%d-%d.log", r.cfg.keepLogs, r.seq.Add(1), idx))
-		if err == nil {
-			cmd.Stdout, cmd.Stderr = f, f
-		}
+		log = fmt.Sprintf("%s/server-%d-%d.log", r.cfg.keepLogs, r.seq.Add(1), idx)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	s, err := proc.Start(ctx, proc.Config{
+		Bin: r.cfg.bin,
+		Args: func(addr string) []string {
+			return append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn"}, extra...)
+		},
+		Log:  log,
+		HTTP: r.http, ReadyWithin: 30 * time.Second, Poll: 20 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server %d: %w", idx, err)
 	}
-	p := &proc{idx: idx, cmd: cmd, base: "http://" + addr, ws: "ws://" + addr + "/query", done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := r.http.Get(p.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p, nil
-			}
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("server %d exited at startup", idx)
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("server %d not ready in 30s", idx)
-		}
-	}
+	return &server{Server: s, idx: idx}, nil
 }
 
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (s *server) stop() { s.Stop(15 * time.Second) }
 
-func stopAll(ps []*proc) {
+func stopAll(ps []*server) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stop() }()
+		wg.Go(p.stop)
 	}
 	wg.Wait()
-}
-
-// rss returns the resident set of a process in bytes.
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// cpuTime returns the user+system CPU time a process has used.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
 }
 
 // backendCPU returns the CPU time used by the PostgreSQL backends connected to the
@@ -298,7 +221,7 @@ func backendCPU(ctx context.Context, dsn string) (time.Duration, error) {
 	}
 	var sum time.Duration
 	for _, pid := range pids {
-		sum += cpuTime(int(pid))
+		sum += proc.CPU(int(pid))
 	}
 	return sum, nil
 }
@@ -310,10 +233,10 @@ const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $i
 
 // record appends one human turn into target naming watcher and returns when the answer
 // was read.
-func (r *runner) record(ctx context.Context, p *proc, target, watcher string) (time.Time, error) {
+func (r *runner) record(ctx context.Context, p *server, target, watcher string) (time.Time, error) {
 	body, _ := json.Marshal(map[string]any{"query": recordMutation, "variables": map[string]any{"in": map[string]any{
 		"sessionKey": target, "kind": "human_direct_message", "actorType": "human", "watchers": []string{watcher}}}})
-	req, err := http.NewRequestWithContext(ctx, "POST", p.base+"/query", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", p.Base+"/query", bytes.NewReader(body))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -354,9 +277,9 @@ type watchSet struct {
 	err    atomic.Value
 }
 
-func subscribe(ctx context.Context, p *proc, watchers []string) (*watchSet, error) {
+func subscribe(ctx context.Context, p *server, watchers []string) (*watchSet, error) {
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 20 * time.Second}
-	c, _, err := d.DialContext(ctx, p.ws, nil)
+	c, _, err := d.DialContext(ctx, p.WS, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +452,7 @@ type appendRec struct {
 
 // appendAll makes n appends named by prefix, round-robin over ps, writers at a time;
 // onDone runs after the i-th append answered.
-func (r *runner) appendAll(ctx context.Context, ps []*proc, prefix string, n, watchers int, onDone func(i int)) ([]appendRec, error) {
+func (r *runner) appendAll(ctx context.Context, ps []*server, prefix string, n, watchers int, onDone func(i int)) ([]appendRec, error) {
 	recs := make([]appendRec, n)
 	var next atomic.Int64
 	var firstErr error
@@ -642,7 +565,7 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	if err := seedPending(ctx, dsn, r.cfg.seed, r.cfg.seed); err != nil {
 		return x, err
 	}
-	var ps []*proc
+	var ps []*server
 	defer func() { stopAll(ps) }()
 	for i := range P {
 		// No safety poll inside the run: rescans are x4's subject; a reconnect scans.
@@ -719,7 +642,7 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	x.tables = strings.TrimSuffix(x.tables, ", ")
 
 	// X5 under a fault: process 0's listener connection is killed a quarter in.
-	pid0 := ps[0].cmd.Process.Pid
+	pid0 := ps[0].Pid()
 	frecs, err := r.appendAll(ctx, ps, "f", r.cfg.faultN, r.cfg.watchers, func(i int) {
 		if i == r.cfg.faultN/4 {
 			n, err := terminateListener(ctx, dsn, pid0)
@@ -820,7 +743,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 		return x, err
 	}
 	defer drop()
-	var ps []*proc
+	var ps []*server
 	defer func() { stopAll(ps) }()
 	for i := range P {
 		args := []string{"--notice-poll", "10m"}
@@ -871,7 +794,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	time.Sleep(time.Second) // warm-up
 	srv0, pg0 := time.Duration(0), time.Duration(0)
 	for _, p := range ps {
-		srv0 += cpuTime(p.cmd.Process.Pid)
+		srv0 += p.CPU()
 	}
 	pg0, _ = backendCPU(ctx, dsn)
 	measure.Store(true)
@@ -881,7 +804,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	el := time.Since(t0)
 	srv1 := time.Duration(0)
 	for _, p := range ps {
-		srv1 += cpuTime(p.cmd.Process.Pid)
+		srv1 += p.CPU()
 	}
 	pg1, _ := backendCPU(ctx, dsn)
 	close(stop)
@@ -1003,7 +926,7 @@ func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, in
 	if err != nil {
 		return 0, 0, err
 	}
-	recs, err := r.appendAll(ctx, []*proc{q}, "x4", r.cfg.watchers, r.cfg.watchers, nil)
+	recs, err := r.appendAll(ctx, []*server{q}, "x4", r.cfg.watchers, r.cfg.watchers, nil)
 	q.stop()
 	if err != nil {
 		return 0, 0, err
@@ -1013,9 +936,9 @@ func (r *runner) x4Run(ctx context.Context, pending int, before bool) (int64, in
 		return 0, 0, fmt.Errorf("%d notices lost", lost)
 	}
 	time.Sleep(500 * time.Millisecond)
-	r0 := rss(p.cmd.Process.Pid)
+	r0 := p.RSSKB() << 10
 	time.Sleep(5500 * time.Millisecond)
-	r1 := rss(p.cmd.Process.Pid)
+	r1 := p.RSSKB() << 10
 	logf("x4 pending=%d: RSS %d → %d KiB", pending, r0>>10, r1>>10)
 	return r0, r1, nil
 }
