@@ -21,24 +21,20 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"net/http"
-	"os"
-	"os/signal"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/bench/internal/loadkeys"
+	"github.com/awareness/awareness/bench/internal/serve"
 )
 
 const writeTimeout = 10 * time.Second
@@ -71,20 +67,11 @@ func main() {
 	mux.HandleFunc("/query", s.serveWS)
 	mux.HandleFunc("POST /notify", s.notify)
 	mux.HandleFunc("POST /broadcast", s.broadcast)
-	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
-	mux.HandleFunc("GET /readyz", ok)
-	mux.HandleFunc("GET /healthz", ok)
+	serve.Health(mux)
 	mux.HandleFunc("GET /debug/stats", s.stats)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.SignalContext()
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+	if err := serve.Run(ctx, *addr, mux, 2*time.Second, nil); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -245,13 +232,8 @@ func (s *server) broadcast(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
 	s.mu.RLock()
 	subs := len(s.subs)
 	s.mu.RUnlock()
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"goroutines": runtime.NumGoroutine(), "heap_inuse": ms.HeapInuse, "stack_inuse": ms.StackInuse,
-		"sys": ms.Sys, "subscriptions": subs, "frames_sent": s.sent.Load(), "frames_failed": s.failed.Load(),
-	})
+	serve.WriteStats(w, subs, map[string]any{"frames_sent": s.sent.Load(), "frames_failed": s.failed.Load()})
 }

@@ -29,17 +29,14 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"os"
-	"os/signal"
-	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/awareness/awareness/bench/internal/loadkeys"
+	"github.com/awareness/awareness/bench/internal/serve"
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/awareness"
@@ -73,21 +70,11 @@ func main() {
 	mux.Handle("/query", srv)
 	mux.HandleFunc("POST /notify", s.notify)
 	mux.HandleFunc("POST /broadcast", s.broadcast)
-	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
-	mux.HandleFunc("GET /readyz", ok)
-	mux.HandleFunc("GET /healthz", ok)
+	serve.Health(mux)
 	mux.HandleFunc("GET /debug/stats", s.stats)
-	hs := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.SignalContext()
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		hub.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	if err := hs.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+	if err := serve.Run(ctx, *addr, mux, 2*time.Second, hub.Close); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -153,11 +140,6 @@ func answer(w http.ResponseWriter, sent int) {
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
 	n, _ := s.hub.Subscribers()
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"goroutines": runtime.NumGoroutine(), "heap_inuse": ms.HeapInuse, "stack_inuse": ms.StackInuse,
-		"sys": ms.Sys, "subscriptions": n,
-	})
+	serve.WriteStats(w, n, nil)
 }
