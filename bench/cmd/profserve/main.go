@@ -7,27 +7,24 @@
 //	GET  /debug/stats              goroutines, heap, stack, hub subscribers
 //	POST /debug/cpuprofile/start?file=PATH, POST /debug/cpuprofile/stop
 //
-// It takes the real binary's command line (serve --addr ADDR --db FILE [--log-level L]),
-// so bench/cmd/wsload drives it the same way. The L1/L2 numbers come from the real
-// binary; this one only explains them.
+// It takes the real binary's command line (serve --addr ADDR --db FILE [--log-level L]
+// [--rate-limit R]), so bench/cmd/wsload drives it the same way. The L1/L2 numbers
+// come from the real binary; this one only explains them.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"os/signal"
-	"runtime"
 	rpprof "runtime/pprof"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/awareness/awareness/bench/internal/serve"
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
@@ -42,12 +39,13 @@ func main() {
 	addr := fs.String("addr", "127.0.0.1:8091", "listen address")
 	db := fs.String("db", "./bench.db", "SQLite database file")
 	level := fs.String("log-level", "warn", "log level")
+	rateLimit := fs.Float64("rate-limit", 0, "mutations and subscriptions per second per connection; 0 sets no limit (as serve's flag)")
 	_ = fs.Parse(args)
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(*level))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.SignalContext()
 	defer stop()
 	store, err := models.OpenSQLite(ctx, *db, models.Options{Logger: log})
 	if err != nil {
@@ -65,7 +63,7 @@ func main() {
 	defer endStreams()
 
 	mux := http.NewServeMux()
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log})
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, RateLimit: *rateLimit})
 	mux.Handle("/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			query.ServeHTTP(w, r)
@@ -86,13 +84,8 @@ func main() {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/stats", func(w http.ResponseWriter, _ *http.Request) {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
 		notices, events := hub.Subscribers()
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"goroutines": runtime.NumGoroutine(), "heap_inuse": ms.HeapInuse, "stack_inuse": ms.StackInuse,
-			"sys": ms.Sys, "subscriptions": notices + events,
-		})
+		serve.WriteStats(w, notices+events, nil)
 	})
 	var profMu sync.Mutex
 	var profFile *os.File
@@ -122,15 +115,7 @@ func main() {
 			profFile = nil
 		}
 	})
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		endStreams()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+	if err := serve.Run(ctx, *addr, mux, 5*time.Second, endStreams); err != nil {
 		log.Error("listen", "err", err)
 		os.Exit(1)
 	}
