@@ -42,6 +42,10 @@
 //   - RefreezeCursor: the startup sweep (Service.Sweep) sets N := M on every cursor
 //     with M > L and republishes its notice (NTC-5).
 //
+// The SQL stores apply ApplyMaterial to a target's cursors, and RefreezeCursor to all
+// cursors, as one statement each; the conformance suite checks the first against
+// ApplyMaterial applied cursor by cursor (NTC-2_set_based_open_equals_per_cursor).
+//
 // The notice text is fixed byte for byte (NoticeText, NTC-1) and carries wake for main
 // sessions (NTC-6). A notice is identified by its pair, L and opening time (Notice.ID).
 //
