@@ -115,7 +115,7 @@ step "WebSocket: service (real binary), L1 L2 L3"
 frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
 
-# The peers (issue 19): the same load and subscription type, -mode baseline (the
+# The peers: the same load and subscription type, -mode baseline (the
 # wsbaseline triggers), between the service and gorilla.
 step "WebSocket: stock-gqlgen peer (bench/cmd/wsgqlgen)"
 "$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 \
@@ -158,7 +158,7 @@ elapsed=$(( $(date +%s) - start ))
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
 if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGSCALE:-1}" = 1 ]; then
-  # Several serve processes on one PostgreSQL (X1-X5 of issue 20, ~6 minutes): fresh
+  # Several serve processes on one PostgreSQL (X1-X5, ~6 minutes): fresh
   # databases created and dropped on TEST_DATABASE_URL's server.
   step "PostgreSQL scale-out: bench/cmd/pgscale, P = 1, 2, 4 processes"
   if (cd "$out" && ./pgscale -bin ./awareness -label "this tree" -out "$out/pgscale.md" -timeout 9m); then

@@ -67,7 +67,7 @@ type report struct {
 	bench           map[string]map[string][]float64 // name → unit → values (one per -count run)
 	order           []string
 	svc, base, prof *wsresult.Result
-	gqlgen, node    *wsresult.Result // the peers (issue 19), optional
+	gqlgen, node    *wsresult.Result // the peers, optional
 	profDir         string
 	missed          []string // ids of missed goals, for the profile section
 }
@@ -433,7 +433,7 @@ func (r *report) table(b *strings.Builder, rows []row) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Peers (issue 19): the service beside stock gqlgen, Node graphql-ws and gorilla, the
+// Peers: the service beside stock gqlgen, Node graphql-ws and gorilla, the
 // same load, one run.
 
 // peers writes the P1–P6 table: ratio = service ÷ peer (above 1 is worse).

@@ -23,7 +23,6 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"log"
 	"net/http"
 	"strings"
@@ -65,8 +64,7 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/query", s.serveWS)
-	mux.HandleFunc("POST /notify", s.notify)
-	mux.HandleFunc("POST /broadcast", s.broadcast)
+	serve.Triggers{Notify: s.notify, Broadcast: s.broadcast}.Register(mux)
 	serve.Health(mux)
 	mux.HandleFunc("GET /debug/stats", s.stats)
 	ctx, stop := serve.SignalContext()
@@ -175,60 +173,37 @@ func (s *server) frame(id, watcher, target string) []byte {
 	return []byte(head + strings.Repeat("x", pad) + tail)
 }
 
-// answer writes the trigger's answer and flushes it before the frames are written.
-func answer(w http.ResponseWriter, n int) {
-	fmt.Fprintf(w, `{"sent":%d}`, n)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (s *server) notify(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Watcher int    `json:"watcher"`
-		Target  string `json:"target"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
+// notify prepares the frame of subscriber watcher (none when it is not subscribed).
+func (s *server) notify(watcher int, target string) (int, func(), error) {
 	s.mu.RLock()
-	c := s.subs[req.Watcher]
+	c := s.subs[watcher]
 	s.mu.RUnlock()
 	if c == nil {
-		answer(w, 0)
-		return
+		return 0, nil, nil
 	}
 	c.mu.Lock()
 	id := c.id
 	c.mu.Unlock()
-	msg := s.frame(id, loadkeys.Watcher(req.Watcher), req.Target)
-	answer(w, 1)
-	s.deliver(c, msg)
+	msg := s.frame(id, loadkeys.Watcher(watcher), target)
+	return 1, func() { s.deliver(c, msg) }, nil
 }
 
-func (s *server) broadcast(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Target string `json:"target"`
-		Count  int    `json:"count"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	msg := s.frame("1", "", req.Target) // every wsload subscription has id "1"
-	targets := make([]*client, 0, req.Count)
+// broadcast prepares one frame, marshalled once, for subscribers 0..count-1.
+func (s *server) broadcast(target string, count int) (int, func(), error) {
+	msg := s.frame("1", "", target) // every wsload subscription has id "1"
+	targets := make([]*client, 0, count)
 	s.mu.RLock()
-	for i := range req.Count {
+	for i := range count {
 		if c := s.subs[i]; c != nil {
 			targets = append(targets, c)
 		}
 	}
 	s.mu.RUnlock()
-	answer(w, len(targets))
-	for _, c := range targets {
-		s.deliver(c, msg)
-	}
+	return len(targets), func() {
+		for _, c := range targets {
+			s.deliver(c, msg)
+		}
+	}, nil
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {

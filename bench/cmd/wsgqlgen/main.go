@@ -1,4 +1,4 @@
-// Command wsgqlgen is the stock-gqlgen peer of the WebSocket runs (issue 19, item 5):
+// Command wsgqlgen is the stock-gqlgen peer of the WebSocket runs:
 // the service's own schema, generated code and resolvers, with gqlgen v0.17.98's
 // default WebSocket transport (transport.Websocket on its own gorilla upgrader, the
 // keep-alive of handler.NewDefaultServer) and POST transport, and none of the
@@ -24,9 +24,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
 	"log"
 	"net/http"
 	"sync/atomic"
@@ -68,8 +66,7 @@ func main() {
 	s := &server{hub: hub}
 	mux := http.NewServeMux()
 	mux.Handle("/query", srv)
-	mux.HandleFunc("POST /notify", s.notify)
-	mux.HandleFunc("POST /broadcast", s.broadcast)
+	serve.Triggers{Notify: s.notify, Broadcast: s.broadcast}.Register(mux)
 	serve.Health(mux)
 	mux.HandleFunc("GET /debug/stats", s.stats)
 	ctx, stop := serve.SignalContext()
@@ -86,57 +83,28 @@ func (s *server) notice(watcher string, target awareness.SessionRef, now time.Ti
 		Text: awareness.NoticeText(target.Key, 0), Wake: awareness.WakeFor(watcher), OpenedAt: now}
 }
 
-func (s *server) notify(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Watcher int    `json:"watcher"`
-		Target  string `json:"target"`
+// notify prepares the notice of watcher on target.
+func (s *server) notify(watcher int, target string) (int, func(), error) {
+	ref, err := awareness.ResolveSession(target, nil)
+	if err != nil {
+		return 0, nil, err
 	}
-	target, ok := decode(w, r, &req, &req.Target)
-	if !ok {
-		return
-	}
-	n := s.notice(loadkeys.Watcher(req.Watcher), target, time.Now().UTC())
-	answer(w, 1)
-	s.hub.PublishNotices(n)
+	n := s.notice(loadkeys.Watcher(watcher), ref, time.Now().UTC())
+	return 1, func() { s.hub.PublishNotices(n) }, nil
 }
 
-func (s *server) broadcast(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Target string `json:"target"`
-		Count  int    `json:"count"`
-	}
-	target, ok := decode(w, r, &req, &req.Target)
-	if !ok {
-		return
+// broadcast prepares the notices on target of watchers 0..count-1, published at once.
+func (s *server) broadcast(target string, count int) (int, func(), error) {
+	ref, err := awareness.ResolveSession(target, nil)
+	if err != nil {
+		return 0, nil, err
 	}
 	now := time.Now().UTC()
-	ns := make([]awareness.Notice, req.Count)
+	ns := make([]awareness.Notice, count)
 	for i := range ns {
-		ns[i] = s.notice(loadkeys.Watcher(i), target, now)
+		ns[i] = s.notice(loadkeys.Watcher(i), ref, now)
 	}
-	answer(w, len(ns))
-	s.hub.PublishNotices(ns...)
-}
-
-func decode(w http.ResponseWriter, r *http.Request, req any, target *string) (awareness.SessionRef, bool) {
-	if err := json.NewDecoder(r.Body).Decode(req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return awareness.SessionRef{}, false
-	}
-	ref, err := awareness.ResolveSession(*target, nil)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return awareness.SessionRef{}, false
-	}
-	return ref, true
-}
-
-func answer(w http.ResponseWriter, sent int) {
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"sent":%d}`, sent)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
+	return len(ns), func() { s.hub.PublishNotices(ns...) }, nil
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
