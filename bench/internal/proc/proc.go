@@ -45,8 +45,8 @@ type Server struct {
 	Exited chan struct{}
 }
 
-// FreeAddr returns a loopback address with a port free right now.
-func FreeAddr() (string, error) {
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -58,7 +58,7 @@ func FreeAddr() (string, error) {
 // Start starts the server and waits until it is ready. A server that exits first, is
 // not ready within c.ReadyWithin or outlives ctx is killed and reported.
 func Start(ctx context.Context, c Config) (*Server, error) {
-	addr, err := FreeAddr()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
