@@ -32,9 +32,8 @@
 //
 // # Transactions
 //
-// Every method that writes runs one write transaction on the write pool (Store.write,
-// Store.writeTx; the append path's statements are prepared once on SQLite's write
-// connection, tx.go). Reads that must agree with themselves (ReadChanges, Stats) run in
+// Every method that writes runs one write transaction on the write pool; the append
+// path's statements are prepared once on SQLite's write connection. Reads that must agree with themselves (ReadChanges, Stats) run in
 // one read transaction on the read pool (read.go). On PostgreSQL a write that failed
 // with a deadlock or a serialization failure runs again, at most five times in all, then
 // answers UNAVAILABLE; a COMMIT whose answer is lost is resolved with txid_status on a
