@@ -14,11 +14,13 @@ import (
 	"github.com/awareness/awareness/bench/internal/loadkeys"
 )
 
-// WebSocket clients: each subscribes to the notices of its own watcher.
-
+// noticeSubscription is what every client subscribes to, for its own watcher
+// (loadkeys.Watcher of its index).
 const noticeSubscription = `subscription($w: String) { staleNotices(watcher: $w) {
   watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt } }`
 
+// wsClient is one graphql-transport-ws connection with one subscription (id "1").
+// Writes are serialised by wmu; done is closed when its reader ends.
 type wsClient struct {
 	idx  int
 	c    *websocket.Conn

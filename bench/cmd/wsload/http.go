@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// HTTP: GraphQL and the baseline's triggers
-
+// post sends body as JSON to path on the server under test (with -header) and returns
+// the answer's body; a status other than 200 is an error. GraphQL and the baseline's
+// triggers go through it.
 func (r *runner) post(ctx context.Context, path string, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -26,6 +26,9 @@ type runner struct {
 	frameBytes, frames atomic.Int64
 }
 
+// run is the sequence of the command's doc: start (and, for the service, set up and
+// restart) the server, connect the clients in two steps measuring memory, and run
+// the phases of -phases.
 func (r *runner) run(ctx context.Context) error {
 	r.http = &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute,
@@ -132,6 +135,7 @@ func copyDB(from, to string) error {
 	return nil
 }
 
+// settle waits d, or less when ctx ends.
 func settle(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -139,6 +143,7 @@ func settle(ctx context.Context, d time.Duration) {
 	}
 }
 
+// shutdown stops the server, then closes every client.
 func (r *runner) shutdown() {
 	if r.srv != nil {
 		// The server goes first, so that the TIME_WAIT sockets are on its side.
