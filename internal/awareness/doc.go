@@ -1,7 +1,7 @@
 // Package awareness is the domain core of the session state awareness service: session
 // keys, the signal log, watchers' cursors and their stale notices, reconciliation, the
-// session registry, the in-process notice hub, and the Service that every transport
-// (GraphQL resolvers, the command line, MCP) calls. It imports the standard library
+// session registry, the in-process notice hub, and the Service that the GraphQL
+// resolvers and the command line call (MCP goes through GraphQL). It imports the standard library
 // only: storage is behind the Store interface (store.go), implemented by
 // internal/models, and transports map its *Error codes (error.go, ERR-1).
 //
