@@ -412,7 +412,7 @@ func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]Record
 		if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
 			return nil, err
 		}
-		ops[i] = &AppendOp{New: ne, Now: now}
+		ops[i] = NewAppendOp(ne, now)
 	}
 	if len(ops) == 0 {
 		return nil, nil
