@@ -68,6 +68,20 @@ type RegistryStore interface {
 	RecordMemoryFlush(ctx context.Context, ref SessionRef, now time.Time) (s Session, ok bool, err error)
 }
 
+// CheckSessionWrites refuses a registry batch a store must not write: a write without a
+// session (INVALID_ARGUMENT) or a zero now (CheckClock).
+func CheckSessionWrites(ws []SessionWrite, now time.Time) error {
+	if err := CheckClock("UpsertSessions", now); err != nil {
+		return err
+	}
+	for i, w := range ws {
+		if w.Ref.AgentID == "" || w.Ref.Key == "" {
+			return Errorf(EINVALID, "session write %d: session is empty", i)
+		}
+	}
+	return nil
+}
+
 // RegistryRow is a session's row as a registry write finds it and as it leaves it.
 type RegistryRow struct {
 	Session Session

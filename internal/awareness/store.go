@@ -84,6 +84,15 @@ func CheckAppendOps(ops []*AppendOp) error {
 	return nil
 }
 
+// CheckClock refuses a zero time from the service clock (INTERNAL): every store method
+// given a time checks it before it writes.
+func CheckClock(what string, now time.Time) error {
+	if now.IsZero() {
+		return Errorf(EINTERNAL, "%s: the service clock gave a zero time", what)
+	}
+	return nil
+}
+
 // Changes is one consistent read of a session's log for reconciliation (REC-1).
 type Changes struct {
 	Head Head

@@ -35,13 +35,8 @@ const registryWriteColumns = "agent_id, session_key, kind, registered, compactio
 // after merging each write with awareness.MergeSessionWrite, write the registry
 // columns back with one multi-row INSERT … ON CONFLICT DO UPDATE.
 func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite, now time.Time) ([]awareness.Session, error) {
-	if err := checkNow("UpsertSessions", now); err != nil {
+	if err := awareness.CheckSessionWrites(ws, now); err != nil {
 		return nil, err
-	}
-	for i, w := range ws {
-		if w.Ref.AgentID == "" || w.Ref.Key == "" {
-			return nil, awareness.Errorf(awareness.EINVALID, "session write %d: session is empty", i)
-		}
 	}
 	if len(ws) == 0 {
 		return nil, nil

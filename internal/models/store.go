@@ -285,10 +285,7 @@ func exec(tx *gorm.DB, q string, args ...any) (int64, error) {
 }
 
 func checkNow(what string, now time.Time) error {
-	if now.IsZero() {
-		return awareness.Errorf(awareness.EINTERNAL, "%s: the service clock gave a zero time", what)
-	}
-	return nil
+	return awareness.CheckClock(what, now)
 }
 
 // ---------------------------------------------------------------------------------------
