@@ -169,7 +169,7 @@ type SkippedWatcher struct {
 // [now-24h, now]. Nothing is written by a rejected input (ERR-2): validation happens
 // entirely before the store is touched.
 func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
-	ref, err := ResolveSession(in.SessionKey, in.AgentID)
+	ref, kind, err := resolveSession(in.SessionKey, in.AgentID)
 	if err != nil {
 		return NewEvent{}, err
 	}
@@ -283,7 +283,7 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 			watchers = append(watchers, wr)
 		}
 	}
-	ne.Event, ne.SessionKind, ne.Watchers, ne.Skipped = ev, ClassifyKey(ref.Key), watchers, skipped
+	ne.Event, ne.SessionKind, ne.Watchers, ne.Skipped = ev, kind, watchers, skipped
 	return ne, nil
 }
 
