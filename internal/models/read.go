@@ -44,7 +44,9 @@ func (s *Store) ReadStatus(ctx context.Context, ref awareness.SessionRef, after 
 	if s.closed.Load() {
 		return awareness.Changes{}, nil, s.wrapErr(errClosed)
 	}
-	ctx, end := s.obs.Transaction(ctx, "ReadStatus")
+	// The reconciliation read keeps its transaction name (metrics, spans) whichever of
+	// the two methods runs it.
+	ctx, end := s.obs.Transaction(ctx, "ReadChanges")
 	defer func() { end(err) }()
 	ch, sess, err := s.readChanges(ctx, ref, after, limit, true)
 	if err != nil {
