@@ -339,10 +339,10 @@ func hotStatements(d dialect) []string {
 // WAT-4). It writes what each op says: a recorded op adds its Compactions to the
 // session's compaction count (REG-3), its session row takes op.New.SessionKind, and its
 // watchers are op.New.Watchers as given. A batch awareness.CheckAppendOps refuses
-// fails as a whole with INVALID_ARGUMENT. On any error nothing is committed and every op's result fields are
-// zeroed, so no notice of a rolled-back append can be published. On PostgreSQL the
-// transaction sends one hint naming the watchers of the notices it opened and the
-// events it recorded (notify.go).
+// fails as a whole with INVALID_ARGUMENT. On any error nothing is committed and every
+// op's result fields are zeroed, so no notice of a rolled-back append can be
+// published. On PostgreSQL the transaction sends one hint naming the watchers of the
+// notices it opened and the events it recorded (notify.go).
 func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	reset := func() {
 		for _, op := range ops {
