@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,16 +163,13 @@ into one, a goal change and a child run timing out, then gentle ongoing activity
 It is 'awareness serve --demo'; every flag of serve applies.`
 
 // printServeHelp prints the help of serve (or demo) with fs's flags.
-func printServeHelp(w io.Writer, fs *flag.FlagSet, demo bool) {
+func printServeHelp(w io.Writer, fs *flagSet, demo bool) {
 	name, about := "serve", serveAbout
 	if demo {
 		name, about = "demo", demoAbout
 	}
 	fmt.Fprintf(w, "Usage: awareness %s [flags]\n\n%s\n\nFlags:\n", name, strings.TrimSpace(about))
-	out := fs.Output()
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(out)
+	fs.printDefaults(w)
 	fmt.Fprint(w, "\nEvery flag can also be set through the environment variable in its help; the flag wins.\n"+
 		"Exit status: 0 after a clean shutdown, 1 when the service failed, 2 for a bad command line.\n")
 }
@@ -236,61 +232,33 @@ const (
 	testHoldUpstreamLog = "test crash point: upstream activity committed, settlement held"
 )
 
-// serveEnv names the environment variable of each flag of serve.
-var serveEnv = map[string]string{
-	"addr":                 "AWARENESS_ADDR",
-	"db":                   "AWARENESS_DB",
-	"retention":            "AWARENESS_RETENTION",
-	"max-rows":             "AWARENESS_MAX_ROWS",
-	"prune-interval":       "AWARENESS_PRUNE_INTERVAL",
-	"allowed-origins":      "AWARENESS_ALLOWED_ORIGINS",
-	"log-level":            "AWARENESS_LOG_LEVEL",
-	"shutdown-timeout":     "AWARENESS_SHUTDOWN_TIMEOUT",
-	"demo":                 "AWARENESS_DEMO",
-	"demo-pace":            "AWARENESS_DEMO_PACE",
-	"catalog":              "AWARENESS_CATALOGS",
-	"upstream-first-check": "AWARENESS_UPSTREAM_FIRST_CHECK",
-	"upstream-interval":    "AWARENESS_UPSTREAM_INTERVAL",
-	"auth-file":            "AWARENESS_AUTH_FILE",
-	"insecure":             "AWARENESS_INSECURE",
-	"ws-ping-interval":     "AWARENESS_WS_PING_INTERVAL",
-	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
-	"notice-poll":          "AWARENESS_NOTICE_POLL",
-	"metrics-token-file":   "AWARENESS_METRICS_TOKEN_FILE",
-	"pg-hints":             "AWARENESS_PG_HINTS",
-	"rate-limit":           "AWARENESS_RATE_LIMIT",
-	"rate-burst":           "AWARENESS_RATE_BURST",
-}
-
 // parseServeConfig reads the flags of serve, then the environment for every flag not
 // given on the command line, and validates the result. It opens nothing.
 func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (serveConfig, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	// Errors are returned (run prints them); help is printed by printServeHelp.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlagSet("serve")
 	var (
-		addr            = fs.String("addr", "127.0.0.1:8080", "listen address host:port ($AWARENESS_ADDR)")
-		db              = fs.String("db", "./awareness.db", "SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share ($AWARENESS_DB)")
-		retention       = fs.Duration("retention", awareness.DefaultRetention, "prune log rows and untouched cursors older than this; 0 keeps them ($AWARENESS_RETENTION)")
-		maxRows         = fs.Int("max-rows", awareness.DefaultMaxRows, "keep at most this many log rows in all; 0 means no cap ($AWARENESS_MAX_ROWS)")
-		pruneInterval   = fs.Duration("prune-interval", awareness.DefaultPruneInterval, "how often retention runs, after once at startup ($AWARENESS_PRUNE_INTERVAL)")
-		allowedOrigins  = fs.String("allowed-origins", "", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org' ($AWARENESS_ALLOWED_ORIGINS)")
-		logLevel        = fs.String("log-level", "info", "debug, info, warn or error ($AWARENESS_LOG_LEVEL)")
-		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests ($AWARENESS_SHUTDOWN_TIMEOUT)")
-		demoMode        = fs.Bool("demo", false, "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively ($AWARENESS_DEMO)")
-		demoPace        = fs.Duration("demo-pace", 3*time.Second, "how often the demo records activity ($AWARENESS_DEMO_PACE)")
-		firstCheck      = fs.Duration("upstream-first-check", upstream.DefaultFirstCheck, "delay of the first check of adopted sessions' upstream transcripts ($AWARENESS_UPSTREAM_FIRST_CHECK)")
-		upInterval      = fs.Duration("upstream-interval", upstream.DefaultInterval, "how often adopted sessions' upstream transcripts are checked ($AWARENESS_UPSTREAM_INTERVAL)")
-		authFile        = fs.String("auth-file", "", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin ($AWARENESS_AUTH_FILE)")
-		insecure        = fs.Bool("insecure", false, "allow serving without --auth-file on a non-loopback address ($AWARENESS_INSECURE)")
-		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
-		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
-		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
-		metricsToken    = fs.String("metrics-token-file", "", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr ($AWARENESS_METRICS_TOKEN_FILE)")
-		pgHints         = fs.String("pg-hints", string(models.HintsInCommit), "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only) ($AWARENESS_PG_HINTS)")
-		rateLimit       = fs.Float64("rate-limit", graph.DefaultRateLimit, "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit ($AWARENESS_RATE_LIMIT)")
-		rateBurst       = fs.Int("rate-burst", graph.DefaultRateBurst, "how many mutations and subscriptions may come at once before --rate-limit applies ($AWARENESS_RATE_BURST)")
+		addr            = envFlag(fs, fs.String, "addr", "127.0.0.1:8080", "AWARENESS_ADDR", "listen address host:port")
+		db              = fs.dbFlag("SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share")
+		retention       = envFlag(fs, fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "prune log rows and untouched cursors older than this; 0 keeps them")
+		maxRows         = envFlag(fs, fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "keep at most this many log rows in all; 0 means no cap")
+		pruneInterval   = envFlag(fs, fs.Duration, "prune-interval", awareness.DefaultPruneInterval, "AWARENESS_PRUNE_INTERVAL", "how often retention runs, after once at startup")
+		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org'")
+		logLevel        = envFlag(fs, fs.String, "log-level", "info", "AWARENESS_LOG_LEVEL", "debug, info, warn or error")
+		shutdownTimeout = envFlag(fs, fs.Duration, "shutdown-timeout", 10*time.Second, "AWARENESS_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests")
+		demoMode        = envFlag(fs, fs.Bool, "demo", false, "AWARENESS_DEMO", "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively")
+		demoPace        = envFlag(fs, fs.Duration, "demo-pace", 3*time.Second, "AWARENESS_DEMO_PACE", "how often the demo records activity")
+		firstCheck      = envFlag(fs, fs.Duration, "upstream-first-check", upstream.DefaultFirstCheck, "AWARENESS_UPSTREAM_FIRST_CHECK", "delay of the first check of adopted sessions' upstream transcripts")
+		upInterval      = envFlag(fs, fs.Duration, "upstream-interval", upstream.DefaultInterval, "AWARENESS_UPSTREAM_INTERVAL", "how often adopted sessions' upstream transcripts are checked")
+		authFile        = envFlag(fs, fs.String, "auth-file", "", "AWARENESS_AUTH_FILE", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin")
+		insecure        = envFlag(fs, fs.Bool, "insecure", false, "AWARENESS_INSECURE", "allow serving without --auth-file on a non-loopback address")
+		wsPing          = envFlag(fs, fs.Duration, "ws-ping-interval", graph.WSPingPongInterval, "AWARENESS_WS_PING_INTERVAL", "WebSocket ping cadence; a client silent for twice this is dropped")
+		wsInit          = envFlag(fs, fs.Duration, "ws-init-timeout", graph.WSInitTimeout, "AWARENESS_WS_INIT_TIMEOUT", "time a WebSocket client has to send connection_init")
+		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
+		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
+		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
+		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
+		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -298,31 +266,16 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		catalogs = append(catalogs, specs...)
 		return err
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printServeHelp(usageOut, fs, len(args) > 0 && args[0] == "--demo")
-		}
+	fs.setEnv("catalog", "AWARENESS_CATALOGS")
+	pos, err := fs.parse(args, lookupEnv, false)
+	if errors.Is(err, flag.ErrHelp) {
+		printServeHelp(usageOut, fs, len(args) > 0 && args[0] == "--demo")
+	}
+	if err != nil {
 		return serveConfig{}, err
 	}
-	if fs.NArg() > 0 {
-		return serveConfig{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := serveEnv[f.Name]
-		if envErr != nil || given[f.Name] || name == "" {
-			return
-		}
-		if v, ok := lookupEnv(name); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return serveConfig{}, envErr
+	if len(pos) > 0 {
+		return serveConfig{}, fmt.Errorf("unexpected arguments: %q", pos)
 	}
 
 	cfg := serveConfig{
@@ -364,8 +317,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
-		return serveConfig{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	if cfg.LogLevel, err = parseLogLevel(*logLevel); err != nil {
+		return serveConfig{}, err
 	}
 	if err := cfg.validate(); err != nil {
 		return serveConfig{}, err
@@ -478,30 +431,6 @@ func (c serveConfig) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %v must be positive", c.ShutdownTimeout)
-	}
-	return nil
-}
-
-// validateDB checks --db: a postgres:// URL that parses, or a plain SQLite file path
-// in an existing directory.
-func validateDB(db string) error {
-	if models.IsPostgresDSN(db) {
-		if err := models.CheckPostgresDSN(db); err != nil {
-			return fmt.Errorf("--db: %v", err)
-		}
-		return nil
-	}
-	if db == "" {
-		return errors.New("--db is empty: give the SQLite database file or a postgres:// URL")
-	}
-	if db == ":memory:" || strings.HasPrefix(db, "file:") {
-		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", db)
-	}
-	if fi, err := os.Stat(db); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("--db %q exists and is not a regular file", db)
-	}
-	if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--db %q: directory %q does not exist", db, filepath.Dir(db))
 	}
 	return nil
 }
