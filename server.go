@@ -435,244 +435,367 @@ func (c serveConfig) validate() error {
 	return nil
 }
 
-// serve runs the service until ctx is cancelled, then shuts it down: close WebSockets
-// with 1012, end SSE streams, drain HTTP requests, stop the pruner, close the hub and
-// the database.
+// serve runs the service until ctx is cancelled, then shuts it down (Main).
 func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	log.Info("starting",
+	m := newMain(cfg, stderr)
+	if err := m.Open(ctx); err != nil {
+		return exitError
+	}
+	code := exitOK
+	if err := m.Run(ctx); err != nil {
+		code = exitError
+	}
+	m.Close()
+	return code
+}
+
+// Main is the process of serve. Open builds its parts in order: tracing and metrics,
+// the database, the notice hub, the PostgreSQL listener, the service (after its
+// startup sweep), the upstream monitor, the pruner, the demo and last the HTTP
+// listener. Run serves until its context ends; Close stops and closes the parts in
+// the reverse order, so the HTTP server drains first (WebSockets closed with 1012,
+// MCP sessions, SSE streams, in-flight requests) and the database closes last. When a
+// step of Open fails, Open closes what the steps before it opened, in reverse, and
+// returns the error: nothing is left open.
+type Main struct {
+	cfg serveConfig
+	log *slog.Logger
+
+	tracer trace.Tracer
+	tel    *telemetry.Telemetry
+	store  *models.Store
+	hub    *awareness.Hub
+	svc    *awareness.Service
+	srv    *http.Server
+	ln     net.Listener
+
+	// streams is the context of every WebSocket and SSE stream and of the demo;
+	// endStreams ends them at shutdown.
+	streams    context.Context
+	endStreams context.CancelFunc
+	// closers are the parts Open opened, in order; Close runs them in reverse.
+	closers []closer
+}
+
+// step is one part of Main.Open: open builds the part, and returns what stops or
+// closes it (nil: nothing). A failing open logs its error and leaves nothing open.
+type step struct {
+	name string
+	open func(ctx context.Context) (close func(), err error)
+}
+
+type closer struct {
+	name  string
+	close func()
+}
+
+// newMain returns a Main that logs to stderr; it opens nothing.
+func newMain(cfg serveConfig, stderr io.Writer) *Main {
+	return &Main{cfg: cfg, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))}
+}
+
+// steps are the parts of Open, in order.
+func (m *Main) steps() []step {
+	return []step{
+		{"telemetry", m.openTelemetry},
+		{"database", m.openStore},
+		{"hub", m.openHub},
+		{"listener", m.openListener},
+		{"service", m.openService},
+		{"upstream monitor", m.openMonitor},
+		{"pruner", m.openPruner},
+		{"demo", m.openDemo},
+		{"http", m.openHTTP},
+	}
+}
+
+// Open builds the service's parts in order (steps) and starts its background services.
+// On an error it has closed what it opened.
+func (m *Main) Open(ctx context.Context) error { return m.open(ctx, m.steps()) }
+
+func (m *Main) open(ctx context.Context, steps []step) error {
+	cfg := m.cfg
+	m.log.Info("starting",
 		"addr", cfg.Addr, "db", models.RedactDSN(cfg.DB), "retention", cfg.Retention, "max_rows", cfg.MaxRows,
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
 		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
+	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
+	// finish under http.Server.Shutdown.
+	m.streams, m.endStreams = context.WithCancel(context.WithoutCancel(ctx))
+	for _, s := range steps {
+		closeFn, err := s.open(ctx)
+		if err != nil {
+			m.unwind()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		m.closers = append(m.closers, closer{name: s.name, close: closeFn})
+	}
+	return nil
+}
 
-	// Traces (off unless OTEL_* configures them) and metrics are set up first: every
-	// component below reports to tel.
+// Run serves HTTP on the listener Open bound until ctx ends (nil) or the server fails
+// (its error). Close shuts the server down either way.
+func (m *Main) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- m.srv.Serve(m.ln) }()
+	m.log.Info("listening", "addr", m.ln.Addr().String())
+	select {
+	case <-ctx.Done():
+		m.log.Info("shutdown: signal received")
+		return nil
+	case err := <-serveErr:
+		m.log.Error("http server failed", "err", err)
+		return err
+	}
+}
+
+// Close stops and closes what Open opened, in reverse order, each step logged.
+func (m *Main) Close() {
+	m.unwind()
+	m.log.Info("shutdown complete")
+}
+
+func (m *Main) unwind() {
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if c := m.closers[i]; c.close != nil {
+			c.close()
+		}
+	}
+	m.closers = nil
+	if m.endStreams != nil {
+		m.endStreams()
+	}
+}
+
+// openTelemetry sets up traces (off unless OTEL_* configures them) and metrics, first:
+// every part below reports to m.tel.
+func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 	var tracerProvider *sdktrace.TracerProvider
-	var tracer trace.Tracer
-	if cfg.Tracing {
+	if m.cfg.Tracing {
 		tp, err := telemetry.NewOTLPTracerProvider(ctx)
 		if err != nil {
-			log.Error("tracing", "err", err)
-			return exitError
+			m.log.Error("tracing", "err", err)
+			return nil, err
 		}
-		tracerProvider, tracer = tp, tp.Tracer(telemetry.TracerName)
-		log.Info("tracing on: OTLP/HTTP exporter configured by OTEL_* environment variables")
+		tracerProvider, m.tracer = tp, tp.Tracer(telemetry.TracerName)
+		m.log.Info("tracing on: OTLP/HTTP exporter configured by OTEL_* environment variables")
 	}
-	shutdownTracing := func() {
-		if tracerProvider == nil {
-			return
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := tracerProvider.Shutdown(sctx); err != nil {
-			log.Warn("shutdown: flushing traces", "err", err)
-		}
-	}
-	defer shutdownTracing()
-	var store *models.Store
 	dbSystem := "sqlite"
-	if models.IsPostgresDSN(cfg.DB) {
+	if models.IsPostgresDSN(m.cfg.DB) {
 		dbSystem = "postgresql"
 	}
-	tel := telemetry.New(telemetry.Config{
-		Tracer: tracer, DBSystem: dbSystem, Logger: log.With("component", "metrics"),
+	m.tel = telemetry.New(telemetry.Config{
+		Tracer: m.tracer, DBSystem: dbSystem, Logger: m.log.With("component", "metrics"),
 		Pending: func(ctx context.Context) (int64, error) {
-			st, err := store.Stats(ctx)
+			st, err := m.store.Stats(ctx)
 			return st.PendingNotices, err
 		},
 	})
+	if tracerProvider == nil {
+		return nil, nil
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracerProvider.Shutdown(sctx); err != nil {
+			m.log.Warn("shutdown: flushing traces", "err", err)
+		}
+	}, nil
+}
 
-	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Observer: tel, Hints: cfg.Hints})
+// openStore opens the database and migrates its schema.
+func (m *Main) openStore(ctx context.Context) (func(), error) {
+	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints})
 	if err != nil {
-		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
-		return exitError
+		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
+		return nil, err
 	}
-	log.Info("database open", "db", models.RedactDSN(cfg.DB), "dialect", store.Dialect())
-	hub := awareness.NewHubObserved(tel)
-	// PostgreSQL: other processes may share the database; the listener carries their
-	// notices and events to this process's hub. It listens before the sweep below.
-	var listener *models.Listener
-	if store.Dialect() == "postgres" {
-		listener, err = models.NewListener(models.ListenerConfig{
-			Store: store, Hub: hub, Poll: cfg.NoticePoll, Logger: log.With("component", "listener"), Observer: tel,
-		})
-		if err != nil {
-			log.Error("notice listener", "err", err)
-			_ = store.Close()
-			return exitError
-		}
-		listener.Start(context.WithoutCancel(ctx))
-	}
-	stopListener := func() {
-		if listener != nil {
-			listener.Stop()
-			listener = nil
-			log.Info("shutdown: notice listener stopped")
-		}
-	}
-	closeStore := func() {
-		stopListener()
+	m.store = store
+	m.log.Info("database open", "db", models.RedactDSN(m.cfg.DB), "dialect", store.Dialect())
+	return func() {
 		if err := store.Close(); err != nil {
-			log.Error("shutdown: close database", "err", err)
+			m.log.Error("shutdown: close database", "err", err)
 			return
 		}
-		log.Info("shutdown: database closed")
-	}
+		m.log.Info("shutdown: database closed")
+	}, nil
+}
 
+func (m *Main) openHub(context.Context) (func(), error) {
+	hub := awareness.NewHubObserved(m.tel)
+	m.hub = hub
+	return func() {
+		hub.Close()
+		m.log.Info("shutdown: notice hub closed")
+	}, nil
+}
+
+// openListener starts, on PostgreSQL, the listener that carries the notices and events
+// of other processes sharing the database to this process's hub. It listens before
+// the startup sweep.
+func (m *Main) openListener(ctx context.Context) (func(), error) {
+	if m.store.Dialect() != "postgres" {
+		return nil, nil
+	}
+	listener, err := models.NewListener(models.ListenerConfig{
+		Store: m.store, Hub: m.hub, Poll: m.cfg.NoticePoll, Logger: m.log.With("component", "listener"), Observer: m.tel,
+	})
+	if err != nil {
+		m.log.Error("notice listener", "err", err)
+		return nil, err
+	}
+	// It ends on Stop, in shutdown order, not when ctx is cancelled; so do the
+	// services below.
+	listener.Start(context.WithoutCancel(ctx))
+	return func() {
+		listener.Stop()
+		m.log.Info("shutdown: notice listener stopped")
+	}, nil
+}
+
+// openService opens the catalogs and builds the service, then runs the startup sweep
+// (NTC-5: pending notices survive restarts; the sweep re-freezes and republishes
+// them).
+func (m *Main) openService(ctx context.Context) (func(), error) {
 	var catalogs []awareness.Catalog
-	for _, c := range cfg.Catalogs {
+	for _, c := range m.cfg.Catalogs {
 		cat, err := upstream.NewDirCatalog(c.ID, c.Dir)
 		if err != nil {
-			log.Error("open catalog", "err", err)
-			hub.Close()
-			closeStore()
-			return exitError
+			m.log.Error("open catalog", "err", err)
+			return nil, err
 		}
 		catalogs = append(catalogs, cat)
 	}
 	var grants awareness.Grants
-	if cfg.Auth != nil {
-		grants = cfg.Auth.Grants()
+	if m.cfg.Auth != nil {
+		grants = m.cfg.Auth.Grants()
 	}
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs, Observer: tel, Grants: grants})
-
-	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
-	n, err := svc.Sweep(ctx)
+	m.svc = awareness.NewService(awareness.Config{Store: m.store, Hub: m.hub, Logger: m.log.With("component", "service"),
+		Catalogs: catalogs, Observer: m.tel, Grants: grants})
+	n, err := m.svc.Sweep(ctx)
 	if err != nil {
-		log.Error("startup sweep", "err", err)
-		hub.Close()
-		closeStore()
-		return exitError
+		m.log.Error("startup sweep", "err", err)
+		return nil, err
 	}
-	log.Info("startup sweep done", "notices_republished", n)
+	m.log.Info("startup sweep done", "notices_republished", n)
+	return nil, nil
+}
 
-	// Cancelled first at shutdown: every WebSocket and SSE stream ends, while plain
-	// requests finish under http.Server.Shutdown. Before that, every WebSocket is
-	// closed with 1012 (service restart): default graphql-ws clients reconnect on it.
-	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
-	defer endStreams()
-	var wsConns sync.WaitGroup // upgraded connections and SSE streams still being served
-	ws := new(wsgorilla.Conns)
-	srv := &http.Server{
-		Handler:           routes(svc, store, tel, tracer, cfg, log, streams, &wsConns, ws),
-		MaxHeaderBytes:    graph.MaxHeaderBytes,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		log.Error("listen", "addr", cfg.Addr, "err", err)
-		hub.Close()
-		closeStore()
-		return exitError
-	}
-
-	// CLT-3: /mcp on the same listener, through its own /query.
-	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, log, ln, streams)
-	if err != nil {
-		log.Error("mcp", "err", err)
-		_ = ln.Close()
-		hub.Close()
-		closeStore()
-		return exitError
-	}
-	srv.Handler = mcpHandler
-
-	pruner := awareness.NewPruner(awareness.PrunerConfig{
-		Store:    store,
-		Publish:  svc.PublishCommitted, // expired cursors' notices go out closed (staleNotices includeClosed)
-		Policy:   awareness.RetentionPolicy{MaxAge: cfg.Retention, MaxRows: cfg.MaxRows, CursorTTL: cfg.Retention},
-		Interval: cfg.PruneInterval,
-		Logger:   log.With("component", "pruner"),
-	})
-	// The pruner ends on Stop, in shutdown order, not when ctx is cancelled.
-	pruner.Start(context.WithoutCancel(ctx))
-	// UPS-2: the upstream monitor starts after the sweep and ends on Stop, before the
-	// hub closes.
+// openMonitor starts the upstream monitor (UPS-2), after the sweep.
+func (m *Main) openMonitor(ctx context.Context) (func(), error) {
 	upCfg := upstream.Config{
-		Service: svc, FirstCheck: cfg.UpstreamFirstCheck, Interval: cfg.UpstreamInterval,
-		Logger: log.With("component", "upstream"), Observer: tel,
+		Service: m.svc, FirstCheck: m.cfg.UpstreamFirstCheck, Interval: m.cfg.UpstreamInterval,
+		Logger: m.log.With("component", "upstream"), Observer: m.tel,
 	}
-	if cfg.TestHoldUpstreamSettlement {
-		log.Warn("test-only crash point enabled: upstream settlements are held", "env", testHoldUpstreamEnv)
+	if m.cfg.TestHoldUpstreamSettlement {
+		m.log.Warn("test-only crash point enabled: upstream settlements are held", "env", testHoldUpstreamEnv)
 		upCfg.AfterRecord = func(ctx context.Context) {
-			log.Warn(testHoldUpstreamLog)
+			m.log.Warn(testHoldUpstreamLog)
 			<-ctx.Done()
 		}
 	}
 	monitor, err := upstream.New(upCfg)
 	if err != nil {
-		log.Error("upstream monitor", "err", err)
-		pruner.Stop()
-		_ = ln.Close()
-		hub.Close()
-		closeStore()
-		return exitError
+		m.log.Error("upstream monitor", "err", err)
+		return nil, err
 	}
 	monitor.Start(context.WithoutCancel(ctx))
+	return func() {
+		monitor.Stop()
+		m.log.Info("shutdown: upstream monitor stopped")
+	}, nil
+}
 
-	demoDone := make(chan struct{})
-	if cfg.Demo {
-		go func() {
-			defer close(demoDone)
-			if err := demo.Run(streams, svc, log.With("component", "demo"), cfg.DemoPace); err != nil {
-				log.Error("demo", "err", err)
-			}
-		}()
-		log.Info("demo scene running", "pace", cfg.DemoPace)
-	} else {
-		close(demoDone)
-	}
+// openPruner starts retention (SIG-6, WAT-5): a prune now, then every interval.
+func (m *Main) openPruner(ctx context.Context) (func(), error) {
+	pruner := awareness.NewPruner(awareness.PrunerConfig{
+		Store:    m.store,
+		Publish:  m.svc.PublishCommitted, // expired cursors' notices go out closed (staleNotices includeClosed)
+		Policy:   awareness.RetentionPolicy{MaxAge: m.cfg.Retention, MaxRows: m.cfg.MaxRows, CursorTTL: m.cfg.Retention},
+		Interval: m.cfg.PruneInterval,
+		Logger:   m.log.With("component", "pruner"),
+	})
+	pruner.Start(context.WithoutCancel(ctx))
+	return func() {
+		pruner.Stop()
+		m.log.Info("shutdown: pruner stopped")
+	}, nil
+}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+// openDemo starts the demo scene with --demo; it runs until the streams end.
+func (m *Main) openDemo(context.Context) (func(), error) {
+	if !m.cfg.Demo {
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := demo.Run(m.streams, m.svc, m.log.With("component", "demo"), m.cfg.DemoPace); err != nil {
+			m.log.Error("demo", "err", err)
+		}
+	}()
+	m.log.Info("demo scene running", "pace", m.cfg.DemoPace)
+	return func() {
+		m.endStreams()
+		<-done
+	}, nil
+}
 
-	code := exitOK
-	select {
-	case <-ctx.Done():
-		log.Info("shutdown: signal received")
-	case err := <-serveErr:
-		log.Error("http server failed", "err", err)
-		code = exitError
+// openHTTP binds the listener and builds the HTTP server with /mcp on it; Run serves
+// it. Its closer drains it: every WebSocket is closed with 1012 (service restart:
+// default graphql-ws clients reconnect on it), the MCP server closes, the streams end,
+// and http.Server.Shutdown waits for plain requests.
+func (m *Main) openHTTP(ctx context.Context) (func(), error) {
+	cfg := m.cfg
+	wsConns := new(sync.WaitGroup) // upgraded connections and SSE streams still being served
+	ws := new(wsgorilla.Conns)
+	srv := &http.Server{
+		Handler:           routes(m.svc, m.store, m.tel, m.tracer, cfg, m.log, m.streams, wsConns, ws),
+		MaxHeaderBytes:    graph.MaxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-
-	closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
-	log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
-	mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
-	log.Info("shutdown: mcp server closed")
-	endStreams()
-	log.Info("shutdown: WebSocket and SSE streams cancelled")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
-		_ = srv.Close()
-	} else {
-		log.Info("shutdown: http server stopped")
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		m.log.Error("listen", "addr", cfg.Addr, "err", err)
+		return nil, err
 	}
-	// Wait for the cancelled WebSocket connections to close before the hub does: a
-	// stream the hub ended first would send its client an UNAVAILABLE error instead of
-	// a closed socket. (After Shutdown no connection can start: every Add is done.)
-	if !waitGroup(sctx, &wsConns) {
-		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+	// CLT-3: /mcp on the same listener, through its own /query.
+	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, m.log, ln, m.streams)
+	if err != nil {
+		m.log.Error("mcp", "err", err)
+		_ = ln.Close()
+		return nil, err
 	}
-	cancel()
-	<-demoDone
-	pruner.Stop()
-	log.Info("shutdown: pruner stopped")
-	monitor.Stop()
-	log.Info("shutdown: upstream monitor stopped")
-	stopListener()
-	hub.Close()
-	log.Info("shutdown: notice hub closed")
-	closeStore()
-	log.Info("shutdown complete")
-	return code
+	srv.Handler = mcpHandler
+	m.srv, m.ln = srv, ln
+	return func() {
+		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
+		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
+		mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+		m.log.Info("shutdown: mcp server closed")
+		m.endStreams()
+		m.log.Info("shutdown: WebSocket and SSE streams cancelled")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			m.log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
+			_ = srv.Close()
+		} else {
+			m.log.Info("shutdown: http server stopped")
+		}
+		_ = ln.Close() // Shutdown closes it only if Run served it
+		// Wait for the cancelled WebSocket connections to close before the hub does: a
+		// stream the hub ended first would send its client an UNAVAILABLE error instead
+		// of a closed socket. (After Shutdown no connection can start: every Add is done.)
+		if !waitGroup(sctx, wsConns) {
+			m.log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+		}
+	}, nil
 }
 
 // routes builds the HTTP routes.
