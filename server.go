@@ -10,9 +10,10 @@
 //	awareness import --agent ID FILE   import a gateway's sessions.json (cli.go)
 //	awareness help              print this help
 //
-// This file is the composition root: only it (and the tools of cli.go) read flags and environment variables,
-// validates them all before opening anything, wires the store, the service, the
-// pruner and the HTTP server, and shuts them down in order.
+// This file is the composition root: only it (and the tools of cli.go, through the
+// loader of config.go) reads flags and environment variables; it validates them all
+// before opening anything, and Main opens the store, the service, the background
+// services and the HTTP server in order and closes them in reverse.
 package main
 
 //go:generate go tool gqlgen generate
