@@ -474,8 +474,9 @@ type Main struct {
 	// endStreams ends them at shutdown.
 	streams    context.Context
 	endStreams context.CancelFunc
-	// closers are the parts Open opened, in order; Close runs them in reverse.
-	closers []closer
+	// closers close the parts Open opened, in order (nil: nothing to close); Close
+	// runs them in reverse.
+	closers []func()
 }
 
 // step is one part of Main.Open: open builds the part, and returns what stops or
@@ -483,11 +484,6 @@ type Main struct {
 type step struct {
 	name string
 	open func(ctx context.Context) (close func(), err error)
-}
-
-type closer struct {
-	name  string
-	close func()
 }
 
 // newMain returns a Main that logs to stderr; it opens nothing.
@@ -531,7 +527,7 @@ func (m *Main) open(ctx context.Context, steps []step) error {
 			m.unwind()
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		m.closers = append(m.closers, closer{name: s.name, close: closeFn})
+		m.closers = append(m.closers, closeFn)
 	}
 	return nil
 }
@@ -560,8 +556,8 @@ func (m *Main) Close() {
 
 func (m *Main) unwind() {
 	for i := len(m.closers) - 1; i >= 0; i-- {
-		if c := m.closers[i]; c.close != nil {
-			c.close()
+		if c := m.closers[i]; c != nil {
+			c()
 		}
 	}
 	m.closers = nil

@@ -13,16 +13,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
 const gormLRU = "gorm.io/gorm/internal/lru.NewLRU[...].func1"
 
-// mainConfig is a valid serve configuration on a fresh SQLite file and a free port,
-// with the demo on so that every step of Open has something to start.
-func mainConfig(t *testing.T, extra ...string) serveConfig {
+// mainConfig is a valid serve configuration on the database db and a free port, with
+// the demo on so that every step of Open has something to start.
+func mainConfig(t *testing.T, db string) serveConfig {
 	t.Helper()
-	args := append([]string{"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "a.db"),
-		"--prune-interval", "1h", "--demo", "--demo-pace", "1h"}, extra...)
+	args := []string{"--addr", "127.0.0.1:0", "--db", db, "--prune-interval", "1h", "--demo", "--demo-pace", "1h"}
 	cfg, err := parseServeConfig(args, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +35,13 @@ var errInjected = errors.New("injected failure")
 
 // A failure at any step of Open closes exactly the steps opened before it, in reverse
 // order, and leaves nothing running; without a failure Close closes every step in
-// reverse.
+// reverse. On PostgreSQL the listener step starts a listener too.
 func TestMainOpenFailureClosesWhatWasOpenedInReverse(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testOpenFailures(t, filepath.Join(t.TempDir(), "a.db")) })
+	t.Run("postgres", func(t *testing.T) { testOpenFailures(t, pgtest.NewDatabase(t)) })
+}
+
+func testOpenFailures(t *testing.T, db string) {
 	names := func(steps []step) (out []string) {
 		for _, s := range steps {
 			out = append(out, s.name)
@@ -50,7 +56,7 @@ func TestMainOpenFailureClosesWhatWasOpenedInReverse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction(gormLRU))
 			var log syncBuffer
-			m := newMain(mainConfig(t), &log)
+			m := newMain(mainConfig(t, db), &log)
 			closed := []string{}
 			steps := m.steps()
 			for i := range steps {
