@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,60 +55,32 @@ func runTool(ctx context.Context, cmd string, args []string, env toolEnv) int {
 // toolFlags is the flag set of one tool, with the flags every tool shares.
 type toolFlags struct {
 	name, usage, about string
-	fs                 *flag.FlagSet
+	fs                 *flagSet
 	db                 *string
 	env                toolEnv
 }
 
 func newToolFlags(env toolEnv, name, usage, about string) *toolFlags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // help and errors are printed by parse
+	fs := newFlagSet(name) // help and errors are printed by parse
 	t := &toolFlags{name: name, usage: usage, about: about, fs: fs, env: env}
-	t.db = fs.String("db", "./awareness.db", "SQLite database file, or a postgres:// URL ($AWARENESS_DB)")
+	t.db = fs.dbFlag("SQLite database file, or a postgres:// URL")
 	return t
 }
 
 // parse parses args, flags and positional arguments in any order ("--" ends the
-// flags), then takes every flag not given from its environment variable (serveEnv).
-// It returns the positional arguments; ok is false when the tool must exit with code.
+// flags), then takes every flag not given from its environment variable, and checks
+// --db. It returns the positional arguments; ok is false when the tool must exit with
+// code.
 func (t *toolFlags) parse(args []string) (pos []string, code int, ok bool) {
-	for {
-		before := len(args)
-		if err := t.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				t.printHelp(t.env.stdout)
-				return nil, exitOK, false
-			}
-			return nil, t.usageError(err.Error()), false
-		}
-		rest := t.fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := before - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+	pos, err := t.fs.parse(args, t.env.lookupEnv, true)
+	if errors.Is(err, flag.ErrHelp) {
+		t.printHelp(t.env.stdout)
+		return nil, exitOK, false
 	}
-	given := map[string]bool{}
-	t.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var envErr error
-	t.fs.VisitAll(func(f *flag.Flag) {
-		name := serveEnv[f.Name]
-		if envErr != nil || given[f.Name] || name == "" {
-			return
-		}
-		if v, ok := t.env.lookupEnv(name); ok {
-			if err := t.fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return nil, t.usageError(envErr.Error()), false
+	if err != nil {
+		return nil, t.usageError(err.Error()), false
 	}
-	if err := checkDBPath(strings.TrimSpace(*t.db)); err != nil {
+	if err := validateDB(strings.TrimSpace(*t.db)); err != nil {
 		return nil, t.usageError(err.Error()), false
 	}
 	return pos, exitOK, true
@@ -122,33 +93,8 @@ func (t *toolFlags) usageError(msg string) int {
 
 func (t *toolFlags) printHelp(w io.Writer) {
 	fmt.Fprintf(w, "Usage: awareness %s\n\n%s\n\nFlags:\n", t.usage, strings.TrimSpace(t.about))
-	t.fs.SetOutput(w)
-	t.fs.PrintDefaults()
-	t.fs.SetOutput(io.Discard)
+	t.fs.printDefaults(w)
 	fmt.Fprint(w, "\nExit status: 0 ok, 1 failure, 2 bad command line.\n")
-}
-
-// checkDBPath applies serve's rules for --db to the tools.
-func checkDBPath(db string) error {
-	if models.IsPostgresDSN(db) {
-		if err := models.CheckPostgresDSN(db); err != nil {
-			return fmt.Errorf("--db: %v", err)
-		}
-		return nil
-	}
-	if db == "" {
-		return errors.New("--db is empty: give the SQLite database file")
-	}
-	if db == ":memory:" || strings.HasPrefix(db, "file:") {
-		return fmt.Errorf("--db %q: give a plain file path", db)
-	}
-	if fi, err := os.Stat(db); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("--db %q exists and is not a regular file", db)
-	}
-	if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--db %q: directory %q does not exist", db, filepath.Dir(db))
-	}
-	return nil
 }
 
 // openTool opens the database. mustExist refuses to create a missing file: reading
@@ -226,8 +172,8 @@ Retention is configuration, not state: status shows the values of --retention an
 --max-rows (or $AWARENESS_RETENTION, $AWARENESS_MAX_ROWS, else the defaults), which
 are what 'awareness serve' uses given the same environment.`)
 	asJSON := t.fs.Bool("json", false, "print JSON for scripts")
-	retention := t.fs.Duration("retention", awareness.DefaultRetention, "retention age to report, as for serve ($AWARENESS_RETENTION)")
-	maxRows := t.fs.Int("max-rows", awareness.DefaultMaxRows, "row cap to report, as for serve ($AWARENESS_MAX_ROWS)")
+	retention := envFlag(t.fs, t.fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "retention age to report, as for serve")
+	maxRows := envFlag(t.fs, t.fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "row cap to report, as for serve")
 	pos, code, ok := t.parse(args)
 	if !ok {
 		return code

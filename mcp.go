@@ -80,31 +80,24 @@ func selfAddr(a net.Addr) string {
 // mcpCmd runs `awareness mcp`: an MCP server on stdin/stdout in front of a running
 // service.
 func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs := newFlagSet("mcp")
 	fs.SetOutput(stderr)
-	url := fs.String("url", "http://127.0.0.1:8080/query", "the running service's GraphQL endpoint ($AWARENESS_URL)")
-	token := fs.String("token", "", "bearer token for the service, when it runs with --auth-file ($AWARENESS_TOKEN)")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error; logs go to stderr ($AWARENESS_LOG_LEVEL)")
+	url := envFlag(fs, fs.String, "url", "http://127.0.0.1:8080/query", "AWARENESS_URL", "the running service's GraphQL endpoint")
+	token := envFlag(fs, fs.String, "token", "", "AWARENESS_TOKEN", "bearer token for the service, when it runs with --auth-file")
+	logLevel := envFlag(fs, fs.String, "log-level", "warn", "AWARENESS_LOG_LEVEL", "debug, info, warn or error; logs go to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: awareness mcp [--url URL] [--token TOKEN]\n\nServe the Model Context Protocol on stdin/stdout, in front of a running service.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if _, err := fs.parse(args, lookupEnv, false); err != nil {
 		if err == flag.ErrHelp {
 			return exitOK
 		}
 		return exitUsage
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, env := range map[string]string{"url": "AWARENESS_URL", "token": "AWARENESS_TOKEN", "log-level": "AWARENESS_LOG_LEVEL"} {
-		if v, ok := lookupEnv(env); ok && !given[name] {
-			_ = fs.Set(name, v)
-		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "awareness mcp: --log-level %q: want debug, info, warn or error\n", *logLevel)
+	level, err := parseLogLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "awareness mcp: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))

@@ -10,9 +10,10 @@
 //	awareness import --agent ID FILE   import a gateway's sessions.json (cli.go)
 //	awareness help              print this help
 //
-// This file is the composition root: only it (and the tools of cli.go) read flags and environment variables,
-// validates them all before opening anything, wires the store, the service, the
-// pruner and the HTTP server, and shuts them down in order.
+// This file is the composition root: only it (and the tools of cli.go, through the
+// loader of config.go) reads flags and environment variables; it validates them all
+// before opening anything, and Main opens the store, the service, the background
+// services and the HTTP server in order and closes them in reverse.
 package main
 
 //go:generate go tool gqlgen generate
@@ -29,7 +30,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,16 +164,13 @@ into one, a goal change and a child run timing out, then gentle ongoing activity
 It is 'awareness serve --demo'; every flag of serve applies.`
 
 // printServeHelp prints the help of serve (or demo) with fs's flags.
-func printServeHelp(w io.Writer, fs *flag.FlagSet, demo bool) {
+func printServeHelp(w io.Writer, fs *flagSet, demo bool) {
 	name, about := "serve", serveAbout
 	if demo {
 		name, about = "demo", demoAbout
 	}
 	fmt.Fprintf(w, "Usage: awareness %s [flags]\n\n%s\n\nFlags:\n", name, strings.TrimSpace(about))
-	out := fs.Output()
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(out)
+	fs.printDefaults(w)
 	fmt.Fprint(w, "\nEvery flag can also be set through the environment variable in its help; the flag wins.\n"+
 		"Exit status: 0 after a clean shutdown, 1 when the service failed, 2 for a bad command line.\n")
 }
@@ -236,61 +233,33 @@ const (
 	testHoldUpstreamLog = "test crash point: upstream activity committed, settlement held"
 )
 
-// serveEnv names the environment variable of each flag of serve.
-var serveEnv = map[string]string{
-	"addr":                 "AWARENESS_ADDR",
-	"db":                   "AWARENESS_DB",
-	"retention":            "AWARENESS_RETENTION",
-	"max-rows":             "AWARENESS_MAX_ROWS",
-	"prune-interval":       "AWARENESS_PRUNE_INTERVAL",
-	"allowed-origins":      "AWARENESS_ALLOWED_ORIGINS",
-	"log-level":            "AWARENESS_LOG_LEVEL",
-	"shutdown-timeout":     "AWARENESS_SHUTDOWN_TIMEOUT",
-	"demo":                 "AWARENESS_DEMO",
-	"demo-pace":            "AWARENESS_DEMO_PACE",
-	"catalog":              "AWARENESS_CATALOGS",
-	"upstream-first-check": "AWARENESS_UPSTREAM_FIRST_CHECK",
-	"upstream-interval":    "AWARENESS_UPSTREAM_INTERVAL",
-	"auth-file":            "AWARENESS_AUTH_FILE",
-	"insecure":             "AWARENESS_INSECURE",
-	"ws-ping-interval":     "AWARENESS_WS_PING_INTERVAL",
-	"ws-init-timeout":      "AWARENESS_WS_INIT_TIMEOUT",
-	"notice-poll":          "AWARENESS_NOTICE_POLL",
-	"metrics-token-file":   "AWARENESS_METRICS_TOKEN_FILE",
-	"pg-hints":             "AWARENESS_PG_HINTS",
-	"rate-limit":           "AWARENESS_RATE_LIMIT",
-	"rate-burst":           "AWARENESS_RATE_BURST",
-}
-
 // parseServeConfig reads the flags of serve, then the environment for every flag not
 // given on the command line, and validates the result. It opens nothing.
 func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (serveConfig, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	// Errors are returned (run prints them); help is printed by printServeHelp.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlagSet("serve")
 	var (
-		addr            = fs.String("addr", "127.0.0.1:8080", "listen address host:port ($AWARENESS_ADDR)")
-		db              = fs.String("db", "./awareness.db", "SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share ($AWARENESS_DB)")
-		retention       = fs.Duration("retention", awareness.DefaultRetention, "prune log rows and untouched cursors older than this; 0 keeps them ($AWARENESS_RETENTION)")
-		maxRows         = fs.Int("max-rows", awareness.DefaultMaxRows, "keep at most this many log rows in all; 0 means no cap ($AWARENESS_MAX_ROWS)")
-		pruneInterval   = fs.Duration("prune-interval", awareness.DefaultPruneInterval, "how often retention runs, after once at startup ($AWARENESS_PRUNE_INTERVAL)")
-		allowedOrigins  = fs.String("allowed-origins", "", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org' ($AWARENESS_ALLOWED_ORIGINS)")
-		logLevel        = fs.String("log-level", "info", "debug, info, warn or error ($AWARENESS_LOG_LEVEL)")
-		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests ($AWARENESS_SHUTDOWN_TIMEOUT)")
-		demoMode        = fs.Bool("demo", false, "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively ($AWARENESS_DEMO)")
-		demoPace        = fs.Duration("demo-pace", 3*time.Second, "how often the demo records activity ($AWARENESS_DEMO_PACE)")
-		firstCheck      = fs.Duration("upstream-first-check", upstream.DefaultFirstCheck, "delay of the first check of adopted sessions' upstream transcripts ($AWARENESS_UPSTREAM_FIRST_CHECK)")
-		upInterval      = fs.Duration("upstream-interval", upstream.DefaultInterval, "how often adopted sessions' upstream transcripts are checked ($AWARENESS_UPSTREAM_INTERVAL)")
-		authFile        = fs.String("auth-file", "", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin ($AWARENESS_AUTH_FILE)")
-		insecure        = fs.Bool("insecure", false, "allow serving without --auth-file on a non-loopback address ($AWARENESS_INSECURE)")
-		wsPing          = fs.Duration("ws-ping-interval", graph.WSPingPongInterval, "WebSocket ping cadence; a client silent for twice this is dropped ($AWARENESS_WS_PING_INTERVAL)")
-		wsInit          = fs.Duration("ws-init-timeout", graph.WSInitTimeout, "time a WebSocket client has to send connection_init ($AWARENESS_WS_INIT_TIMEOUT)")
-		noticePoll      = fs.Duration("notice-poll", models.DefaultNoticePoll, "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY ($AWARENESS_NOTICE_POLL)")
-		metricsToken    = fs.String("metrics-token-file", "", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr ($AWARENESS_METRICS_TOKEN_FILE)")
-		pgHints         = fs.String("pg-hints", string(models.HintsInCommit), "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only) ($AWARENESS_PG_HINTS)")
-		rateLimit       = fs.Float64("rate-limit", graph.DefaultRateLimit, "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit ($AWARENESS_RATE_LIMIT)")
-		rateBurst       = fs.Int("rate-burst", graph.DefaultRateBurst, "how many mutations and subscriptions may come at once before --rate-limit applies ($AWARENESS_RATE_BURST)")
+		addr            = envFlag(fs, fs.String, "addr", "127.0.0.1:8080", "AWARENESS_ADDR", "listen address host:port")
+		db              = fs.dbFlag("SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share")
+		retention       = envFlag(fs, fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "prune log rows and untouched cursors older than this; 0 keeps them")
+		maxRows         = envFlag(fs, fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "keep at most this many log rows in all; 0 means no cap")
+		pruneInterval   = envFlag(fs, fs.Duration, "prune-interval", awareness.DefaultPruneInterval, "AWARENESS_PRUNE_INTERVAL", "how often retention runs, after once at startup")
+		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org'")
+		logLevel        = envFlag(fs, fs.String, "log-level", "info", "AWARENESS_LOG_LEVEL", "debug, info, warn or error")
+		shutdownTimeout = envFlag(fs, fs.Duration, "shutdown-timeout", 10*time.Second, "AWARENESS_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests")
+		demoMode        = envFlag(fs, fs.Bool, "demo", false, "AWARENESS_DEMO", "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively")
+		demoPace        = envFlag(fs, fs.Duration, "demo-pace", 3*time.Second, "AWARENESS_DEMO_PACE", "how often the demo records activity")
+		firstCheck      = envFlag(fs, fs.Duration, "upstream-first-check", upstream.DefaultFirstCheck, "AWARENESS_UPSTREAM_FIRST_CHECK", "delay of the first check of adopted sessions' upstream transcripts")
+		upInterval      = envFlag(fs, fs.Duration, "upstream-interval", upstream.DefaultInterval, "AWARENESS_UPSTREAM_INTERVAL", "how often adopted sessions' upstream transcripts are checked")
+		authFile        = envFlag(fs, fs.String, "auth-file", "", "AWARENESS_AUTH_FILE", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin")
+		insecure        = envFlag(fs, fs.Bool, "insecure", false, "AWARENESS_INSECURE", "allow serving without --auth-file on a non-loopback address")
+		wsPing          = envFlag(fs, fs.Duration, "ws-ping-interval", graph.WSPingPongInterval, "AWARENESS_WS_PING_INTERVAL", "WebSocket ping cadence; a client silent for twice this is dropped")
+		wsInit          = envFlag(fs, fs.Duration, "ws-init-timeout", graph.WSInitTimeout, "AWARENESS_WS_INIT_TIMEOUT", "time a WebSocket client has to send connection_init")
+		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
+		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
+		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
+		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
+		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -298,31 +267,16 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		catalogs = append(catalogs, specs...)
 		return err
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printServeHelp(usageOut, fs, len(args) > 0 && args[0] == "--demo")
-		}
+	fs.setEnv("catalog", "AWARENESS_CATALOGS")
+	pos, err := fs.parse(args, lookupEnv, false)
+	if errors.Is(err, flag.ErrHelp) {
+		printServeHelp(usageOut, fs, len(args) > 0 && args[0] == "--demo")
+	}
+	if err != nil {
 		return serveConfig{}, err
 	}
-	if fs.NArg() > 0 {
-		return serveConfig{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := serveEnv[f.Name]
-		if envErr != nil || given[f.Name] || name == "" {
-			return
-		}
-		if v, ok := lookupEnv(name); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return serveConfig{}, envErr
+	if len(pos) > 0 {
+		return serveConfig{}, fmt.Errorf("unexpected arguments: %q", pos)
 	}
 
 	cfg := serveConfig{
@@ -364,8 +318,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
-		return serveConfig{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	if cfg.LogLevel, err = parseLogLevel(*logLevel); err != nil {
+		return serveConfig{}, err
 	}
 	if err := cfg.validate(); err != nil {
 		return serveConfig{}, err
@@ -482,268 +436,363 @@ func (c serveConfig) validate() error {
 	return nil
 }
 
-// validateDB checks --db: a postgres:// URL that parses, or a plain SQLite file path
-// in an existing directory.
-func validateDB(db string) error {
-	if models.IsPostgresDSN(db) {
-		if err := models.CheckPostgresDSN(db); err != nil {
-			return fmt.Errorf("--db: %v", err)
-		}
-		return nil
+// serve runs the service until ctx is cancelled, then shuts it down (Main).
+func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
+	m := newMain(cfg, stderr)
+	if err := m.Open(ctx); err != nil {
+		return exitError
 	}
-	if db == "" {
-		return errors.New("--db is empty: give the SQLite database file or a postgres:// URL")
+	code := exitOK
+	if err := m.Run(ctx); err != nil {
+		code = exitError
 	}
-	if db == ":memory:" || strings.HasPrefix(db, "file:") {
-		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", db)
-	}
-	if fi, err := os.Stat(db); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("--db %q exists and is not a regular file", db)
-	}
-	if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--db %q: directory %q does not exist", db, filepath.Dir(db))
-	}
-	return nil
+	m.Close()
+	return code
 }
 
-// serve runs the service until ctx is cancelled, then shuts it down: close WebSockets
-// with 1012, end SSE streams, drain HTTP requests, stop the pruner, close the hub and
-// the database.
-func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	log.Info("starting",
+// Main is the process of serve. Open builds its parts in order: tracing and metrics,
+// the database, the notice hub, the PostgreSQL listener, the service (after its
+// startup sweep), the upstream monitor, the pruner, the demo and last the HTTP
+// listener. Run serves until its context ends; Close stops and closes the parts in
+// the reverse order, so the HTTP server drains first (WebSockets closed with 1012,
+// MCP sessions, SSE streams, in-flight requests) and the database closes last. When a
+// step of Open fails, Open closes what the steps before it opened, in reverse, and
+// returns the error: nothing is left open.
+type Main struct {
+	cfg serveConfig
+	log *slog.Logger
+
+	tracer trace.Tracer
+	tel    *telemetry.Telemetry
+	store  *models.Store
+	hub    *awareness.Hub
+	svc    *awareness.Service
+	srv    *http.Server
+	ln     net.Listener
+
+	// streams is the context of every WebSocket and SSE stream and of the demo;
+	// endStreams ends them at shutdown.
+	streams    context.Context
+	endStreams context.CancelFunc
+	// closers close the parts Open opened, in order (nil: nothing to close); Close
+	// runs them in reverse.
+	closers []func()
+}
+
+// step is one part of Main.Open: open builds the part, and returns what stops or
+// closes it (nil: nothing). A failing open logs its error and leaves nothing open.
+type step struct {
+	name string
+	open func(ctx context.Context) (close func(), err error)
+}
+
+// newMain returns a Main that logs to stderr; it opens nothing.
+func newMain(cfg serveConfig, stderr io.Writer) *Main {
+	return &Main{cfg: cfg, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))}
+}
+
+// steps are the parts of Open, in order.
+func (m *Main) steps() []step {
+	return []step{
+		{"telemetry", m.openTelemetry},
+		{"database", m.openStore},
+		{"hub", m.openHub},
+		{"listener", m.openListener},
+		{"service", m.openService},
+		{"upstream monitor", m.openMonitor},
+		{"pruner", m.openPruner},
+		{"demo", m.openDemo},
+		{"http", m.openHTTP},
+	}
+}
+
+// Open builds the service's parts in order (steps) and starts its background services.
+// On an error it has closed what it opened.
+func (m *Main) Open(ctx context.Context) error { return m.open(ctx, m.steps()) }
+
+func (m *Main) open(ctx context.Context, steps []step) error {
+	cfg := m.cfg
+	m.log.Info("starting",
 		"addr", cfg.Addr, "db", models.RedactDSN(cfg.DB), "retention", cfg.Retention, "max_rows", cfg.MaxRows,
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
 		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
+	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
+	// finish under http.Server.Shutdown.
+	m.streams, m.endStreams = context.WithCancel(context.WithoutCancel(ctx))
+	for _, s := range steps {
+		closeFn, err := s.open(ctx)
+		if err != nil {
+			m.unwind()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		m.closers = append(m.closers, closeFn)
+	}
+	return nil
+}
 
-	// Traces (off unless OTEL_* configures them) and metrics are set up first: every
-	// component below reports to tel.
+// Run serves HTTP on the listener Open bound until ctx ends (nil) or the server fails
+// (its error). Close shuts the server down either way.
+func (m *Main) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- m.srv.Serve(m.ln) }()
+	m.log.Info("listening", "addr", m.ln.Addr().String())
+	select {
+	case <-ctx.Done():
+		m.log.Info("shutdown: signal received")
+		return nil
+	case err := <-serveErr:
+		m.log.Error("http server failed", "err", err)
+		return err
+	}
+}
+
+// Close stops and closes what Open opened, in reverse order, each step logged.
+func (m *Main) Close() {
+	m.unwind()
+	m.log.Info("shutdown complete")
+}
+
+func (m *Main) unwind() {
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if c := m.closers[i]; c != nil {
+			c()
+		}
+	}
+	m.closers = nil
+	if m.endStreams != nil {
+		m.endStreams()
+	}
+}
+
+// openTelemetry sets up traces (off unless OTEL_* configures them) and metrics, first:
+// every part below reports to m.tel.
+func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 	var tracerProvider *sdktrace.TracerProvider
-	var tracer trace.Tracer
-	if cfg.Tracing {
+	if m.cfg.Tracing {
 		tp, err := telemetry.NewOTLPTracerProvider(ctx)
 		if err != nil {
-			log.Error("tracing", "err", err)
-			return exitError
+			m.log.Error("tracing", "err", err)
+			return nil, err
 		}
-		tracerProvider, tracer = tp, tp.Tracer(telemetry.TracerName)
-		log.Info("tracing on: OTLP/HTTP exporter configured by OTEL_* environment variables")
+		tracerProvider, m.tracer = tp, tp.Tracer(telemetry.TracerName)
+		m.log.Info("tracing on: OTLP/HTTP exporter configured by OTEL_* environment variables")
 	}
-	shutdownTracing := func() {
-		if tracerProvider == nil {
-			return
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := tracerProvider.Shutdown(sctx); err != nil {
-			log.Warn("shutdown: flushing traces", "err", err)
-		}
-	}
-	defer shutdownTracing()
-	var store *models.Store
 	dbSystem := "sqlite"
-	if models.IsPostgresDSN(cfg.DB) {
+	if models.IsPostgresDSN(m.cfg.DB) {
 		dbSystem = "postgresql"
 	}
-	tel := telemetry.New(telemetry.Config{
-		Tracer: tracer, DBSystem: dbSystem, Logger: log.With("component", "metrics"),
+	m.tel = telemetry.New(telemetry.Config{
+		Tracer: m.tracer, DBSystem: dbSystem, Logger: m.log.With("component", "metrics"),
 		Pending: func(ctx context.Context) (int64, error) {
-			st, err := store.Stats(ctx)
+			st, err := m.store.Stats(ctx)
 			return st.PendingNotices, err
 		},
 	})
+	if tracerProvider == nil {
+		return nil, nil
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracerProvider.Shutdown(sctx); err != nil {
+			m.log.Warn("shutdown: flushing traces", "err", err)
+		}
+	}, nil
+}
 
-	store, err := models.Open(ctx, cfg.DB, models.Options{Logger: log.With("component", "store"), Observer: tel, Hints: cfg.Hints})
+// openStore opens the database and migrates its schema.
+func (m *Main) openStore(ctx context.Context) (func(), error) {
+	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints})
 	if err != nil {
-		log.Error("open database", "db", models.RedactDSN(cfg.DB), "err", err)
-		return exitError
+		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
+		return nil, err
 	}
-	log.Info("database open", "db", models.RedactDSN(cfg.DB), "dialect", store.Dialect())
-	hub := awareness.NewHubObserved(tel)
-	// PostgreSQL: other processes may share the database; the listener carries their
-	// notices and events to this process's hub. It listens before the sweep below.
-	var listener *models.Listener
-	if store.Dialect() == "postgres" {
-		listener, err = models.NewListener(models.ListenerConfig{
-			Store: store, Hub: hub, Poll: cfg.NoticePoll, Logger: log.With("component", "listener"), Observer: tel,
-		})
-		if err != nil {
-			log.Error("notice listener", "err", err)
-			_ = store.Close()
-			return exitError
-		}
-		listener.Start(context.WithoutCancel(ctx))
-	}
-	stopListener := func() {
-		if listener != nil {
-			listener.Stop()
-			listener = nil
-			log.Info("shutdown: notice listener stopped")
-		}
-	}
-	closeStore := func() {
-		stopListener()
+	m.store = store
+	m.log.Info("database open", "db", models.RedactDSN(m.cfg.DB), "dialect", store.Dialect())
+	return func() {
 		if err := store.Close(); err != nil {
-			log.Error("shutdown: close database", "err", err)
+			m.log.Error("shutdown: close database", "err", err)
 			return
 		}
-		log.Info("shutdown: database closed")
-	}
+		m.log.Info("shutdown: database closed")
+	}, nil
+}
 
+func (m *Main) openHub(context.Context) (func(), error) {
+	hub := awareness.NewHubObserved(m.tel)
+	m.hub = hub
+	return func() {
+		hub.Close()
+		m.log.Info("shutdown: notice hub closed")
+	}, nil
+}
+
+// openListener starts, on PostgreSQL, the listener that carries the notices and events
+// of other processes sharing the database to this process's hub. It listens before
+// the startup sweep.
+func (m *Main) openListener(ctx context.Context) (func(), error) {
+	if m.store.Dialect() != "postgres" {
+		return nil, nil
+	}
+	listener, err := models.NewListener(models.ListenerConfig{
+		Store: m.store, Hub: m.hub, Poll: m.cfg.NoticePoll, Logger: m.log.With("component", "listener"), Observer: m.tel,
+	})
+	if err != nil {
+		m.log.Error("notice listener", "err", err)
+		return nil, err
+	}
+	// It ends on Stop, in shutdown order, not when ctx is cancelled; so do the
+	// services below.
+	listener.Start(context.WithoutCancel(ctx))
+	return func() {
+		listener.Stop()
+		m.log.Info("shutdown: notice listener stopped")
+	}, nil
+}
+
+// openService opens the catalogs and builds the service, then runs the startup sweep
+// (NTC-5: pending notices survive restarts; the sweep re-freezes and republishes
+// them).
+func (m *Main) openService(ctx context.Context) (func(), error) {
 	var catalogs []awareness.Catalog
-	for _, c := range cfg.Catalogs {
+	for _, c := range m.cfg.Catalogs {
 		cat, err := upstream.NewDirCatalog(c.ID, c.Dir)
 		if err != nil {
-			log.Error("open catalog", "err", err)
-			hub.Close()
-			closeStore()
-			return exitError
+			m.log.Error("open catalog", "err", err)
+			return nil, err
 		}
 		catalogs = append(catalogs, cat)
 	}
 	var grants awareness.Grants
-	if cfg.Auth != nil {
-		grants = cfg.Auth.Grants()
+	if m.cfg.Auth != nil {
+		grants = m.cfg.Auth.Grants()
 	}
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log.With("component", "service"), Catalogs: catalogs, Observer: tel, Grants: grants})
-
-	// NTC-5: pending notices survive restarts; the sweep re-freezes and republishes them.
-	n, err := svc.Sweep(ctx)
+	m.svc = awareness.NewService(awareness.Config{Store: m.store, Hub: m.hub, Logger: m.log.With("component", "service"),
+		Catalogs: catalogs, Observer: m.tel, Grants: grants})
+	n, err := m.svc.Sweep(ctx)
 	if err != nil {
-		log.Error("startup sweep", "err", err)
-		hub.Close()
-		closeStore()
-		return exitError
+		m.log.Error("startup sweep", "err", err)
+		return nil, err
 	}
-	log.Info("startup sweep done", "notices_republished", n)
+	m.log.Info("startup sweep done", "notices_republished", n)
+	return nil, nil
+}
 
-	// Cancelled first at shutdown: every WebSocket and SSE stream ends, while plain
-	// requests finish under http.Server.Shutdown. Before that, every WebSocket is
-	// closed with 1012 (service restart): default graphql-ws clients reconnect on it.
-	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
-	defer endStreams()
-	var wsConns sync.WaitGroup // upgraded connections and SSE streams still being served
-	ws := new(wsgorilla.Conns)
-	srv := &http.Server{
-		Handler:           routes(svc, store, tel, tracer, cfg, log, streams, &wsConns, ws),
-		MaxHeaderBytes:    graph.MaxHeaderBytes,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		log.Error("listen", "addr", cfg.Addr, "err", err)
-		hub.Close()
-		closeStore()
-		return exitError
-	}
-
-	// CLT-3: /mcp on the same listener, through its own /query.
-	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, log, ln, streams)
-	if err != nil {
-		log.Error("mcp", "err", err)
-		_ = ln.Close()
-		hub.Close()
-		closeStore()
-		return exitError
-	}
-	srv.Handler = mcpHandler
-
-	pruner := awareness.NewPruner(awareness.PrunerConfig{
-		Store:    store,
-		Publish:  svc.PublishCommitted, // expired cursors' notices go out closed (staleNotices includeClosed)
-		Policy:   awareness.RetentionPolicy{MaxAge: cfg.Retention, MaxRows: cfg.MaxRows, CursorTTL: cfg.Retention},
-		Interval: cfg.PruneInterval,
-		Logger:   log.With("component", "pruner"),
-	})
-	// The pruner ends on Stop, in shutdown order, not when ctx is cancelled.
-	pruner.Start(context.WithoutCancel(ctx))
-	// UPS-2: the upstream monitor starts after the sweep and ends on Stop, before the
-	// hub closes.
+// openMonitor starts the upstream monitor (UPS-2), after the sweep.
+func (m *Main) openMonitor(ctx context.Context) (func(), error) {
 	upCfg := upstream.Config{
-		Service: svc, FirstCheck: cfg.UpstreamFirstCheck, Interval: cfg.UpstreamInterval,
-		Logger: log.With("component", "upstream"), Observer: tel,
+		Service: m.svc, FirstCheck: m.cfg.UpstreamFirstCheck, Interval: m.cfg.UpstreamInterval,
+		Logger: m.log.With("component", "upstream"), Observer: m.tel,
 	}
-	if cfg.TestHoldUpstreamSettlement {
-		log.Warn("test-only crash point enabled: upstream settlements are held", "env", testHoldUpstreamEnv)
+	if m.cfg.TestHoldUpstreamSettlement {
+		m.log.Warn("test-only crash point enabled: upstream settlements are held", "env", testHoldUpstreamEnv)
 		upCfg.AfterRecord = func(ctx context.Context) {
-			log.Warn(testHoldUpstreamLog)
+			m.log.Warn(testHoldUpstreamLog)
 			<-ctx.Done()
 		}
 	}
 	monitor, err := upstream.New(upCfg)
 	if err != nil {
-		log.Error("upstream monitor", "err", err)
-		pruner.Stop()
-		_ = ln.Close()
-		hub.Close()
-		closeStore()
-		return exitError
+		m.log.Error("upstream monitor", "err", err)
+		return nil, err
 	}
 	monitor.Start(context.WithoutCancel(ctx))
+	return func() {
+		monitor.Stop()
+		m.log.Info("shutdown: upstream monitor stopped")
+	}, nil
+}
 
-	demoDone := make(chan struct{})
-	if cfg.Demo {
-		go func() {
-			defer close(demoDone)
-			if err := demo.Run(streams, svc, log.With("component", "demo"), cfg.DemoPace); err != nil {
-				log.Error("demo", "err", err)
-			}
-		}()
-		log.Info("demo scene running", "pace", cfg.DemoPace)
-	} else {
-		close(demoDone)
-	}
+// openPruner starts retention (SIG-6, WAT-5): a prune now, then every interval.
+func (m *Main) openPruner(ctx context.Context) (func(), error) {
+	pruner := awareness.NewPruner(awareness.PrunerConfig{
+		Store:    m.store,
+		Publish:  m.svc.PublishCommitted, // expired cursors' notices go out closed (staleNotices includeClosed)
+		Policy:   awareness.RetentionPolicy{MaxAge: m.cfg.Retention, MaxRows: m.cfg.MaxRows, CursorTTL: m.cfg.Retention},
+		Interval: m.cfg.PruneInterval,
+		Logger:   m.log.With("component", "pruner"),
+	})
+	pruner.Start(context.WithoutCancel(ctx))
+	return func() {
+		pruner.Stop()
+		m.log.Info("shutdown: pruner stopped")
+	}, nil
+}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+// openDemo starts the demo scene with --demo; it runs until the streams end.
+func (m *Main) openDemo(context.Context) (func(), error) {
+	if !m.cfg.Demo {
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := demo.Run(m.streams, m.svc, m.log.With("component", "demo"), m.cfg.DemoPace); err != nil {
+			m.log.Error("demo", "err", err)
+		}
+	}()
+	m.log.Info("demo scene running", "pace", m.cfg.DemoPace)
+	return func() {
+		m.endStreams()
+		<-done
+	}, nil
+}
 
-	code := exitOK
-	select {
-	case <-ctx.Done():
-		log.Info("shutdown: signal received")
-	case err := <-serveErr:
-		log.Error("http server failed", "err", err)
-		code = exitError
+// openHTTP binds the listener and builds the HTTP server with /mcp on it; Run serves
+// it. Its closer drains it: every WebSocket is closed with 1012 (service restart:
+// default graphql-ws clients reconnect on it), the MCP server closes, the streams end,
+// and http.Server.Shutdown waits for plain requests.
+func (m *Main) openHTTP(ctx context.Context) (func(), error) {
+	cfg := m.cfg
+	wsConns := new(sync.WaitGroup) // upgraded connections and SSE streams still being served
+	ws := new(wsgorilla.Conns)
+	srv := &http.Server{
+		Handler:           routes(m.svc, m.store, m.tel, m.tracer, cfg, m.log, m.streams, wsConns, ws),
+		MaxHeaderBytes:    graph.MaxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-
-	closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
-	log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
-	mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
-	log.Info("shutdown: mcp server closed")
-	endStreams()
-	log.Info("shutdown: WebSocket and SSE streams cancelled")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
-		_ = srv.Close()
-	} else {
-		log.Info("shutdown: http server stopped")
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		m.log.Error("listen", "addr", cfg.Addr, "err", err)
+		return nil, err
 	}
-	// Wait for the cancelled WebSocket connections to close before the hub does: a
-	// stream the hub ended first would send its client an UNAVAILABLE error instead of
-	// a closed socket. (After Shutdown no connection can start: every Add is done.)
-	if !waitGroup(sctx, &wsConns) {
-		log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+	// CLT-3: /mcp on the same listener, through its own /query.
+	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, m.log, ln, m.streams)
+	if err != nil {
+		m.log.Error("mcp", "err", err)
+		_ = ln.Close()
+		return nil, err
 	}
-	cancel()
-	<-demoDone
-	pruner.Stop()
-	log.Info("shutdown: pruner stopped")
-	monitor.Stop()
-	log.Info("shutdown: upstream monitor stopped")
-	stopListener()
-	hub.Close()
-	log.Info("shutdown: notice hub closed")
-	closeStore()
-	log.Info("shutdown complete")
-	return code
+	srv.Handler = mcpHandler
+	m.srv, m.ln = srv, ln
+	return func() {
+		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
+		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
+		mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+		m.log.Info("shutdown: mcp server closed")
+		m.endStreams()
+		m.log.Info("shutdown: WebSocket and SSE streams cancelled")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			m.log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
+			_ = srv.Close()
+		} else {
+			m.log.Info("shutdown: http server stopped")
+		}
+		_ = ln.Close() // Shutdown closes it only if Run served it
+		// Wait for the cancelled WebSocket connections to close before the hub does: a
+		// stream the hub ended first would send its client an UNAVAILABLE error instead
+		// of a closed socket. (After Shutdown no connection can start: every Add is done.)
+		if !waitGroup(sctx, wsConns) {
+			m.log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+		}
+	}, nil
 }
 
 // routes builds the HTTP routes.

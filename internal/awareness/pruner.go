@@ -3,8 +3,9 @@ package awareness
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/awareness/awareness/internal/startstop"
 )
 
 // Retention defaults (SIG-6, WAT-5).
@@ -29,10 +30,8 @@ type PrunerConfig struct {
 // Pruner applies retention (SIG-6) and cursor expiry (WAT-5): once when started, then
 // every Interval. It owns one goroutine between Start and Stop.
 type Pruner struct {
-	cfg    PrunerConfig
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg       PrunerConfig
+	lifecycle startstop.Base
 }
 
 // NewPruner returns a stopped pruner.
@@ -67,41 +66,22 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 
 // Start prunes at once and then every interval until Stop. Starting a started pruner
 // does nothing.
-func (p *Pruner) Start(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	p.cancel = cancel
-	p.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		_, _ = p.RunOnce(ctx)
-		t := time.NewTicker(p.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, _ = p.RunOnce(ctx)
-			}
-		}
-	}(p.done)
-}
+func (p *Pruner) Start(ctx context.Context) { p.lifecycle.Start(ctx, p.loop) }
 
 // Stop ends the pruner and waits for its goroutine. Stopping a stopped (or never
 // started) pruner does nothing.
-func (p *Pruner) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel, p.done = nil, nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
+func (p *Pruner) Stop() { p.lifecycle.Stop() }
+
+func (p *Pruner) loop(ctx context.Context) {
+	_, _ = p.RunOnce(ctx)
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = p.RunOnce(ctx)
+		}
 	}
-	cancel()
-	<-done
 }

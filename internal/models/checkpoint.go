@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/awareness/awareness/internal/startstop"
 )
 
 // Checkpoint defaults of the SQLite store.
@@ -83,9 +84,7 @@ type Checkpointer struct {
 	passes atomic.Int64
 	kick   chan struct{} // a pass is due (committed); capacity 1
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	lifecycle startstop.Base
 }
 
 func newCheckpointer(db *sql.DB, walPath string, commits *atomic.Uint64, cfg CheckpointConfig, log *slog.Logger) *Checkpointer {
@@ -116,36 +115,16 @@ func (c *Checkpointer) committed(n uint64) {
 
 // Start runs a pass every Interval until Stop. Starting a started checkpointer does
 // nothing.
-func (c *Checkpointer) Start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return
-	}
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
-	go c.loop(ctx, c.done)
-}
+func (c *Checkpointer) Start(ctx context.Context) { c.lifecycle.Start(ctx, c.loop) }
 
 // Stop ends the goroutine and waits for it (a pass in flight finishes first). It is
 // safe to call more than once and without Start.
-func (c *Checkpointer) Stop() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel, c.done = nil, nil
-	c.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (c *Checkpointer) Stop() { c.lifecycle.Stop() }
 
 // Passes returns how many passes ran a checkpoint (skipped ones not counted).
 func (c *Checkpointer) Passes() int64 { return c.passes.Load() }
 
-func (c *Checkpointer) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (c *Checkpointer) loop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/startstop"
 )
 
 // Listener defaults.
@@ -84,9 +85,7 @@ type Listener struct {
 	hints   atomic.Int64 // hints handled
 	scans   atomic.Int64 // full rescans (connect, poll, too-long hint) done
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	lifecycle startstop.Base
 
 	// imu guards the interest and published; it is never held across a read or a
 	// publish (the hub calls Notice/EventInterest under its own lock).
@@ -243,34 +242,11 @@ func (l *Listener) Connects() int64 { return l.conns.Load() }
 
 // Start connects and listens in the background until Stop. Starting a started
 // listener does nothing.
-func (l *Listener) Start(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	l.cancel = cancel
-	l.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		l.run(ctx)
-	}(l.done)
-}
+func (l *Listener) Start(ctx context.Context) { l.lifecycle.Start(ctx, l.run) }
 
 // Stop closes the connection and waits for the goroutine. Stopping a stopped (or never
 // started) listener does nothing.
-func (l *Listener) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.cancel, l.done = nil, nil
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (l *Listener) Stop() { l.lifecycle.Stop() }
 
 func (l *Listener) run(ctx context.Context) {
 	backoff := listenerMinBackoff

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/startstop"
 )
 
 // Cadence and limits of the monitor (UPS-2, UPS-4, UPS-5).
@@ -102,9 +103,7 @@ type Monitor struct {
 	cycle   func(ctx context.Context) (CycleStats, error) // RunOnce; tests replace it
 	running sync.Mutex                                    // held by a running cycle
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	lifecycle startstop.Base
 }
 
 // CycleStats reports one cycle.
@@ -157,20 +156,9 @@ func New(cfg Config) (*Monitor, error) {
 
 // Start checks after FirstCheck and then every Interval until Stop. Starting a started
 // monitor does nothing.
-func (m *Monitor) Start(ctx context.Context) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	m.cancel = cancel
-	m.done = make(chan struct{})
-	go m.loop(ctx, m.done)
-}
+func (m *Monitor) Start(ctx context.Context) { m.lifecycle.Start(ctx, m.loop) }
 
-func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (m *Monitor) loop(ctx context.Context) {
 	first := time.NewTimer(m.cfg.FirstCheck)
 	defer first.Stop()
 	every := time.NewTicker(m.cfg.Interval)
@@ -202,17 +190,7 @@ func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 
 // Stop aborts a running cycle, waits for the goroutine and returns. Stopping a stopped
 // (or never started) monitor does nothing.
-func (m *Monitor) Stop() {
-	m.mu.Lock()
-	cancel, done := m.cancel, m.done
-	m.cancel, m.done = nil, nil
-	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (m *Monitor) Stop() { m.lifecycle.Stop() }
 
 // RunOnce runs one cycle now, unless one is running (then Skipped is true). Cancelling
 // ctx aborts it: links not yet settled are checked again by a later cycle.
