@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/vocabtest"
 )
 
 // SIG-2: a payload reads back as written, whichever decoder reads it.
@@ -50,4 +53,33 @@ func FuzzDecodePayload(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPayloadRowKeepsEveryField_SIG2: every field of awareness.Payload, found by
+// reflection, survives the store's codec (eventRowOf, then the fast decoder and the
+// row's event), so a field the fast decoder does not know fails here instead of
+// quietly taking the slow path.
+func TestPayloadRowKeepsEveryField_SIG2(t *testing.T) {
+	for _, c := range vocabtest.Cases(t) {
+		row, err := eventRowOf(awareness.Event{Kind: c.Kind, ActorType: awareness.ActorSystem, Payload: c.Payload})
+		if err != nil {
+			t.Fatalf("%s: eventRowOf: %v", c.Name, err)
+		}
+		if row.PayloadJSON == nil {
+			t.Fatalf("%s: eventRowOf wrote no payload", c.Name)
+		}
+		var fast awareness.Payload
+		if !decodePlainPayload(*row.PayloadJSON, &fast) {
+			t.Errorf("%s: the fast decoder refused %s", c.Name, *row.PayloadJSON)
+		} else if diff := cmp.Diff(c.Payload, fast); diff != "" {
+			t.Errorf("%s: the fast decoder read %s as (-want +got):\n%s", c.Name, *row.PayloadJSON, diff)
+		}
+		ev, err := row.event()
+		if err != nil {
+			t.Fatalf("%s: event: %v", c.Name, err)
+		}
+		if diff := cmp.Diff(c.Payload, ev.Payload); diff != "" {
+			t.Errorf("%s: the row's event payload (-want +got):\n%s", c.Name, diff)
+		}
+	}
 }

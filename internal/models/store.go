@@ -391,11 +391,6 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	return nil
 }
 
-// touchesCursors reports whether an op of this kind reads or writes cursors.
-func touchesCursors(k awareness.EventKind) bool {
-	return k == awareness.ChildSpawned || k.Notifies()
-}
-
 // lockBatch takes, on PostgreSQL, the locks of a batch that touches more than one
 // session up front and in a global order: every head in (agent, key) order, then every
 // cursor on those sessions in primary-key order. Without it two batches (or a batch and
@@ -415,7 +410,7 @@ func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
 			seen[r] = true
 			refs = append(refs, r)
 		}
-		cursors = cursors || touchesCursors(op.New.Event.Kind)
+		cursors = cursors || op.New.Event.Kind.TouchesCursors()
 	}
 	if len(refs) < 2 {
 		return nil
@@ -515,7 +510,7 @@ func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 		return err
 	}
 	var compactions int64
-	if ev.Kind == awareness.Compacted {
+	if ev.Kind.CountsCompaction() {
 		compactions = 1
 	}
 	kind, at := string(awareness.ClassifyKey(ref.Key)), nanos(now)
@@ -547,7 +542,7 @@ func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 	op.Event, op.Recorded, op.Version = ev, true, ev.Sequence
 
 	switch {
-	case ev.Kind == awareness.ChildSpawned:
+	case ev.Kind.SeedsWatchers():
 		return s.seedWatchers(t, op, now)
 	case ev.Kind.Notifies():
 		return s.notifyWatchers(t, op, now)
