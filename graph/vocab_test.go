@@ -32,7 +32,9 @@ func names[V ~string](vs []V) []string {
 }
 
 // executableSchema is the schema gqlgen serves.
-func executableSchema() *ast.Schema { return generated.NewExecutableSchema(generated.Config{}).Schema() }
+func executableSchema() *ast.Schema {
+	return generated.NewExecutableSchema(generated.Config{}).Schema()
+}
 
 // TestVocabulariesMatchTheSchema: every table of the core is its GraphQL enum, value
 // for value and in order, both ways (SIG-1, SIG-2, KEY-2); each event kind's
