@@ -19,34 +19,6 @@ const (
 	MaxClockSkew = 24 * time.Hour
 )
 
-// Payload is the whitelisted event payload (SIG-2): nothing else can be stored.
-type Payload struct {
-	Outcome RunOutcome `json:"outcome,omitempty"`
-	Channel string     `json:"channel,omitempty"`
-	Turns   int        `json:"turns,omitempty"`
-}
-
-// IsZero reports whether the payload is empty.
-func (p Payload) IsZero() bool { return p == Payload{} }
-
-// Map returns the payload as a JSON object, nil when empty.
-func (p Payload) Map() map[string]any {
-	if p.IsZero() {
-		return nil
-	}
-	m := map[string]any{}
-	if p.Outcome != "" {
-		m["outcome"] = string(p.Outcome)
-	}
-	if p.Channel != "" {
-		m["channel"] = p.Channel
-	}
-	if p.Turns != 0 {
-		m["turns"] = p.Turns
-	}
-	return m
-}
-
 // Event is one entry of a session's signal log (SIG-2).
 type Event struct {
 	Session    SessionRef

@@ -13,7 +13,8 @@ import (
 
 // TestPayloadCodecsKeepEveryField_SIG2: every field of Payload, found by reflection,
 // survives the core's codecs: Map (the JSON object view), encoding/json (the stored
-// form) and RecordInput through ValidateRecord (the API's input). graph/scalar,
+// form) read back by ParsePayload and its fast path, AppendJSON (what every response
+// writes), and RecordInput through ValidateRecord (the API's input). graph/scalar,
 // graph/resolvers, internal/models and graph run the same cases through theirs.
 func TestPayloadCodecsKeepEveryField_SIG2(t *testing.T) {
 	t.Parallel()
@@ -24,8 +25,25 @@ func TestPayloadCodecsKeepEveryField_SIG2(t *testing.T) {
 			if diff := cmp.Diff(c.JSON, viaJSON(t, c.Payload.Map())); diff != "" {
 				t.Errorf("Map() (-want +got):\n%s", diff)
 			}
+			stored, err := json.Marshal(c.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if diff := cmp.Diff(c.JSON, viaJSON(t, c.Payload)); diff != "" {
 				t.Errorf("json.Marshal (-want +got):\n%s", diff)
+			}
+			if fast, ok := awareness.ParsePlainPayload(string(stored)); !ok {
+				t.Errorf("the fast decoder refused %s", stored)
+			} else if diff := cmp.Diff(c.Payload, fast); diff != "" {
+				t.Errorf("the fast decoder read %s as (-want +got):\n%s", stored, diff)
+			}
+			if got, err := awareness.ParsePayload(string(stored)); err != nil || got != c.Payload {
+				t.Errorf("ParsePayload(%s) = %+v, %v", stored, got, err)
+			}
+			if b := c.Payload.AppendJSON(nil); !json.Valid(b) {
+				t.Errorf("AppendJSON wrote %s", b)
+			} else if diff := cmp.Diff(c.JSON, viaJSON(t, json.RawMessage(b))); diff != "" {
+				t.Errorf("AppendJSON wrote %s (-want +got):\n%s", b, diff)
 			}
 			in := awareness.RecordInput{SessionKey: "agent:main:main", Kind: c.Kind, ActorType: awareness.ActorSystem}
 			vocabtest.SetInput(t, &in, c.Payload)
