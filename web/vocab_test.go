@@ -10,10 +10,11 @@ import (
 	"github.com/awareness/awareness/web"
 )
 
-// TestDashboardKnowsEveryEventKind: the dashboard's lists of event kinds are the
-// core's table (SIG-1): the chart's and filter's EVENT_KINDS in schema order, a colour
-// per kind in style.css, and the notifying kinds' badge in dom.js.
-func TestDashboardKnowsEveryEventKind(t *testing.T) {
+// TestDashboardKnowsEveryKind: the dashboard's lists of kinds are the core's tables
+// (SIG-1, KEY-2): the chart's and filter's EVENT_KINDS in schema order, a colour per
+// event kind in style.css, the notifying kinds' badge in dom.js, and the sessions
+// filter's SESSION_KINDS.
+func TestDashboardKnowsEveryKind(t *testing.T) {
 	read := func(name string) string {
 		b, err := fs.ReadFile(web.FS, name)
 		if err != nil {
@@ -58,5 +59,17 @@ func TestDashboardKnowsEveryEventKind(t *testing.T) {
 	}
 	if got := values(notify[1]); !slices.Equal(got, notifying) {
 		t.Errorf("kindClass gives k-notify to %q, want the notifying kinds %q", got, notifying)
+	}
+
+	var sessionKinds []string
+	for _, k := range awareness.AllSessionKinds {
+		sessionKinds = append(sessionKinds, string(k))
+	}
+	sl := regexp.MustCompile(`export const SESSION_KINDS = \[(.*?)\];`).FindStringSubmatch(read("app/views/sessions.js"))
+	if sl == nil {
+		t.Fatal("app/views/sessions.js declares no SESSION_KINDS")
+	}
+	if got := values(sl[1]); !slices.Equal(got, sessionKinds) {
+		t.Errorf("SESSION_KINDS = %q, want %q", got, sessionKinds)
 	}
 }
