@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/vocabtest"
 )
 
 // MarshalPayload writes, byte for byte, what MarshalJSONObject writes for the
@@ -40,6 +41,25 @@ func TestUnmarshalPayload(t *testing.T) {
 	for _, bad := range []any{map[string]any{"prompt": "secret"}, "text", []any{1}} {
 		if _, err := UnmarshalPayload(bad); awareness.ErrorCode(err) != awareness.EINVALID {
 			t.Errorf("UnmarshalPayload(%#v) error %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+}
+
+// TestPayloadScalarKeepsEveryField_SIG2: every field of awareness.Payload, found by
+// reflection, is written by MarshalPayload (the writer of every response, the fast
+// paths' too) exactly as the JSON scalar writes the payload's object, and read back by
+// UnmarshalPayload.
+func TestPayloadScalarKeepsEveryField_SIG2(t *testing.T) {
+	for _, c := range vocabtest.Cases(t) {
+		var got, want bytes.Buffer
+		MarshalPayload(c.Payload).MarshalGQL(&got)
+		MarshalJSONObject(c.JSON).MarshalGQL(&want)
+		if got.String() != want.String() {
+			t.Errorf("%s: MarshalPayload(%+v) = %s, want %s", c.Name, c.Payload, got.String(), want.String())
+		}
+		p, err := UnmarshalPayload(c.JSON)
+		if err != nil || p != c.Payload {
+			t.Errorf("%s: UnmarshalPayload(%v) = %+v, %v; want %+v", c.Name, c.JSON, p, err, c.Payload)
 		}
 	}
 }

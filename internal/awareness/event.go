@@ -7,67 +7,6 @@ import (
 	"unicode/utf8"
 )
 
-// EventKind is the type of a signal-log event (SIG-1).
-type EventKind string
-
-// Event kinds (SIG-1).
-const (
-	HumanDirectMessage EventKind = "human_direct_message"
-	UpstreamMissing    EventKind = "upstream_missing"
-	GoalChanged        EventKind = "goal_changed"
-	ChildSpawned       EventKind = "child_spawned"
-	RunCompleted       EventKind = "run_completed"
-	RunFailed          EventKind = "run_failed"
-	Compacted          EventKind = "compacted"
-	Adopted            EventKind = "adopted"
-)
-
-// AllEventKinds lists every kind in schema order.
-var AllEventKinds = []EventKind{HumanDirectMessage, UpstreamMissing, GoalChanged, ChildSpawned, RunCompleted, RunFailed, Compacted, Adopted}
-
-// Valid reports whether k is a known kind.
-func (k EventKind) Valid() bool {
-	for _, v := range AllEventKinds {
-		if k == v {
-			return true
-		}
-	}
-	return false
-}
-
-// Notifies reports whether events of this kind open stale notices (SIG-1, NTC-4).
-func (k EventKind) Notifies() bool {
-	return k == HumanDirectMessage || k == UpstreamMissing || k == GoalChanged
-}
-
-// ActorType says who caused an event (SIG-2).
-type ActorType string
-
-// Actor types.
-const (
-	ActorHuman  ActorType = "human"
-	ActorAgent  ActorType = "agent"
-	ActorSystem ActorType = "system"
-)
-
-// Valid reports whether a is a known actor type.
-func (a ActorType) Valid() bool { return a == ActorHuman || a == ActorAgent || a == ActorSystem }
-
-// RunOutcome is the payload outcome of run_failed (SIG-2).
-type RunOutcome string
-
-// Run outcomes.
-const (
-	OutcomeCancelled RunOutcome = "cancelled"
-	OutcomeTimeout   RunOutcome = "timeout"
-	OutcomeError     RunOutcome = "error"
-)
-
-// Valid reports whether o is a known outcome.
-func (o RunOutcome) Valid() bool {
-	return o == OutcomeCancelled || o == OutcomeTimeout || o == OutcomeError
-}
-
 // Limits on event fields (SIG-2).
 const (
 	MaxSummaryRunes     = 200
@@ -79,34 +18,6 @@ const (
 	// MaxClockSkew is how far in the past a caller's occurredAt may lie (SIG-5).
 	MaxClockSkew = 24 * time.Hour
 )
-
-// Payload is the whitelisted event payload (SIG-2): nothing else can be stored.
-type Payload struct {
-	Outcome RunOutcome `json:"outcome,omitempty"`
-	Channel string     `json:"channel,omitempty"`
-	Turns   int        `json:"turns,omitempty"`
-}
-
-// IsZero reports whether the payload is empty.
-func (p Payload) IsZero() bool { return p == Payload{} }
-
-// Map returns the payload as a JSON object, nil when empty.
-func (p Payload) Map() map[string]any {
-	if p.IsZero() {
-		return nil
-	}
-	m := map[string]any{}
-	if p.Outcome != "" {
-		m["outcome"] = string(p.Outcome)
-	}
-	if p.Channel != "" {
-		m["channel"] = p.Channel
-	}
-	if p.Turns != 0 {
-		m["turns"] = p.Turns
-	}
-	return m
-}
 
 // Event is one entry of a session's signal log (SIG-2).
 type Event struct {
@@ -177,7 +88,7 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 		return NewEvent{}, Errorf(EINVALID, "kind %q is not an event kind", truncateForMessage(string(in.Kind)))
 	}
 	if !in.ActorType.Valid() {
-		return NewEvent{}, Errorf(EINVALID, "actorType %q is not human, agent or system", truncateForMessage(string(in.ActorType)))
+		return NewEvent{}, Errorf(EINVALID, "actorType %q is not %s", truncateForMessage(string(in.ActorType)), oneOf(AllActorTypes))
 	}
 	ev := Event{Session: ref, Kind: in.Kind, ActorType: in.ActorType, RecordedAt: now}
 	var ne NewEvent
@@ -220,11 +131,11 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 
 	// Payload whitelist (SIG-2).
 	if in.Outcome != nil {
-		if in.Kind != RunFailed {
-			return NewEvent{}, Errorf(EINVALID, "outcome is only allowed on run_failed, not on %s", in.Kind)
+		if !in.Kind.TakesOutcome() {
+			return NewEvent{}, Errorf(EINVALID, "outcome is only allowed on %s, not on %s", oneOf(outcomeKinds()), in.Kind)
 		}
 		if !in.Outcome.Valid() {
-			return NewEvent{}, Errorf(EINVALID, "outcome %q is not cancelled, timeout or error", truncateForMessage(string(*in.Outcome)))
+			return NewEvent{}, Errorf(EINVALID, "outcome %q is not %s", truncateForMessage(string(*in.Outcome)), oneOf(AllRunOutcomes))
 		}
 		ev.Payload.Outcome = *in.Outcome
 	}
@@ -300,41 +211,6 @@ func ClampOccurredAt(t *time.Time, now time.Time) time.Time {
 		return min.UTC()
 	}
 	return v
-}
-
-// CanonicalSummary is the summary written when a producer gives none (SIG-2).
-func CanonicalSummary(k EventKind, p Payload) string {
-	via := func(def string) string {
-		if p.Channel != "" {
-			return p.Channel
-		}
-		return def
-	}
-	switch k {
-	case HumanDirectMessage:
-		return "human message via " + via("unknown")
-	case UpstreamMissing:
-		return "upstream missing via " + via("unknown")
-	case GoalChanged:
-		return "goal updated"
-	case ChildSpawned:
-		return "child session spawned"
-	case RunCompleted:
-		return "child run completed"
-	case RunFailed:
-		switch p.Outcome {
-		case OutcomeTimeout:
-			return "child run timed out"
-		case OutcomeCancelled:
-			return "child run cancelled"
-		}
-		return "child run failed"
-	case Compacted:
-		return "session compacted"
-	case Adopted:
-		return "session adopted via " + via("unknown")
-	}
-	return string(k)
 }
 
 func checkSummary(s string) error {

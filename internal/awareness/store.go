@@ -45,7 +45,7 @@ func NewAppendOp(ne NewEvent, now time.Time) *AppendOp {
 // compactionsOf is how much recording an event of kind k adds to its session's
 // compaction count (REG-3).
 func compactionsOf(k EventKind) int64 {
-	if k == Compacted {
+	if k.CountsCompaction() {
 		return 1
 	}
 	return 0

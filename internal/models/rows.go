@@ -154,9 +154,11 @@ func (r EventRow) event() (awareness.Event, error) {
 		RecordedAt: fromNanos(r.RecordedAt),
 	}
 	if r.PayloadJSON != nil {
-		if err := decodePayload(*r.PayloadJSON, &ev.Payload); err != nil {
+		p, err := awareness.ParsePayload(*r.PayloadJSON)
+		if err != nil {
 			return awareness.Event{}, fmt.Errorf("event %s/%s#%d: decode payload: %w", r.AgentID, r.SessionKey, r.Sequence, err)
 		}
+		ev.Payload = p
 	}
 	return ev, nil
 }

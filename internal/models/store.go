@@ -386,11 +386,6 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	return nil
 }
 
-// touchesCursors reports whether an op of this kind reads or writes cursors.
-func touchesCursors(k awareness.EventKind) bool {
-	return k == awareness.ChildSpawned || k.Notifies()
-}
-
 // lockBatch takes, on PostgreSQL, the locks of a batch that touches more than one
 // session up front and in a global order: every head in (agent, key) order, then every
 // cursor on those sessions in primary-key order. Without it two batches (or a batch and
@@ -410,7 +405,7 @@ func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
 			kinds[r] = op.New.SessionKind
 			refs = append(refs, r)
 		}
-		cursors = cursors || touchesCursors(op.New.Event.Kind)
+		cursors = cursors || op.New.Event.Kind.TouchesCursors()
 	}
 	if len(refs) < 2 {
 		return nil
@@ -515,7 +510,7 @@ func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 	op.Event, op.Recorded, op.Version = ev, true, ev.Sequence
 
 	switch {
-	case ev.Kind == awareness.ChildSpawned:
+	case ev.Kind.SeedsWatchers():
 		return s.seedWatchers(t, op, now)
 	case ev.Kind.Notifies():
 		return s.notifyWatchers(t, op, now)

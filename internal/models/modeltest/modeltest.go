@@ -202,7 +202,7 @@ func (mc *machine) record(rt *rapid.T) {
 	}
 	opened := 0
 	switch {
-	case kind == awareness.ChildSpawned:
+	case kind.SeedsWatchers():
 		for _, w := range passed {
 			p := pair{w, target}
 			c := m.cursors[p]
