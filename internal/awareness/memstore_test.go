@@ -208,7 +208,7 @@ func (db *memDB) append(op *awareness.AppendOp) {
 	op.Event, op.Recorded, op.Version = ev, true, ev.Sequence
 
 	switch {
-	case ev.Kind == awareness.ChildSpawned:
+	case ev.Kind.SeedsWatchers():
 		for _, w := range op.New.Watchers {
 			if next, changed := awareness.SeedCursor(db.cursor(w.Key, ref), w.Key, ref, ev.Sequence, now); changed {
 				db.save(next)
