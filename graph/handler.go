@@ -25,6 +25,7 @@ import (
 	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/awareness/awareness/graph/fastpath"
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/auth"
@@ -97,8 +98,8 @@ type Config struct {
 	RateLimit float64
 	RateBurst int
 
-	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
-	// it with gqlgen's own execution.
+	// gqlgenEventPages turns the fast path (package fastpath) off, for the tests that
+	// compare it with gqlgen's own execution.
 	gqlgenEventPages bool
 }
 
@@ -107,8 +108,9 @@ type Config struct {
 // with a query cache, automatic persisted queries, the work budget of cost.go
 // (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
 // parser token limit, introspection (the playground needs it), the ErrorPresenter and
-// RecoverFunc of package resolvers, and StreamErrors. With cfg.Auth set, every request
-// needs a bearer token (see authenticate and wsInit).
+// RecoverFunc of package resolvers, StreamErrors, and the one-pass writers of event
+// pages and subscription items (a fastpath.FastPath of its own). With cfg.Auth set,
+// every request needs a bearer token (see authenticate and wsInit).
 //
 // In front of gqlgen, in this order: a request from a browser origin that is neither
 // the page's own host nor one of cfg.AllowedOrigins is refused with 403 FORBIDDEN
@@ -122,6 +124,13 @@ type Config struct {
 // check to WebSocket messages): encoding/json would silently turn either into U+FFFD,
 // altering a session key instead of rejecting it (KEY-4, ERR-2, ERR-3).
 func NewHandler(cfg Config) http.Handler {
+	h, _ := newHandler(cfg)
+	return h
+}
+
+// newHandler is NewHandler, also returning the handler's fast path (nil when
+// cfg.gqlgenEventPages turns it off), whose counters the tests read.
+func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -182,8 +191,10 @@ func NewHandler(cfg Config) http.Handler {
 		srv.Use(rl)
 	}
 	srv.Use(resolvers.StreamErrors{Present: present})
+	var fast *fastpath.FastPath
 	if !cfg.gqlgenEventPages {
-		srv.Use(EventPage{})
+		fast = fastpath.New()
+		srv.Use(fast)
 	}
 
 	cors := cors.New(cors.Options{
@@ -194,7 +205,7 @@ func NewHandler(cfg Config) http.Handler {
 		MaxAge:                     CORSMaxAge,
 	})
 	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
-		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv)))))))
+		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv))))))), fast
 }
 
 // checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed
