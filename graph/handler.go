@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -30,6 +29,7 @@ import (
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/jsontext"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
@@ -225,12 +225,14 @@ func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Ha
 	})
 }
 
-// checkUpgrade refuses an Upgrade header on anything but a WebSocket handshake (a GET
-// asking for "websocket"), in the GraphQL error shape, instead of letting gqlgen try
-// and answer in plain text.
+// checkUpgrade classifies the request (edge.Mark, so that the operations it runs know
+// their transport) and refuses an Upgrade header on anything but a WebSocket handshake
+// (a GET asking for "websocket": edge.Refused), in the GraphQL error shape, instead
+// of letting gqlgen try and answer in plain text.
 func checkUpgrade(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if up := r.Header.Get("Upgrade"); up != "" && (r.Method != http.MethodGet || !strings.EqualFold(up, "websocket")) {
+		r, t := edge.Mark(r)
+		if t == edge.Refused {
 			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
 			return
 		}
@@ -243,7 +245,7 @@ func checkUpgrade(next http.Handler) http.Handler {
 func checkBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.Header.Get("Upgrade") != "":
+		case edge.Of(r) == edge.WebSocket:
 		case r.Method == http.MethodPost:
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 			if err != nil {
