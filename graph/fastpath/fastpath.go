@@ -401,7 +401,7 @@ func writeOptional(buf *bytes.Buffer, s string) {
 	writeQuoted(buf, s)
 }
 
-const hexDigits = "0123456789abcdef"
+const hexDigits = "0123456789ABCDEF" // upper case, as gqlgen writes them
 
 // writeQuoted writes s as gqlgen's MarshalString does: control characters, '"' and
 // '\' escaped, every other byte (invalid UTF-8 included) as is.
