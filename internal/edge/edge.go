@@ -75,8 +75,13 @@ const (
 
 // PrefersEventStream reports whether an Accept header asks for text/event-stream
 // above every JSON type (graphql-sse sends only text/event-stream; urql lists it after
-// the JSON types, for incremental delivery, and gets JSON).
+// the JSON types, for incremental delivery, and gets JSON). A header that does not
+// name event-stream (in any case) is not parsed: that is every plain GraphQL request.
 func PrefersEventStream(accept string) bool {
+	return strings.Contains(strings.ToLower(accept), "event-stream") && prefersEventStream(accept)
+}
+
+func prefersEventStream(accept string) bool {
 	sse, other := -1.0, 0.0
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))

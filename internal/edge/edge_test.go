@@ -80,3 +80,17 @@ func TestTransportString(t *testing.T) {
 		}
 	}
 }
+
+// The shortcut of PrefersEventStream (no parse without "event-stream") never changes
+// its answer.
+func FuzzPrefersEventStream(f *testing.F) {
+	for _, s := range []string{"", "*/*", "application/json", "text/event-stream", "Text/Event-Stream;q=0.5",
+		"TEXT/EVENT-STREAM, application/json;q=0.1", "application/json;q=0, text/event-stream", "text/event-stream;q=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		if got, want := PrefersEventStream(accept), prefersEventStream(accept); got != want {
+			t.Fatalf("PrefersEventStream(%q) = %v, the full parse says %v", accept, got, want)
+		}
+	})
+}
