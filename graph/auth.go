@@ -11,6 +11,7 @@ import (
 
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -37,7 +38,7 @@ func authenticate(k *auth.Keyring, log *slog.Logger, next http.Handler) http.Han
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" {
+		if edge.Of(r) == edge.WebSocket {
 			ctx := context.WithValue(r.Context(), headerAuthKey{}, r.Header.Get("Authorization"))
 			next.ServeHTTP(w, r.WithContext(ctx))
 			return

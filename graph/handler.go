@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -25,10 +24,12 @@ import (
 	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/awareness/awareness/graph/fastpath"
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/jsontext"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
@@ -97,8 +98,8 @@ type Config struct {
 	RateLimit float64
 	RateBurst int
 
-	// gqlgenEventPages turns the EventPage fast path off, for the tests that compare
-	// it with gqlgen's own execution.
+	// gqlgenEventPages turns the fast path (package fastpath) off, for the tests that
+	// compare it with gqlgen's own execution.
 	gqlgenEventPages bool
 }
 
@@ -107,8 +108,9 @@ type Config struct {
 // with a query cache, automatic persisted queries, the work budget of cost.go
 // (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
 // parser token limit, introspection (the playground needs it), the ErrorPresenter and
-// RecoverFunc of package resolvers, and StreamErrors. With cfg.Auth set, every request
-// needs a bearer token (see authenticate and wsInit).
+// RecoverFunc of package resolvers, StreamErrors, and the one-pass writers of event
+// pages and subscription items (a fastpath.FastPath of its own). With cfg.Auth set,
+// every request needs a bearer token (see authenticate and wsInit).
 //
 // In front of gqlgen, in this order: a request from a browser origin that is neither
 // the page's own host nor one of cfg.AllowedOrigins is refused with 403 FORBIDDEN
@@ -122,6 +124,13 @@ type Config struct {
 // check to WebSocket messages): encoding/json would silently turn either into U+FFFD,
 // altering a session key instead of rejecting it (KEY-4, ERR-2, ERR-3).
 func NewHandler(cfg Config) http.Handler {
+	h, _ := newHandler(cfg)
+	return h
+}
+
+// newHandler is NewHandler, also returning the handler's fast path (nil when
+// cfg.gqlgenEventPages turns it off), whose counters the tests read.
+func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -182,8 +191,10 @@ func NewHandler(cfg Config) http.Handler {
 		srv.Use(rl)
 	}
 	srv.Use(resolvers.StreamErrors{Present: present})
+	var fast *fastpath.FastPath
 	if !cfg.gqlgenEventPages {
-		srv.Use(EventPage{})
+		fast = fastpath.New()
+		srv.Use(fast)
 	}
 
 	cors := cors.New(cors.Options{
@@ -194,7 +205,7 @@ func NewHandler(cfg Config) http.Handler {
 		MaxAge:                     CORSMaxAge,
 	})
 	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
-		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv)))))))
+		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv))))))), fast
 }
 
 // checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed
@@ -214,12 +225,14 @@ func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Ha
 	})
 }
 
-// checkUpgrade refuses an Upgrade header on anything but a WebSocket handshake (a GET
-// asking for "websocket"), in the GraphQL error shape, instead of letting gqlgen try
-// and answer in plain text.
+// checkUpgrade classifies the request (edge.Mark, so that the operations it runs know
+// their transport) and refuses an Upgrade header on anything but a WebSocket handshake
+// (a GET asking for "websocket": edge.Refused), in the GraphQL error shape, instead
+// of letting gqlgen try and answer in plain text.
 func checkUpgrade(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if up := r.Header.Get("Upgrade"); up != "" && (r.Method != http.MethodGet || !strings.EqualFold(up, "websocket")) {
+		r, t := edge.Mark(r)
+		if t == edge.Refused {
 			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
 			return
 		}
@@ -232,7 +245,7 @@ func checkUpgrade(next http.Handler) http.Handler {
 func checkBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.Header.Get("Upgrade") != "":
+		case edge.Of(r) == edge.WebSocket:
 		case r.Method == http.MethodPost:
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 			if err != nil {

@@ -18,13 +18,13 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/edge"
 )
 
 // Media types of GraphQL over HTTP.
 const (
 	mediaJSON         = "application/json"
 	mediaGraphQLResp  = "application/graphql-response+json"
-	mediaEventStream  = "text/event-stream"
 	allowQueryMethods = "GET, POST, OPTIONS"
 )
 
@@ -48,11 +48,11 @@ type httpTransport struct{}
 
 var _ graphql.Transport = httpTransport{}
 
-// Supports takes every request that is not a WebSocket upgrade and not an SSE
-// subscription (sseTransport), so that no request ends in gqlgen's uncoded
-// "transport not supported".
+// Supports takes every request edge.Of calls HTTP (neither a WebSocket upgrade nor an
+// SSE subscription, which sseTransport takes) but a CORS preflight, so that no request
+// ends in gqlgen's uncoded "transport not supported".
 func (httpTransport) Supports(r *http.Request) bool {
-	return r.Header.Get("Upgrade") == "" && r.Method != http.MethodOptions
+	return edge.Of(r) == edge.HTTP && r.Method != http.MethodOptions
 }
 
 // Do implements graphql.Transport.
@@ -147,32 +147,6 @@ func negotiate(accept string) (media string, ok bool) {
 		}
 	}
 	return best, best != ""
-}
-
-// prefersEventStream reports whether an Accept header asks for text/event-stream
-// above every JSON type (graphql-sse sends only text/event-stream; urql lists it after
-// the JSON types, for incremental delivery, and gets JSON).
-func prefersEventStream(accept string) bool {
-	sse, other := -1.0, 0.0
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				q = f
-			}
-		}
-		switch mt {
-		case mediaEventStream:
-			sse = max(sse, q)
-		case mediaJSON, mediaGraphQLResp, "application/graphql+json", "*/*", "application/*":
-			other = max(other, q)
-		}
-	}
-	return sse > 0 && sse > other
 }
 
 // checkContentType reports whether a POST carries a JSON body (any charset is read as

@@ -3,6 +3,8 @@ package graph
 import (
 	"strings"
 	"testing"
+
+	"github.com/awareness/awareness/internal/edge"
 )
 
 // FuzzParamsFromBody: decoding a request body never panics, and an error never quotes
@@ -43,6 +45,6 @@ func FuzzNegotiate(f *testing.F) {
 		if m, ok := negotiate(accept); ok && m != mediaJSON && m != mediaGraphQLResp {
 			t.Fatalf("negotiate(%q) = %q", accept, m)
 		}
-		_ = prefersEventStream(accept)
+		_ = edge.PrefersEventStream(accept)
 	})
 }

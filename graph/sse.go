@@ -12,6 +12,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/awareness/awareness/graph/resolvers"
+	"github.com/awareness/awareness/internal/edge"
 )
 
 const (
@@ -42,9 +43,10 @@ type sseTransport struct{}
 
 var _ graphql.Transport = sseTransport{}
 
-// Supports takes POSTs whose Accept prefers text/event-stream.
+// Supports takes what edge.Of calls SSE: POSTs whose Accept prefers
+// text/event-stream.
 func (sseTransport) Supports(r *http.Request) bool {
-	return r.Method == http.MethodPost && r.Header.Get("Upgrade") == "" && prefersEventStream(r.Header.Get("Accept"))
+	return edge.Of(r) == edge.SSE
 }
 
 // Do implements graphql.Transport.
@@ -112,8 +114,8 @@ func (s *sseWriter) Flush() {
 func (s *sseWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // IsStream reports whether r opens a long-lived stream on /query: a WebSocket upgrade
-// or an SSE request (sseTransport). The server ends such requests itself at shutdown;
-// http.Server.Shutdown would wait for them.
+// or an SSE request (edge.Transport.Stream). The server ends such requests itself at
+// shutdown; http.Server.Shutdown would wait for them.
 func IsStream(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" || sseTransport{}.Supports(r)
+	return edge.Of(r).Stream()
 }

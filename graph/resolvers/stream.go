@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -87,7 +88,8 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 		return next(ctx)
 	}
 	drop, _ := ctx.Value(streamDropKey{}).(func())
-	if oc.Headers.Get("Upgrade") != "" {
+	websocket := edge.FromContext(ctx) == edge.WebSocket
+	if websocket {
 		drop = wsgorilla.DropSlow(ctx)
 	} else if drop == nil {
 		err := &gqlerror.Error{
@@ -98,10 +100,10 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
 	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{drop: drop})
-	if oc.Headers.Get("Upgrade") != "" {
-		ctx = awareness.WithTransport(ctx, "websocket")
+	if websocket {
+		ctx = awareness.WithTransport(ctx, edge.WebSocket.String())
 	} else {
-		ctx = awareness.WithTransport(ctx, "sse")
+		ctx = awareness.WithTransport(ctx, edge.SSE.String())
 	}
 	if drop != nil {
 		ctx = awareness.WithDropFunc(ctx, drop)

@@ -60,8 +60,10 @@ func writeBufferPool(size int) websocket.BufferPool {
 // messageLayout locates the fields of gqlgen's server message struct
 // (graphqltransportwsMessage and graphqlwsMessage, unexported, identical in shape):
 // Payload json.RawMessage `json:"payload,omitempty"`, ID string `json:"id,omitempty"`,
-// Type (a string type) `json:"type"`. It is checked field by field; a struct of
-// another shape is encoded with encoding/json instead.
+// Type (a string type) `json:"type"`, in that order (appendMessage writes them in it, as
+// encoding/json does). It is checked field by field; a struct of another shape is
+// encoded with encoding/json instead. gqlgen exports no message type to use instead:
+// gqlgen_pin_test.go pins the version this was checked against.
 type messageLayout struct {
 	t                 reflect.Type
 	payload, id, kind int
@@ -86,7 +88,7 @@ func layoutOf(t reflect.Type) *messageLayout {
 			l.kind = i
 		}
 	}
-	l.ok = exported == 3 && l.payload >= 0 && l.id >= 0 && l.kind >= 0
+	l.ok = exported == 3 && l.payload >= 0 && l.id > l.payload && l.kind > l.id
 	return l
 }
 

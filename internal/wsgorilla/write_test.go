@@ -69,6 +69,11 @@ func TestDecomposeRefusesOtherShapes(t *testing.T) {
 			Type    string          `json:"type"`
 			Extra   int             `json:"extra"`
 		}{},
+		&struct { // gqlgen's fields in another order: encoding/json writes them in it
+			ID      string          `json:"id,omitempty"`
+			Payload json.RawMessage `json:"payload,omitempty"`
+			Type    msgType         `json:"type"`
+		}{},
 	} {
 		if _, ok := c.decompose(v); ok {
 			t.Errorf("decompose(%T) accepted a shape that is not gqlgen's", v)
@@ -80,58 +85,66 @@ func TestDecomposeRefusesOtherShapes(t *testing.T) {
 func TestGqlgenMessagesTakeTheFastPath(t *testing.T) {
 	for _, proto := range []string{protoTransportWS, protoLegacyWS} {
 		t.Run(proto, func(t *testing.T) {
-			var (
-				mu    sync.Mutex
-				conns []*Conn
-			)
-			impl := Implementation{}
-			srv := testserver.New()
-			srv.AddTransport(transport.Websocket{Implementation: recordingImpl{impl, func(c *Conn) {
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-			}}})
-			hs := httptest.NewServer(srv)
-			t.Cleanup(hs.Close)
-			d := websocket.Dialer{Subprotocols: []string{proto}, HandshakeTimeout: 5 * time.Second}
-			c, _, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			start := "subscribe"
-			if proto == protoLegacyWS {
-				start = "start"
-			}
-			for _, f := range []map[string]any{
-				{"type": "connection_init"},
-				{"type": start, "id": "1", "payload": map[string]any{"query": "subscription { name }"}},
-			} {
-				if err := c.WriteJSON(f); err != nil {
-					t.Fatal(err)
-				}
-			}
-			srv.SendNextSubscriptionMessage()
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			for {
-				var f struct{ Type, ID string }
-				if err := c.ReadJSON(&f); err != nil {
-					t.Fatal(err)
-				}
-				if f.Type == "next" || f.Type == "data" {
-					break
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(conns) != 1 {
-				t.Fatalf("%d connections accepted, want 1", len(conns))
-			}
-			if l := conns[0].layout.Load(); l == nil || !l.ok {
+			if l := gqlgenConn(t, proto).layout.Load(); l == nil || !l.ok {
 				t.Fatalf("layout %+v: gqlgen's message was encoded by encoding/json", l)
 			}
 		})
 	}
+}
+
+// gqlgenConn runs one subscription of gqlgen's test server over proto until its first
+// next frame and returns the connection the adapter accepted, whose layout is then
+// the one of gqlgen's message struct of that protocol.
+func gqlgenConn(t *testing.T, proto string) *Conn {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		conns []*Conn
+	)
+	impl := Implementation{}
+	srv := testserver.New()
+	srv.AddTransport(transport.Websocket{Implementation: recordingImpl{impl, func(c *Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}}})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	d := websocket.Dialer{Subprotocols: []string{proto}, HandshakeTimeout: 5 * time.Second}
+	c, _, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := "subscribe"
+	if proto == protoLegacyWS {
+		start = "start"
+	}
+	for _, f := range []map[string]any{
+		{"type": "connection_init"},
+		{"type": start, "id": "1", "payload": map[string]any{"query": "subscription { name }"}},
+	} {
+		if err := c.WriteJSON(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.SendNextSubscriptionMessage()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		var f struct{ Type, ID string }
+		if err := c.ReadJSON(&f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == "next" || f.Type == "data" {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections accepted, want 1", len(conns))
+	}
+	return conns[0]
 }
 
 type recordingImpl struct {

@@ -51,6 +51,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/jsontext"
 )
 
@@ -195,7 +196,7 @@ func (i Implementation) capSendBuffer(ws *websocket.Conn) {
 // so that code running under the request's context can reach it (DropSlow).
 func (i Implementation) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" {
+		if edge.Of(r) == edge.WebSocket {
 			r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, new(connSlot)))
 			if err := i.checkOrigin(r); err != nil {
 				i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)

@@ -2,7 +2,7 @@
 // the service's own schema, generated code and resolvers, with gqlgen v0.17.98's
 // default WebSocket transport (transport.Websocket on its own gorilla upgrader, the
 // keep-alive of handler.NewDefaultServer) and POST transport, and none of the
-// service's adapter (internal/wsgorilla) or one-pass writers (graph.EventPage). It is
+// service's adapter (internal/wsgorilla) or one-pass writers (graph/fastpath). It is
 // in memory: no database is written; the store answers the pending-notice read of a
 // new subscription with nothing, and the triggers publish notices to the hub
 // directly. So staleNotices is the same type, subscribed with the same query, and a

@@ -1,4 +1,25 @@
-package graph
+// Package fastpath writes the responses the service sends most often in one pass,
+// instead of letting gqlgen execute their selection once per field of every row: the
+// events of a reconciliation page (StateChanges.events) and each item of the
+// staleNotices and stateEvents subscriptions.
+//
+// Why: sessionStatus(changesSince:) is the query every agent runs before it acts on a
+// notice, and a page holds up to 500 events. gqlgen resolves each field through a
+// generic path that allocates a field context, closures and boxed values, which made
+// the GraphQL layer cost about 2.5 times the database read of a 200-event page (B4,
+// bench/GAPS.md). Events are immutable rows whose fields are all scalars, so the page
+// can be written in one pass. A notice fanned out to 10,000 subscribers is written
+// 10,000 times, so the same saving counts there.
+//
+// It only takes over selections it can write byte for byte as gqlgen would (the
+// fields of StateEvent and StaleNotice and __typename, with aliases, fragments and
+// @skip/@include already resolved by graphql.CollectFields; no @defer) and rows whose
+// every value gqlgen would write without an error; anything else is left to gqlgen.
+// The package holds no state of its own: what it counts and caches belongs to the
+// FastPath a handler creates. The graph package's tests compare both paths byte for
+// byte (pages and subscription frames, errors included) and by a differential fuzz
+// test over random selections.
+package fastpath
 
 import (
 	"bytes"
@@ -19,61 +40,68 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// EventPage writes the events of a reconciliation page (StateChanges.events), and each
-// item of the staleNotices and stateEvents subscriptions, directly, instead of letting
-// gqlgen execute the selection once per field of every event or notice.
+// ShapeCacheSize is the number of subscription selections whose item shape a FastPath
+// keeps (LRU, see FastPath).
+const ShapeCacheSize = 1000
+
+// FastPath is the gqlgen field interceptor of the package: it lets the resolver run,
+// then, for StateChanges.events, returns a graphql.Marshaler in place of the slice
+// (gqlgen's resolveField accepts a Marshaler from the middleware chain and uses it as
+// the field's value), and for the two subscriptions a stream function in place of
+// gqlgen's (see stream).
 //
-// Why: sessionStatus(changesSince:) is the query every agent runs before it acts on a
-// notice, and a page holds up to 500 events. gqlgen resolves each field through a
-// generic path that allocates a field context, closures and boxed values, which made
-// the GraphQL layer cost about 2.5 times the database read of a 200-event page (B4,
-// bench/GAPS.md). Events are immutable rows whose fields are all scalars, so the page
-// can be written in one pass.
-//
-// It is a field interceptor: it lets the resolver run, then, for StateChanges.events,
-// returns a graphql.Marshaler in place of the slice (gqlgen's resolveField accepts a
-// Marshaler from the middleware chain and uses it as the field's value), and for the
-// two subscriptions a stream function in place of gqlgen's (see stream). A notice
-// fanned out to 10,000 subscribers is written 10,000 times, so the same saving counts
-// there.
-// It only takes over selections it can write byte for byte as gqlgen would (the
-// fields of StateEvent and __typename, with aliases, fragments and @skip/@include
-// already resolved by graphql.CollectFields; no @defer) and events whose every value
-// gqlgen would write without an error; anything else is left to gqlgen.
-// eventpage_test.go compares both paths byte for byte.
-type EventPage struct{}
+// It counts what it wrote (PagesWritten, ItemsWritten) and shares the item shapes of
+// plain subscription selections (fields only, no fragment or directive, so that
+// variables cannot change them) between subscriptions: 10,000 dashboards or agents
+// subscribed with the same query hold one shape, not 10,000. Create one with New per
+// handler; it is safe for concurrent use.
+type FastPath struct {
+	pages, items atomic.Int64
+	shapes       *lru.LRU[*shape]
+}
+
+// New returns a FastPath with an empty shape cache of ShapeCacheSize entries.
+func New() *FastPath {
+	return &FastPath{shapes: lru.New[*shape](ShapeCacheSize)}
+}
 
 var _ interface {
 	graphql.HandlerExtension
 	graphql.FieldInterceptor
-} = EventPage{}
+} = (*FastPath)(nil)
 
 // ExtensionName implements graphql.HandlerExtension.
-func (EventPage) ExtensionName() string { return "EventPage" }
+func (*FastPath) ExtensionName() string { return "FastPath" }
 
 // Validate implements graphql.HandlerExtension.
-func (EventPage) Validate(graphql.ExecutableSchema) error { return nil }
+func (*FastPath) Validate(graphql.ExecutableSchema) error { return nil }
+
+// PagesWritten is the number of event pages the fast path wrote.
+func (fp *FastPath) PagesWritten() int64 { return fp.pages.Load() }
+
+// ItemsWritten is the number of subscription items the fast path wrote.
+func (fp *FastPath) ItemsWritten() int64 { return fp.items.Load() }
 
 var stateEventTypes = []string{"StateEvent"}
 
 // InterceptField implements graphql.FieldInterceptor.
-func (EventPage) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+func (fp *FastPath) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil || fc.Field.Field == nil {
 		return next(ctx)
 	}
 	switch {
 	case fc.Object == "StateChanges" && fc.Field.Name == "events":
-		return page(ctx, fc, next)
+		return fp.page(ctx, fc, next)
 	case fc.Object == "Subscription" && fc.Field.Name == "staleNotices":
-		return stream(ctx, fc, next, staleNoticeTypes, noticeColumns, writeNotice)
+		return stream(ctx, fc, next, fp.NoticeItems)
 	case fc.Object == "Subscription" && fc.Field.Name == "stateEvents":
-		return stream(ctx, fc, next, stateEventTypes, eventColumns, writeStreamedEvent)
+		return stream(ctx, fc, next, fp.EventItems)
 	}
 	return next(ctx)
 }
 
-func page(ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver) (any, error) {
+func (fp *FastPath) page(ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver) (any, error) {
 	res, err := next(ctx)
 	if err != nil {
 		return res, err
@@ -92,7 +120,7 @@ func page(ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver) 
 			return res, nil
 		}
 	}
-	return eventPage{events: events, cols: cols}, nil
+	return eventPage{events: events, cols: cols, written: &fp.pages}, nil
 }
 
 // eventColumn is one selected field: its key as written ("alias": with the comma
@@ -146,18 +174,15 @@ func writable(e *awareness.Event) bool {
 	return e.Kind.Valid() && e.ActorType.Valid() && !e.OccurredAt.IsZero()
 }
 
-// eventPagesWritten and streamItemsWritten count what the fast path wrote (the tests
-// check it ran).
-var eventPagesWritten, streamItemsWritten atomic.Int64
-
 type eventPage struct {
-	events []awareness.Event
-	cols   []eventColumn
+	events  []awareness.Event
+	cols    []eventColumn
+	written *atomic.Int64 // FastPath.pages
 }
 
 // MarshalGQL writes the page as gqlgen's Array of FieldSets would.
 func (p eventPage) MarshalGQL(w io.Writer) {
-	eventPagesWritten.Add(1)
+	p.written.Add(1)
 	b := make([]byte, 0, 64+len(p.events)*64*len(p.cols))
 	buf := bytes.NewBuffer(b)
 	buf.WriteByte('[')
@@ -284,13 +309,54 @@ func writeTime(buf *bytes.Buffer, t time.Time) {
 
 var staleNoticeTypes = []string{"StaleNotice"}
 
+// Items writes the items of one subscription field (staleNotices: T is
+// awareness.Notice; stateEvents: awareness.Event) for its selection. Get one from
+// FastPath.NoticeItems or FastPath.EventItems; it is immutable and safe for concurrent
+// use.
+type Items[T any] struct {
+	sh      *shape
+	write   func(context.Context, *bytes.Buffer, *T, []eventColumn)
+	written *atomic.Int64 // FastPath.items
+}
+
+// Write appends to buf the response data of one item, byte for byte as gqlgen's
+// ResolveFieldStream writes it: {"alias":item}, the item null (with a "must not be
+// null" error added to ctx's response, as gqlgen's null propagation does) when gqlgen
+// would null it. ctx is the operation's context (errors are added to it).
+func (it *Items[T]) Write(ctx context.Context, buf *bytes.Buffer, v *T) {
+	it.written.Add(1)
+	buf.Write(it.sh.prefix)
+	it.write(ctx, buf, v, it.sh.cols)
+	buf.WriteByte('}')
+}
+
+// NoticeItems returns the writer of a staleNotices field's items for the selection of
+// fc (the field's context inside the operation ctx), or false when the fast path does
+// not write that selection (gqlgen must).
+func (fp *FastPath) NoticeItems(ctx context.Context, fc *graphql.FieldContext) (*Items[awareness.Notice], bool) {
+	sh, ok := fp.shapeOf(ctx, fc, staleNoticeTypes, noticeColumns)
+	if !ok {
+		return nil, false
+	}
+	return &Items[awareness.Notice]{sh: sh, write: writeNotice, written: &fp.items}, true
+}
+
+// EventItems is NoticeItems for a stateEvents field.
+func (fp *FastPath) EventItems(ctx context.Context, fc *graphql.FieldContext) (*Items[awareness.Event], bool) {
+	sh, ok := fp.shapeOf(ctx, fc, stateEventTypes, eventColumns)
+	if !ok {
+		return nil, false
+	}
+	return &Items[awareness.Event]{sh: sh, write: writeStreamedEvent, written: &fp.items}, true
+}
+
 // stream takes over a subscription field: it lets the resolver return its channel,
 // then returns, in place of gqlgen's stream function, one that writes each item
-// directly, wrapped as gqlgen's ResolveFieldStream wraps it ({"alias":item}).
-// gqlgen's resolveField accepts a value of the stream function's type from the
-// middleware chain. A selection it cannot write is left to gqlgen.
-func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver, types []string,
-	cols func([]graphql.CollectedField) ([]eventColumn, bool), write func(context.Context, *bytes.Buffer, *T, []eventColumn)) (any, error) {
+// directly with the field's Items. gqlgen's resolveField accepts a value of the stream
+// function's type from the middleware chain. A selection it cannot write is left to
+// gqlgen.
+func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver,
+	items func(context.Context, *graphql.FieldContext) (*Items[T], bool)) (any, error) {
 	res, err := next(ctx)
 	if err != nil {
 		return res, err
@@ -299,11 +365,10 @@ func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.R
 	if !ok {
 		return res, nil
 	}
-	sh, ok := shapeOf(ctx, fc, types, cols)
+	it, ok := items(ctx, fc)
 	if !ok {
 		return res, nil
 	}
-	prefix, cs := sh.prefix, sh.cols
 	return func(ctx context.Context) graphql.Marshaler {
 		select {
 		case v, ok := <-ch:
@@ -311,16 +376,13 @@ func stream[T any](ctx context.Context, fc *graphql.FieldContext, next graphql.R
 				return nil
 			}
 			return graphql.WriterFunc(func(w io.Writer) {
-				streamItemsWritten.Add(1)
 				// gqlgen's executor marshals into a bytes.Buffer of its own; write there
 				// directly when it does.
 				buf, direct := w.(*bytes.Buffer)
 				if !direct {
 					buf = new(bytes.Buffer)
 				}
-				buf.Write(prefix)
-				write(ctx, buf, &v, cs)
-				buf.WriteByte('}')
+				it.Write(ctx, buf, &v)
 				if !direct {
 					_, _ = w.Write(buf.Bytes())
 				}
@@ -339,7 +401,7 @@ func writeOptional(buf *bytes.Buffer, s string) {
 	writeQuoted(buf, s)
 }
 
-const hexDigits = "0123456789abcdef"
+const hexDigits = "0123456789ABCDEF" // upper case, as gqlgen writes them
 
 // writeQuoted writes s as gqlgen's MarshalString does: control characters, '"' and
 // '\' escaped, every other byte (invalid UTF-8 included) as is.
@@ -374,24 +436,19 @@ func writeQuoted(buf *bytes.Buffer, s string) {
 	buf.WriteByte('"')
 }
 
-// streamShape is what a subscription writes around and in each item.
-type streamShape struct {
+// shape is what a subscription writes around and in each item.
+type shape struct {
 	prefix []byte // {"alias":
 	cols   []eventColumn
 }
 
-// streamShapes shares the shapes of plain selections (fields only, no fragment or
-// directive, so that variables cannot change them) between subscriptions: 10,000
-// dashboards or agents subscribed with the same query hold one shape, not 10,000.
-var streamShapes = lru.New[*streamShape](1000)
-
 // shapeOf returns the shape of a subscription field's selection, or false when the
-// fast path cannot write it.
-func shapeOf(ctx context.Context, fc *graphql.FieldContext, types []string,
-	cols func([]graphql.CollectedField) ([]eventColumn, bool)) (*streamShape, bool) {
+// fast path cannot write it. The shapes of plain selections are shared (fp.shapes).
+func (fp *FastPath) shapeOf(ctx context.Context, fc *graphql.FieldContext, types []string,
+	cols func([]graphql.CollectedField) ([]eventColumn, bool)) (*shape, bool) {
 	key, plain := plainKey(fc)
 	if plain {
-		if sh, ok := streamShapes.Get(ctx, key); ok {
+		if sh, ok := fp.shapes.Get(ctx, key); ok {
 			return sh, true
 		}
 	}
@@ -412,9 +469,9 @@ func shapeOf(ctx context.Context, fc *graphql.FieldContext, types []string,
 	open.WriteByte('{')
 	writeQuoted(&open, fc.Field.Alias)
 	open.WriteByte(':')
-	sh := &streamShape{prefix: open.Bytes(), cols: cs}
+	sh := &shape{prefix: open.Bytes(), cols: cs}
 	if plain {
-		streamShapes.Add(ctx, key, sh)
+		fp.shapes.Add(ctx, key, sh)
 	}
 	return sh, true
 }

@@ -1,0 +1,127 @@
+// Package edge classifies the requests that reach /query by the transport that serves
+// them: a WebSocket handshake, a Server-Sent Events stream, plain GraphQL over HTTP, or
+// a request refused for asking to upgrade to anything else. It is the one place that
+// reads the Upgrade header and the Accept header's preference for a stream; the graph
+// handler, its transports, authentication, the WebSocket adapter (internal/wsgorilla),
+// the subscription extension and the server's shutdown tracking all ask it.
+package edge
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Transport is how a request to /query is served.
+type Transport uint8
+
+// The transports, as Of decides them.
+const (
+	// HTTP is GraphQL over HTTP (and a CORS preflight): no Upgrade header, and not an
+	// SSE request.
+	HTTP Transport = iota
+	// WebSocket is a WebSocket handshake: a GET with Upgrade: websocket (any case).
+	WebSocket
+	// SSE is a Server-Sent Events stream: a POST without an Upgrade header whose
+	// Accept prefers text/event-stream (PrefersEventStream).
+	SSE
+	// Refused is a request with an Upgrade header that is not a WebSocket handshake
+	// (another method, or another protocol such as h2c): the handler answers it with
+	// 400 before anything else sees it.
+	Refused
+)
+
+// String returns the transport's name as the service's logs and metrics spell it.
+func (t Transport) String() string {
+	switch t {
+	case HTTP:
+		return "http"
+	case WebSocket:
+		return "websocket"
+	case SSE:
+		return "sse"
+	case Refused:
+		return "refused"
+	}
+	return "Transport(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Stream reports whether t opens a long-lived stream (WebSocket or SSE), which the
+// server ends itself at shutdown: http.Server.Shutdown would wait for it.
+func (t Transport) Stream() bool { return t == WebSocket || t == SSE }
+
+// Of classifies r by its method and its Upgrade and Accept headers.
+func Of(r *http.Request) Transport {
+	if up := r.Header.Get("Upgrade"); up != "" {
+		if r.Method == http.MethodGet && strings.EqualFold(up, "websocket") {
+			return WebSocket
+		}
+		return Refused
+	}
+	if r.Method == http.MethodPost && PrefersEventStream(r.Header.Get("Accept")) {
+		return SSE
+	}
+	return HTTP
+}
+
+// Media types the Accept header is compared by.
+const (
+	mediaEventStream = "text/event-stream"
+	mediaJSON        = "application/json"
+	mediaGraphQLResp = "application/graphql-response+json"
+)
+
+// PrefersEventStream reports whether an Accept header asks for text/event-stream
+// above every JSON type (graphql-sse sends only text/event-stream; urql lists it after
+// the JSON types, for incremental delivery, and gets JSON). A header that does not
+// name event-stream (in any case) is not parsed: that is every plain GraphQL request.
+func PrefersEventStream(accept string) bool {
+	return strings.Contains(strings.ToLower(accept), "event-stream") && prefersEventStream(accept)
+}
+
+func prefersEventStream(accept string) bool {
+	sse, other := -1.0, 0.0
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		switch mt {
+		case mediaEventStream:
+			sse = max(sse, q)
+		case mediaJSON, mediaGraphQLResp, "application/graphql+json", "*/*", "application/*":
+			other = max(other, q)
+		}
+	}
+	return sse > 0 && sse > other
+}
+
+type transportKey struct{}
+
+// Mark returns r with its transport (Of) recorded in its context, and the transport.
+// Everything that runs under that context, gqlgen's operations included (their
+// context derives from the request's, also on a WebSocket), reads it with FromContext.
+// A plain HTTP request is returned as it is (FromContext answers HTTP for it), so the
+// common request pays nothing.
+func Mark(r *http.Request) (*http.Request, Transport) {
+	t := Of(r)
+	if t == HTTP {
+		return r, t
+	}
+	return r.WithContext(context.WithValue(r.Context(), transportKey{}, t)), t
+}
+
+// FromContext returns the transport Mark recorded in ctx (or in a context it derives
+// from); HTTP when there is none.
+func FromContext(ctx context.Context) Transport {
+	t, _ := ctx.Value(transportKey{}).(Transport)
+	return t
+}
