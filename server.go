@@ -452,8 +452,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 
 // Main is the process of serve. Open builds its parts in order: tracing and metrics,
 // the database, the notice hub, the PostgreSQL listener, the service (after its
-// startup sweep), the upstream monitor, the pruner, the demo and last the HTTP
-// listener. Run serves until its context ends; Close stops and closes the parts in
+// startup sweep), the HTTP port, the upstream monitor, the pruner, the demo and last
+// the HTTP server. Run serves until its context ends; Close stops and closes the parts in
 // the reverse order, so the HTTP server drains first (WebSockets closed with 1012,
 // MCP sessions, SSE streams, in-flight requests) and the database closes last. When a
 // step of Open fails, Open closes what the steps before it opened, in reverse, and
@@ -499,6 +499,7 @@ func (m *Main) steps() []step {
 		{"hub", m.openHub},
 		{"listener", m.openListener},
 		{"service", m.openService},
+		{"listen", m.openListen},
 		{"upstream monitor", m.openMonitor},
 		{"pruner", m.openPruner},
 		{"demo", m.openDemo},
@@ -740,7 +741,21 @@ func (m *Main) openDemo(context.Context) (func(), error) {
 	}, nil
 }
 
-// openHTTP binds the listener and builds the HTTP server with /mcp on it; Run serves
+// openListen binds the HTTP port once the service is ready and before the background
+// services start, so that a port in use fails the start before the pruner, the
+// upstream monitor or the demo has done anything. Run serves on it; connections that
+// arrive before then wait in the listen backlog.
+func (m *Main) openListen(context.Context) (func(), error) {
+	ln, err := net.Listen("tcp", m.cfg.Addr)
+	if err != nil {
+		m.log.Error("listen", "addr", m.cfg.Addr, "err", err)
+		return nil, err
+	}
+	m.ln = ln
+	return func() { _ = ln.Close() }, nil // Shutdown closes it only if Run served it
+}
+
+// openHTTP builds the HTTP server with /mcp on it; Run serves
 // it. Its closer drains it: every WebSocket is closed with 1012 (service restart:
 // default graphql-ws clients reconnect on it), the MCP server closes, the streams end,
 // and http.Server.Shutdown waits for plain requests.
@@ -756,20 +771,15 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		m.log.Error("listen", "addr", cfg.Addr, "err", err)
-		return nil, err
-	}
+	ln := m.ln
 	// CLT-3: /mcp on the same listener, through its own /query.
 	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, m.log, ln, m.streams)
 	if err != nil {
 		m.log.Error("mcp", "err", err)
-		_ = ln.Close()
 		return nil, err
 	}
 	srv.Handler = mcpHandler
-	m.srv, m.ln = srv, ln
+	m.srv = srv
 	return func() {
 		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
 		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
@@ -785,7 +795,6 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		} else {
 			m.log.Info("shutdown: http server stopped")
 		}
-		_ = ln.Close() // Shutdown closes it only if Run served it
 		// Wait for the cancelled WebSocket connections to close before the hub does: a
 		// stream the hub ended first would send its client an UNAVAILABLE error instead
 		// of a closed socket. (After Shutdown no connection can start: every Add is done.)
