@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,7 +332,7 @@ ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
 func hotStatements(d dialect) []string {
 	return []string{
 		headSelectSQL + d.forUpdate, headBumpSQL, eventInsertSQL, dedupeSelectSQL, cursorSaveSQL,
-		cursorQuery(cursorOfPairWhere, "", d.forUpdate), openNoticesSQL,
+		cursorQuery(cursorOfPairWhere, "", d.forUpdate), materialSQL, openNoticesSQL, openedNoticesSQL,
 	}
 }
 
@@ -590,42 +591,64 @@ func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) erro
 // notifyWatchers applies a notifying event to every cursor on the target and to the
 // producer-passed watchers (NTC-2, WAT-4), collecting the notices it opens.
 //
-// The target's cursors are rewritten by one statement (openNoticesSQL), which is
-// awareness.ApplyMaterial over the set: a cursor behind the event (M < s) whose watcher
-// is not the event's actor gets M := s and, when synced (N = L), N := s and an opening
-// time; the rows it returns with N = M = s are the notices opened. The
+// It is awareness.ApplyMaterial over the target's cursors, in two statements. M is not
+// stored per cursor: the head keeps the target's latest notifying sequence and actor
+// and the latest one by any other actor (materialSQL), from which every cursor's M is
+// read (cursorSelect), so a cursor whose notice is already pending is not written at
+// all. Then one UPDATE (openNoticesSQL) opens the notices of the synced cursors behind
+// the event whose watcher is not the actor: N = M := s, an opening time. It returns
+// only the watcher and L of each, which with the event make the notice. The
 // producer-passed watchers then go through ApplyMaterial one by one: a watcher that
-// already holds a cursor on the target was covered by the statement, so it changes
-// nothing there, and one that does not gets its cursor created (L = 0).
+// already holds a cursor on the target was covered by the head (its M reads s), so it
+// changes nothing there, and one that does not gets its cursor created (L = 0).
 func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
 	at := nanos(now)
+	if _, err := t.exec(materialSQL, ev.ActorID, ev.ActorID, ev.ActorID, ev.Sequence, at,
+		ev.Session.AgentID, ev.Session.Key); err != nil {
+		return err
+	}
 	if s.d.forUpdate != "" {
 		var locked int64
 		if _, err := t.scanRow([]any{&locked}, lockTargetCursorsSQL, ev.Session.AgentID, ev.Session.Key); err != nil {
 			return err
 		}
 	}
-	rows, err := t.query(openNoticesSQL, at, at, ev.Sequence, ev.Sequence,
-		ev.Session.AgentID, ev.Session.Key, ev.Sequence, ev.ActorID)
-	if err != nil {
-		return err
+	var (
+		count  int
+		opened sql.NullString
+	)
+	args := []any{at, at, ev.Sequence, ev.Sequence, ev.Session.AgentID, ev.Session.Key, ev.Sequence, ev.ActorID}
+	if s.d.dollar {
+		_, err := t.scanRow([]any{&count, &opened}, openNoticesReturnSQL, args...)
+		if err != nil {
+			return err
+		}
+	} else {
+		n, err := t.exec(openNoticesSQL, args...)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := t.scanRow([]any{&count, &opened}, openedNoticesSQL, ev.Session.AgentID, ev.Session.Key, ev.Sequence); err != nil {
+				return err
+			}
+		}
 	}
-	changed, err := scanCursors(rows)
+	op.Opened = slices.Grow(op.Opened, count+len(op.New.Watchers))
+	c := awareness.Cursor{Target: ev.Session, N: ev.Sequence, M: ev.Sequence, OpenedAt: now, UpdatedAt: now}
+	err := eachOpened(opened.String, func(watcher string, l int64) {
+		c.Watcher, c.L = watcher, l
+		if n, ok := awareness.NoticeOf(c); ok {
+			op.Opened = append(op.Opened, n)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	// The statement returns rows in no defined order; notices are collected in
 	// watcher order, as a per-row pass over the target's cursors would.
-	slices.SortFunc(changed, func(a, b awareness.Cursor) int { return strings.Compare(a.Watcher, b.Watcher) })
-	for _, c := range changed {
-		if c.N != ev.Sequence || c.L == c.N {
-			continue // was already pending: M moved, no notice opened
-		}
-		if n, ok := awareness.NoticeOf(c); ok {
-			op.Opened = append(op.Opened, n)
-		}
-	}
+	slices.SortFunc(op.Opened, func(a, b awareness.Notice) int { return strings.Compare(a.Watcher, b.Watcher) })
 	var seen map[string]bool
 	for _, wr := range op.New.Watchers {
 		w := wr.Key
@@ -655,31 +678,107 @@ func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) er
 	return nil
 }
 
-// openNoticesSQL is the set-based ApplyMaterial of notifyWatchers. Its arguments, in
-// text order: the opening time, the update time, the event's sequence s (for N, then
-// M), the target's agent and key, s (the filter), the event's actor ("" for none).
+// The derived M. materialSQL records a notifying event on its head; its arguments, in
+// text order: the event's actor ("" for none) twice, the actor, the event's sequence,
+// the append's time, the session's agent and key. SET reads the row as it was: when the
+// actor is the head's material_actor, the latest sequence by another actor stays;
+// otherwise it becomes the previous latest.
 //
-// The filter is ApplyMaterial's: M < s (an older or equal sequence moves nothing) and
-// the watcher is not the actor (self-suppression). The rule of who can watch is
-// spelled in SQL too: the target's own key never watches it, and a watcher must be an
-// agent-qualified key (every path that writes a cursor checks the full grammar in the
-// core; this keeps a row written by other means from being notified). On PostgreSQL the target's cursors are first locked
-// in primary-key order (the order Ack, Sweep and lockBatch use) by
-// lockTargetCursorsSQL, then updated.
+// materialOf is a cursor's M as ApplyMaterial has moved it since the row was written:
+// the head's latest notifying sequence by an actor other than the watcher, where the
+// cursor is one a notice reaches (openNoticesSQL's rule of who watches) and it is
+// above the row's own m; materialAtOf is then that event's time, the cursor's
+// updated_at. Both are NULL (the row's own value stands) otherwise, and when the target
+// has no head. They are written over the sessions alias h joined to cursors.
+const (
+	materialSQL = `UPDATE sessions SET
+    material_other_seq = CASE WHEN material_actor = ? THEN material_other_seq ELSE material_seq END,
+    material_other_at = CASE WHEN material_actor = ? THEN material_other_at ELSE material_at END,
+    material_actor = ?, material_seq = ?, material_at = ?
+WHERE agent_id = ? AND session_key = ?`
+	materialHeadSeq = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_seq ELSE h.material_seq END"
+	materialHeadAt  = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_at ELSE h.material_at END"
+	materialLags    = "cursors.watcher_key <> cursors.target_key AND substr(cursors.watcher_key, 1, 6) = 'agent:' AND " +
+		materialHeadSeq + " > cursors.m"
+	materialOf   = "CASE WHEN " + materialLags + " THEN " + materialHeadSeq + " END"
+	materialAtOf = "CASE WHEN " + materialLags + " THEN " + materialHeadAt + " END"
+	// cursorSelect reads cursorColumns with the derived M and updated_at.
+	cursorSelect = "SELECT cursors.watcher_key, cursors.target_agent_id, cursors.target_key, cursors.l, cursors.n, " +
+		"COALESCE(" + materialOf + ", cursors.m), cursors.opened_at, COALESCE(" + materialAtOf + ", cursors.updated_at) " +
+		"FROM cursors LEFT JOIN sessions h ON h.agent_id = cursors.target_agent_id AND h.session_key = cursors.target_key"
+	// materialiseSQL writes the derived M and updated_at into the lagging cursors
+	// matching a condition appended to it, so that a statement that reads or returns
+	// the rows' own columns (a delete, the sweep, expiry) sees the cursors' values.
+	materialiseSQL = "UPDATE cursors SET m = " + materialHeadSeq + ", updated_at = " + materialHeadAt +
+		" FROM sessions h WHERE h.agent_id = cursors.target_agent_id AND h.session_key = cursors.target_key AND " +
+		materialLags
+)
+
+// materialise writes the derived M into the lagging cursors matching where (all when
+// empty); see materialiseSQL.
+func materialise(tx *gorm.DB, where string, args ...any) error {
+	q := materialiseSQL
+	if where != "" {
+		q += " AND (" + where + ")"
+	}
+	return tx.Exec(q, args...).Error
+}
+
+// openNoticesSQL is the opening half of the set-based ApplyMaterial of notifyWatchers.
+// Its arguments, in text order: the opening time, the update time, the event's
+// sequence s (for N, then M), the target's agent and key, s (the filter), the event's
+// actor ("" for none).
+//
+// The filter is ApplyMaterial's for a synced cursor (N = L; its M is its own m, since
+// every notifying event either opened it or was the watcher's own): M < s (an older or
+// equal sequence moves nothing) and the watcher is not the actor (self-suppression).
+// The rule of who can watch is spelled in SQL too: the target's own key never watches
+// it, and a watcher must be an agent-qualified key (every path that writes a cursor
+// checks the full grammar in the core; this keeps a row written by other means from
+// being notified). On PostgreSQL the target's synced cursors are first locked in
+// primary-key order (the order Ack, Sweep and lockBatch use) by lockTargetCursorsSQL,
+// then updated.
+//
+// The notices opened come back as their count and one string (openedList), not as a row each: reading
+// 10,000 rows through database/sql and the SQLite driver costs more than the update
+// itself (a cgo call per row and per column), and SQLite's RETURNING more again.
+// SQLite reads them after the update (openedNoticesSQL: the cursors of the target
+// with N = s and N > L are exactly those it opened, s being new); PostgreSQL returns
+// them from the update (openNoticesReturnSQL).
 const (
 	openNoticesSQL = `UPDATE cursors
-SET opened_at = CASE WHEN n = l THEN ? ELSE opened_at END,
-    updated_at = ?,
-    n = CASE WHEN n = l THEN ? ELSE n END,
-    m = ?
-WHERE target_agent_id = ? AND target_key = ? AND m < ? AND watcher_key <> ?
-  AND watcher_key <> target_key AND substr(watcher_key, 1, 6) = 'agent:'
-RETURNING ` + cursorColumns
-	// lockTargetCursorsSQL takes the row locks of a target's cursors in primary-key
-	// order (PostgreSQL) and returns one row, however many it locked.
-	lockTargetCursorsSQL = `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ?
+SET opened_at = ?, updated_at = ?, n = ?, m = ?
+WHERE target_agent_id = ? AND target_key = ? AND n = l AND m < ? AND watcher_key <> ?
+  AND watcher_key <> target_key AND substr(watcher_key, 1, 6) = 'agent:'`
+	// openedList is an opened cursor's item of the string: L, the watcher key's
+	// length in bytes, the key; eachOpened reads it.
+	openedList       = "l || ' ' || octet_length(watcher_key) || ' ' || watcher_key"
+	openedNoticesSQL = "SELECT count(*), group_concat(" + openedList + ", '') FROM cursors " +
+		"WHERE target_agent_id = ? AND target_key = ? AND n = ? AND n > l"
+	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l)\n" +
+		"SELECT count(*), string_agg(" + openedList + ", '') FROM opened"
+	// lockTargetCursorsSQL takes the row locks of a target's synced cursors in
+	// primary-key order (PostgreSQL) and returns one row, however many it locked.
+	lockTargetCursorsSQL = `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ? AND n = l
 ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`
 )
+
+// eachOpened calls f with the watcher and L of every opened cursor in list, a string of
+// openedList items.
+func eachOpened(list string, f func(watcher string, l int64)) error {
+	for list != "" {
+		ls, rest, ok1 := strings.Cut(list, " ")
+		ns, rest, ok2 := strings.Cut(rest, " ")
+		l, err1 := strconv.ParseInt(ls, 10, 64)
+		n, err2 := strconv.Atoi(ns)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || n < 0 || n > len(rest) {
+			return fmt.Errorf("opened notices: malformed list at %.40q", list)
+		}
+		f(rest[:n], l)
+		list = rest[n:]
+	}
+	return nil
+}
 
 // ---------------------------------------------------------------------------------------
 // Cursor rows
@@ -693,14 +792,19 @@ func (s *Store) getCursor(t *wtx, watcher string, target awareness.SessionRef) (
 }
 
 // cursorQuery selects cursors matching where, ordered by orderBy (primary key order
-// when empty), with lock appended.
+// when empty), with lock appended (as a lock of the cursor rows only). It reads M and
+// updated_at as derived from the target's head (cursorSelect); where and orderBy name
+// columns of cursors (sessions, joined as h, shares only updated_at).
 func cursorQuery(where, orderBy, lock string) string {
 	if orderBy == "" {
 		orderBy = "watcher_key, target_agent_id, target_key"
 	}
-	q := "SELECT " + cursorColumns + " FROM cursors"
+	q := cursorSelect
 	if where != "" {
 		q += " WHERE " + where
+	}
+	if lock != "" {
+		lock += " OF cursors" // the head is locked by the caller (or needs no lock)
 	}
 	return q + " ORDER BY " + orderBy + lock
 }
@@ -999,6 +1103,9 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 // pending notices among them as closed notices (DELETE … RETURNING: SQLite 3.35 and
 // PostgreSQL both have it).
 func deleteCursors(tx *gorm.DB, where string, args ...any) (int64, []awareness.Notice, error) {
+	if err := materialise(tx, where, args...); err != nil {
+		return 0, nil, err
+	}
 	rows, err := tx.Raw("DELETE FROM cursors WHERE "+where+" RETURNING "+cursorColumns, args...).Rows()
 	if err != nil {
 		return 0, nil, err
@@ -1063,6 +1170,9 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 	var res awareness.AckResult
 	err := s.writeTx(ctx, "Ack", func(t *wtx, h *hint) error {
 		res = awareness.AckResult{}
+		if err := s.lockAckHeads(t, req.Watcher, pairs); err != nil {
+			return err
+		}
 		var curs []awareness.Cursor
 		if pairs == nil {
 			all, err := findCursors(t.gorm(), "watcher_key = ? AND n > l", []any{req.Watcher}, "", s.d.forUpdate)
@@ -1122,6 +1232,34 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		s.obs.NoticesAcknowledged(len(res.Closed))
 	}
 	return res, nil
+}
+
+// lockAckHeads takes, on PostgreSQL, a share lock on the heads of the targets an Ack
+// reads (the named pairs, or every target the watcher holds a cursor on), in (agent,
+// key) order, before their cursors: a cursor's M is derived from its head, so an
+// append on the target must not commit between the read of M and the write of the
+// acknowledged cursor (it would not open the notice of a cursor it saw pending).
+func (s *Store) lockAckHeads(t *wtx, watcher string, pairs [][]any) error {
+	if s.d.forUpdate == "" {
+		return nil
+	}
+	const q = "SELECT 1 FROM sessions h WHERE %s ORDER BY h.agent_id, h.session_key FOR SHARE"
+	if pairs == nil {
+		var locked []int64
+		return t.gorm().Raw(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN "+
+			"(SELECT target_agent_id, target_key FROM cursors WHERE watcher_key = ?)"), watcher).Scan(&locked).Error
+	}
+	sorted := slices.Clone(pairs)
+	slices.SortFunc(sorted, func(a, b []any) int {
+		return cmp.Or(strings.Compare(a[0].(string), b[0].(string)), strings.Compare(a[1].(string), b[1].(string)))
+	})
+	for c := range slices.Chunk(sorted, 500) {
+		var locked []int64
+		if err := t.gorm().Raw(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN ?"), c).Scan(&locked).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Cursors lists cursors, ordered by (watcher, target agent, target key).
@@ -1205,6 +1343,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	var out []awareness.Notice
 	err := s.writeTx(ctx, "Sweep", func(t *wtx, h *hint) error {
 		out = nil
+		if err := materialise(t.gorm(), ""); err != nil {
+			return err
+		}
 		if s.d.forUpdate != "" {
 			if _, err := t.exec("SELECT 1 FROM cursors WHERE m > l ORDER BY watcher_key, target_agent_id, target_key" +
 				s.d.forUpdate); err != nil {
@@ -1304,7 +1445,7 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess).Scan(&cu
 			}
 		}
 		if p.CursorTTL > 0 {
-			n, closed, err := deleteCursors(tx, "updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+			n, closed, err := deleteCursors(tx, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
 			if err != nil {
 				return err
 			}
