@@ -8,6 +8,13 @@
 -- the time of that event when it is the larger; the stored m and updated_at are the
 -- cursor's own floor, written by whatever last wrote the row (Watch, Seed, an opening
 -- notice, Ack, Sweep). An append now writes only the cursors whose notice opens.
+--
+-- cursors_pending goes: each notice opened inserted its entry there, about half of the
+-- write-ahead log of an append that opens many (entries of a WITHOUT ROWID table's
+-- index carry the whole primary key). Its readers are the startup sweep, the count of
+-- pending notices in Stats and the list of every watcher's pending notices (read by
+-- the PostgreSQL listener, not on SQLite), which scan the table instead; a watcher's
+-- own pending notices are read through cursors_watcher.
 
 -- +goose Up
 ALTER TABLE sessions ADD COLUMN material_seq INTEGER NOT NULL DEFAULT 0;
@@ -15,6 +22,7 @@ ALTER TABLE sessions ADD COLUMN material_actor TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN material_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN material_other_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN material_other_at INTEGER NOT NULL DEFAULT 0;
+DROP INDEX cursors_pending;
 
 -- +goose Down
 -- Write the derived M (and its time) back into the cursors that lag, then drop it.
@@ -30,3 +38,4 @@ ALTER TABLE sessions DROP COLUMN material_other_seq;
 ALTER TABLE sessions DROP COLUMN material_at;
 ALTER TABLE sessions DROP COLUMN material_actor;
 ALTER TABLE sessions DROP COLUMN material_seq;
+CREATE INDEX cursors_pending ON cursors (opened_at) WHERE n > l;

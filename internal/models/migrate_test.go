@@ -1,0 +1,90 @@
+package models
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+func TestSQLiteDerivedMaterialMigratesDown(t *testing.T) {
+	testDerivedMaterialMigratesDown(t, MustOpenSQLite(t))
+}
+
+func TestPostgresDerivedMaterialMigratesDown(t *testing.T) {
+	testDerivedMaterialMigratesDown(t, MustOpenPostgres(t))
+}
+
+// testDerivedMaterialMigratesDown checks migration 00004 (M derived from the head):
+// its Down writes the derived M and updated_at of a pending cursor into the row, and
+// after Up again every read gives the cursor it gave before (NTC-2).
+func testDerivedMaterialMigratesDown(t *testing.T, s *Store) {
+	ctx := t.Context()
+	target := awareness.SessionRef{AgentID: "t", Key: "agent:t:main"}
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	if _, _, err := s.Watch(ctx, "agent:w:main", target, t0); err != nil {
+		t.Fatal(err)
+	}
+	appendAt := func(at time.Time) {
+		t.Helper()
+		ne, err := awareness.ValidateRecord(awareness.RecordInput{SessionKey: target.Key,
+			Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, []*awareness.AppendOp{{New: ne, Now: at}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendAt(t0.Add(time.Second))     // opens the notice: N = M = 1
+	appendAt(t0.Add(2 * time.Second)) // moves M to 2, written to the head only
+	before, err := s.Cursors(ctx, awareness.CursorQuery{Watcher: "agent:w:main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 1 || before[0].M != 2 || !before[0].UpdatedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("cursor before the migration: got %+v, want M = 2 updated at t0+2s", before)
+	}
+
+	db, err := s.w.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newMigrator(s.d, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	var l, n, m, updated int64
+	if err := db.QueryRowContext(ctx,
+		"SELECT l, n, m, updated_at FROM cursors WHERE watcher_key = 'agent:w:main'").Scan(&l, &n, &m, &updated); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := []int64{l, n, m, updated}, []int64{0, 1, 2, nanos(t0.Add(2 * time.Second))}; !cmp.Equal(got, want) {
+		t.Errorf("row after Down: got l, n, m, updated_at %v, want %v", got, want)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Cursors(ctx, awareness.CursorQuery{Watcher: "agent:w:main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("cursor after Down and Up (-before +after):\n%s", diff)
+	}
+	appendAt(t0.Add(3 * time.Second))
+	after, err = s.Cursors(ctx, awareness.CursorQuery{Watcher: "agent:w:main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 1 || after[0].M != 3 || after[0].N != 1 {
+		t.Errorf("cursor after the next append: got %+v, want N = 1, M = 3", after)
+	}
+}
