@@ -58,9 +58,10 @@
 //     returns the new sequence, under the head's row lock.
 //   - Cursors (WAT-2, NTC-2, WAT-4): the transitions are the core's pure functions.
 //     child_spawned applies awareness.SeedCursor to each producer-passed watcher; a
-//     notifying kind rewrites every cursor on the target with one statement that is
-//     awareness.ApplyMaterial over the set (openNoticesSQL), then applies ApplyMaterial
-//     to the producer-passed watchers one by one; log-only kinds touch none (NTC-4).
+//     notifying kind is awareness.ApplyMaterial over the target's cursors: M is derived
+//     from the head (materialSQL, cursorSelect), and one statement opens the notices of
+//     the synced cursors (openNoticesSQL); then ApplyMaterial goes to the
+//     producer-passed watchers one by one; log-only kinds touch none (NTC-4).
 //   - Compaction count (REG-3): here; a recorded compacted event increments the
 //     session's compaction_count in the same head upsert.
 //   - The registry merge of UpsertSessions (REG-1, REG-2) runs in Go under the head lock
