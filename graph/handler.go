@@ -181,7 +181,11 @@ func NewHandler(cfg Config) http.Handler {
 	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
 		srv.Use(rl)
 	}
-	srv.Use(resolvers.StreamErrors{Present: present})
+	streams := resolvers.StreamErrors{Present: present}
+	if !cfg.gqlgenEventPages {
+		streams.Frames = pushFrames{} // WebSocket subscriptions on the push path
+	}
+	srv.Use(streams)
 	if !cfg.gqlgenEventPages {
 		srv.Use(EventPage{})
 	}

@@ -286,6 +286,7 @@ type Conn struct {
 	proto     protocolState
 	keep      *keepAlive // nil without PingInterval / KeepAliveInterval
 	conns     *Conns     // the registry that tracks the connection; nil when none
+	pushState            // the operations the connection writes itself (push.go)
 }
 
 var (
@@ -364,6 +365,9 @@ func (c *Conn) WriteJSON(v any) error {
 		return c.writeText(data)
 	}
 	if m.kind == "complete" || m.kind == "error" {
+		if c.swallow(m.id, m.kind) {
+			return nil // an adopted operation goes on (push.go)
+		}
 		c.ended(m.id)
 	}
 	b := frames.Get().(*[]byte)
@@ -415,7 +419,9 @@ func (c *Conn) Close() error {
 	c.proto.stop()
 	c.watch.stop()
 	c.keep.stop()
-	return c.ws.Close()
+	err := c.ws.Close()
+	c.closeStreams()
+	return err
 }
 
 // Subprotocol returns the negotiated subprotocol.
