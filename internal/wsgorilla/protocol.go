@@ -78,7 +78,7 @@ type protocolState struct {
 	// delivering is the id of the last subscribe (start) handed to gqlgen, whose
 	// operation gqlgen creates before it reads the next message (OperationID).
 	delivering string
-	timer  *time.Timer // the init timeout; nil when none
+	timer      *time.Timer // the init timeout; nil when none
 }
 
 func (i Implementation) newConn(ws *websocket.Conn) *Conn {
