@@ -150,7 +150,7 @@ func NewHandler(cfg Config) http.Handler {
 	readLimit := int64(MaxRequestBytes)
 
 	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
-	srv.AddTransport(transport.Websocket{
+	srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{
 		Implementation:   ws,
 		InitFunc:         wsInit(cfg.Auth, log),
 		PayloadReadLimit: &readLimit,
@@ -160,7 +160,7 @@ func NewHandler(cfg Config) http.Handler {
 		CloseFunc: func(_ context.Context, code int) {
 			log.Debug("websocket closed", "code", code)
 		},
-	})
+	}})
 	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
 	srv.AddTransport(sseTransport{})
 	srv.AddTransport(httpTransport{})

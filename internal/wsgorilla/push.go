@@ -2,7 +2,11 @@ package wsgorilla
 
 import (
 	"context"
+	"net/http"
 	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 )
 
 // This file is the push path of subscriptions: an operation the application adopts
@@ -339,4 +343,75 @@ type pushState struct {
 	queue      []pushFrame
 	flushing   bool // a flush goroutine runs
 	pushClosed bool // the connection closed: nothing is queued any more
+}
+
+// Transport is gqlgen's WebSocket transport with the connection served on a
+// goroutine of its own. net/http runs a handler on the goroutine that read the
+// request, whose stack holds the whole handler chain (the middleware, gqlgen's
+// handler) and grew with everything it ran: for a WebSocket that goroutine is the
+// connection's reader for the connection's whole life, an idle subscriber's largest
+// cost. Transport starts a fresh goroutine for gqlgen's transport (the handshake, the
+// init, the read loop), whose stack holds only what reading needs once the GC shrinks
+// it, and lets the handler return as soon as the connection is hijacked.
+//
+// Once the handshake is done, the operations see only the Upgrade header of the
+// handshake (see trimHeader): the middleware in front of gqlgen has read the others.
+//
+// The connection's context is then the request's without its cancellation (net/http
+// cancels it when the handler returns): the connection ends when the peer or the
+// server closes it. So Transport serves connections this way only when the
+// Implementation tracks them in Conns, whose CloseAll the server calls at shutdown;
+// otherwise it runs gqlgen's transport on the handler's goroutine, as gqlgen does.
+type Transport struct {
+	transport.Websocket
+}
+
+var _ graphql.Transport = Transport{}
+
+// handoff tells the handler's goroutine that it may return: the connection is
+// hijacked, or the handshake failed and its answer is written.
+type handoff struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func (h *handoff) release() { h.once.Do(func() { close(h.done) }) }
+
+type handoffKey struct{}
+
+// released lets the handler of ctx's request return (see Transport); it reports
+// whether the request is one Transport handed over.
+func released(ctx context.Context) bool {
+	h, ok := ctx.Value(handoffKey{}).(*handoff)
+	if ok {
+		h.release()
+	}
+	return ok
+}
+
+// trimHeader replaces the header of a request Transport handed over, once its
+// handshake is done, with the one field the operations read (Upgrade, which tells a
+// WebSocket operation from others): gqlgen keeps the request's header for the
+// connection's whole life, as every operation's Headers. The request is Transport's
+// own shallow copy; the caller's is not changed.
+func trimHeader(r *http.Request) {
+	r.Header = http.Header{"Upgrade": r.Header["Upgrade"]}
+}
+
+// Do implements graphql.Transport.
+func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	impl, ok := t.Implementation.(Implementation)
+	if !ok || impl.Conns == nil {
+		t.Websocket.Do(w, r, exec)
+		return
+	}
+	h := &handoff{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), handoffKey{}, h))
+	r = r.WithContext(ctx)
+	go func() {
+		defer cancel()
+		defer h.release() // the handshake failed: gqlgen answered on w
+		t.Websocket.Do(w, r, exec)
+	}()
+	<-h.done
 }

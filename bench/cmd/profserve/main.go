@@ -31,6 +31,7 @@ import (
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
 func main() {
@@ -65,7 +66,10 @@ func main() {
 	defer endStreams()
 
 	mux := http.NewServeMux()
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log})
+	// WebSockets are tracked and closed at shutdown as server.go does (which also
+	// serves each connection on a goroutine of its own: wsgorilla.Transport).
+	conns := &wsgorilla.Conns{}
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, WSConns: conns})
 	mux.Handle("/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			query.ServeHTTP(w, r)
@@ -125,6 +129,7 @@ func main() {
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
+		conns.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
 		endStreams()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
