@@ -246,7 +246,11 @@ func (c *Conn) flush() {
 			c.ended(s.id) // the client may use the id again
 		}
 		if err != nil {
-			return // the connection is closed; its end clears the queue
+			// The connection is closed (writeText closed it); its end clears the queue.
+			c.pushMu.Lock()
+			c.flushing = false
+			c.pushMu.Unlock()
+			return
 		}
 	}
 }
