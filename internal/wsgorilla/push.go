@@ -383,14 +383,13 @@ func (h *handoff) release() { h.once.Do(func() { close(h.done) }) }
 
 type handoffKey struct{}
 
-// released lets the handler of ctx's request return (see Transport); it reports
-// whether the request is one Transport handed over.
-func released(ctx context.Context) bool {
-	h, ok := ctx.Value(handoffKey{}).(*handoff)
-	if ok {
+// handOver lets the handler of a request Transport handed over return, once its
+// header is trimmed (trimHeader); other requests are left alone.
+func handOver(r *http.Request) {
+	if h, ok := r.Context().Value(handoffKey{}).(*handoff); ok {
+		trimHeader(r)
 		h.release()
 	}
-	return ok
 }
 
 // trimHeader replaces the header of a request Transport handed over, once its

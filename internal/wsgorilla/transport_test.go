@@ -1,6 +1,7 @@
 package wsgorilla_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/testserver"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
@@ -29,6 +31,12 @@ func TestTransportServesConnectionsOffTheHandler(t *testing.T) {
 		}
 		srv := testserver.New()
 		srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{Implementation: impl}})
+		var headers atomic.Pointer[http.Header]
+		srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+			h := graphql.GetOperationContext(ctx).Headers
+			headers.Store(&h)
+			return next(ctx)
+		})
 		var returned atomic.Int32
 		hs := httptest.NewServer(impl.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			defer returned.Add(1)
@@ -45,6 +53,10 @@ func TestTransportServesConnectionsOffTheHandler(t *testing.T) {
 		srv.SendNextSubscriptionMessage()
 		if f := next(t, c); f.Type != "next" || string(f.Payload) != `{"data":{"name":"test"}}` {
 			t.Fatalf("tracked %v: got %+v, want the next frame", tracked, f)
+		}
+		// The operations of a handed-over connection see only the Upgrade header.
+		if h := *headers.Load(); (len(h) == 1) != tracked || h.Get("Upgrade") == "" {
+			t.Errorf("tracked %v: the operation's headers = %v", tracked, h)
 		}
 		if !tracked {
 			c.Close()

@@ -176,9 +176,7 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
 		slot.c.Store(c)
 	}
-	if released(r.Context()) { // hijacked: the handler may return (Transport)
-		trimHeader(r)
-	}
+	handOver(r) // hijacked: the handler may return (Transport)
 	return c, nil
 }
 
