@@ -409,10 +409,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		return
 	}
 	h := &handoff{done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), handoffKey{}, h))
-	r = r.WithContext(ctx)
+	// No cancellation at all: gqlgen's own contexts under it (the connection's, each
+	// operation's) then register with no parent, which would keep a map of them.
+	r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), handoffKey{}, h))
 	go func() {
-		defer cancel()
 		defer h.release() // the handshake failed: gqlgen answered on w
 		t.Websocket.Do(w, r, exec)
 	}()
