@@ -3,6 +3,7 @@ package wsgorilla
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -377,9 +378,21 @@ var _ graphql.Transport = Transport{}
 type handoff struct {
 	once sync.Once
 	done chan struct{}
+	w    *handedWriter
 }
 
 func (h *handoff) release() { h.once.Do(func() { close(h.done) }) }
+
+// handedWriter is the ResponseWriter gqlgen's transport gets from Transport. It lets
+// go of net/http's writer once the connection is hijacked: gqlgen's transport keeps
+// its argument for the connection's life, and net/http's writer holds the request
+// and the connection's server-side state, none of which a hijacked connection needs.
+type handedWriter struct {
+	http.ResponseWriter
+}
+
+// Unwrap lets http.ResponseController (Accept's hijack) reach net/http's writer.
+func (w *handedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type handoffKey struct{}
 
@@ -388,6 +401,7 @@ type handoffKey struct{}
 func handOver(r *http.Request) {
 	if h, ok := r.Context().Value(handoffKey{}).(*handoff); ok {
 		trimHeader(r)
+		h.w.ResponseWriter = nil // hijacked: gqlgen writes no HTTP answer any more
 		h.release()
 	}
 }
@@ -398,7 +412,8 @@ func handOver(r *http.Request) {
 // connection's whole life, as every operation's Headers. The request is Transport's
 // own shallow copy; the caller's is not changed.
 func trimHeader(r *http.Request) {
-	r.Header = http.Header{"Upgrade": r.Header["Upgrade"]}
+	// A copy: net/http carves every value of a header from one allocation.
+	r.Header = http.Header{"Upgrade": {strings.Clone(r.Header.Get("Upgrade"))}}
 }
 
 // Do implements graphql.Transport.
@@ -408,13 +423,15 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		t.Websocket.Do(w, r, exec)
 		return
 	}
-	h := &handoff{done: make(chan struct{})}
+	h := &handoff{done: make(chan struct{}), w: &handedWriter{ResponseWriter: w}}
 	// No cancellation at all: gqlgen's own contexts under it (the connection's, each
 	// operation's) then register with no parent, which would keep a map of them.
 	r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), handoffKey{}, h))
-	go func() {
-		defer h.release() // the handshake failed: gqlgen answered on w
-		t.Websocket.Do(w, r, exec)
-	}()
+	go t.serve(h, r, exec) // arguments, not a closure's: nothing keeps them but gqlgen
 	<-h.done
+}
+
+func (t Transport) serve(h *handoff, r *http.Request, exec graphql.GraphExecutor) {
+	defer h.release() // the handshake failed: gqlgen answered on h.w
+	t.Websocket.Do(h.w, r, exec)
 }
