@@ -709,9 +709,11 @@ WHERE agent_id = ? AND session_key = ?`
 	// materialiseSQL writes the derived M and updated_at into the lagging cursors
 	// matching a condition appended to it, so that a statement that reads or returns
 	// the rows' own columns (a delete, the sweep, expiry) sees the cursors' values.
+	// Only a pending cursor can lag: a notifying event by another actor opens every
+	// synced cursor it reaches.
 	materialiseSQL = "UPDATE cursors SET m = " + materialHeadSeq + ", updated_at = " + materialHeadAt +
-		" FROM sessions h WHERE h.agent_id = cursors.target_agent_id AND h.session_key = cursors.target_key AND " +
-		materialLags
+		" FROM sessions h WHERE cursors.n > cursors.l AND h.agent_id = cursors.target_agent_id AND " +
+		"h.session_key = cursors.target_key AND " + materialLags
 )
 
 // materialise writes the derived M into the lagging cursors matching where (all when
