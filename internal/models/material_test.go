@@ -88,3 +88,34 @@ func testDerivedMaterialMigratesDown(t *testing.T, s *Store) {
 		t.Errorf("cursor after the next append: got %+v, want N = 1, M = 3", after)
 	}
 }
+
+func TestEachOpened(t *testing.T) {
+	type item struct {
+		Watcher string
+		L       int64
+	}
+	tests := []struct {
+		list string
+		want []item
+		ok   bool
+	}{
+		{"", nil, true},
+		{"0 12 agent:a:main", []item{{"agent:a:main", 0}}, true},
+		{"7 13 agent:a:x y z3 12 agent:b:main", []item{{"agent:a:x y z", 7}, {"agent:b:main", 3}}, true},
+		{"0 8 agent:é", []item{{"agent:é", 0}}, true}, // the length is in bytes
+		{"0 13 agent:a:main", nil, false},
+		{"x 1 a", nil, false},
+		{"0", nil, false},
+	}
+	for _, tt := range tests {
+		var got []item
+		err := eachOpened(tt.list, func(w string, l int64) { got = append(got, item{w, l}) })
+		if (err == nil) != tt.ok {
+			t.Errorf("eachOpened(%q): got error %v, want ok %v", tt.list, err, tt.ok)
+			continue
+		}
+		if tt.ok && !cmp.Equal(got, tt.want) {
+			t.Errorf("eachOpened(%q): got %v, want %v", tt.list, got, tt.want)
+		}
+	}
+}
