@@ -1,8 +1,10 @@
 package models
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,4 +120,76 @@ func TestEachOpened(t *testing.T) {
 			t.Errorf("eachOpened(%q): got %v, want %v", tt.list, got, tt.want)
 		}
 	}
+}
+
+// Writers append notifying events to one target while its watchers acknowledge, across
+// two store instances. M is derived from the head, so an Ack that read M before an
+// append committed and wrote the cursor after would leave it synced below M: a notice
+// lost (NTC-2, NTC-3). At the end every cursor with M > L has a pending notice.
+func TestTwoInstances_AckRacesAppends(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open twoStores) {
+		const writers, each, watchers = 8, 15, 6
+		a, b := open(t)
+		stores := []*Store{a, b}
+		ctx := t.Context()
+		target := awareness.SessionRef{AgentID: "main", Key: "agent:main:direct:alice"}
+		var keys []string
+		for i := range watchers {
+			w := fmt.Sprintf("agent:main:subagent:w%02d", i)
+			keys = append(keys, w)
+			if _, _, err := a.Watch(ctx, w, target, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var (
+			writing  sync.WaitGroup
+			acking   sync.WaitGroup
+			done     = make(chan struct{})
+			errOnce  sync.Once
+			firstErr error
+		)
+		fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+		for w := range writers {
+			writing.Go(func() {
+				for range each {
+					op := appendOp(t, humanIn(target.Key), time.Now())
+					if err := stores[w%2].Append(ctx, []*awareness.AppendOp{op}); err != nil {
+						fail(err)
+						return
+					}
+				}
+			})
+		}
+		for i, w := range keys {
+			acking.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					req := awareness.AckRequest{Watcher: w, Targets: []awareness.SessionRef{target}, Now: time.Now()}
+					if _, err := stores[i%2].Ack(ctx, req); err != nil {
+						fail(err)
+						return
+					}
+				}
+			})
+		}
+		writing.Wait()
+		close(done)
+		acking.Wait()
+		if firstErr != nil {
+			t.Fatal(firstErr)
+		}
+		curs, err := b.Cursors(ctx, awareness.CursorQuery{TargetAgent: target.AgentID, TargetKey: target.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range curs {
+			if c.M > c.L && !c.Pending() {
+				t.Errorf("cursor %s: L %d N %d M %d: events past L and no notice pending", c.Watcher, c.L, c.N, c.M)
+			}
+		}
+	})
 }
