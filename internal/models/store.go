@@ -591,13 +591,13 @@ func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) erro
 // notifyWatchers applies a notifying event to every cursor on the target and to the
 // producer-passed watchers (NTC-2, WAT-4), collecting the notices it opens.
 //
-// It is awareness.ApplyMaterial over the target's cursors, in two statements. M is not
-// stored per cursor: the head keeps the target's latest notifying sequence and actor
-// and the latest one by any other actor (materialSQL), from which every cursor's M is
-// read (cursorSelect), so a cursor whose notice is already pending is not written at
-// all. Then one UPDATE (openNoticesSQL) opens the notices of the synced cursors behind
-// the event whose watcher is not the actor: N = M := s, an opening time. It returns
-// only the watcher and L of each, which with the event make the notice. The
+// It is awareness.ApplyMaterial over the target's cursors. M is not stored per cursor:
+// the head keeps the target's latest notifying sequence and actor and the latest one
+// by any other actor (materialSQL), from which every cursor's M is read
+// (cursorSelect), so a cursor whose notice is already pending is not written at all.
+// Then one UPDATE (openNoticesSQL) opens the notices of the synced cursors behind the
+// event whose watcher is not the actor: N = M := s, an opening time. Only the watcher
+// and L of each come back (eachOpened), which with the event make the notice. The
 // producer-passed watchers then go through ApplyMaterial one by one: a watcher that
 // already holds a cursor on the target was covered by the head (its M reads s), so it
 // changes nothing there, and one that does not gets its cursor created (L = 0).
