@@ -506,7 +506,7 @@ func DropSlow(ctx context.Context) func() {
 			return
 		}
 		if c.watch.writing() {
-			_ = c.ws.Close()
+			c.abort()
 			return
 		}
 		go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
@@ -520,18 +520,43 @@ const closeFrameTimeout = time.Second
 // closeWithin starts the closing handshake of RFC 6455 §7.1: it sends a close frame
 // with code within d and leaves the connection open for the peer's close frame, which
 // ends gqlgen's read loop and with it the connection; a peer that does not answer
-// within d more is cut off. Closing the socket at once instead would let a frame the
-// peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make the peer
-// lose the close frame and see 1006.
+// within d more is cut off (abort). Closing the socket at once instead would let a
+// frame the peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make
+// the peer lose the close frame and see 1006.
 func (c *Conn) closeWithin(code int, reason string, d time.Duration) {
 	if !c.closeSent.CompareAndSwap(false, true) {
 		return
 	}
 	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d)); err != nil {
+		c.abort()
 		_ = c.Close()
 		return
 	}
-	time.AfterFunc(d, func() { _ = c.Close() })
+	time.AfterFunc(d, func() {
+		c.abort()
+		_ = c.Close()
+	})
+}
+
+// abort closes the socket with a reset (SO_LINGER 0), discarding what the kernel
+// still holds for the peer, for a connection the server cuts off because its peer
+// does not read (a stuck write, a close frame it does not answer). A plain close
+// queues its FIN behind that backlog, up to the socket's send buffer of frames nobody
+// wants any more: a peer that reads slowly, or whose receive window is smaller than
+// a segment (TCP then trickles on the persist timer, backing off up to minutes),
+// would learn that its connection ended only after reading all of it, and would sit
+// on a dead connection instead of reconnecting (NTC-5). The reset reaches it at once,
+// after what its own buffers hold: a browser and graphql-ws report 1006. The socket
+// is closed, not the Conn: the read that fails then ends the connection.
+func (c *Conn) abort() {
+	nc := c.ws.NetConn()
+	if t, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = t.NetConn() // TLS: the TCP connection under it
+	}
+	if l, ok := nc.(interface{ SetLinger(int) error }); ok {
+		_ = l.SetLinger(0)
+	}
+	_ = c.ws.Close()
 }
 
 // Conns tracks open connections (Implementation.Conns). The zero value is ready to
