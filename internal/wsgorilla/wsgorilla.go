@@ -393,15 +393,19 @@ func (c *Conn) WriteJSON(v any) error {
 var frames = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeText writes one text message within WriteTimeout; a failed write closes the
-// connection (see WriteJSON).
+// connection (see WriteJSON), with a reset (abort): what failed is a write timeout or
+// a peer that is gone, and the frames queued before it are not for anyone any more. A
+// write after the close frame (gorilla refuses it) leaves the connection to the
+// closing handshake, which ends it: closing here would queue a FIN behind the backlog
+// ahead of the close frame, where the handshake's cut-off can no longer discard it.
 func (c *Conn) writeText(data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watch.begin()
 	err := c.ws.WriteMessage(websocket.TextMessage, data)
 	c.watch.end()
-	if err != nil {
-		_ = c.ws.Close()
+	if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+		c.abort()
 	}
 	return err
 }
@@ -491,7 +495,8 @@ type connSlotKey struct{}
 // and the service then sends every notice still pending first (NTC-5). When a write
 // is in progress it is stuck behind a client that does not read, and would hold the
 // connection until WriteTimeout: the socket is then closed at once, without a close
-// frame (the client sees 1006, which it retries too). The function does not block (it
+// frame and with a reset that discards the frames still queued for the client (see
+// abort; the client sees 1006, which it retries too). The function does not block (it
 // runs on the publishing goroutine); the close frame is written on a goroutine of its
 // own within closeFrameTimeout. It returns nil when ctx is not the context of a
 // request upgraded through Guard and Accept.
@@ -597,7 +602,7 @@ func (s *Conns) Len() int {
 // CloseAll closes every open connection with code and reason (CloseServiceRestart at
 // shutdown), each close frame written within closeFrameTimeout and all at once, waits
 // for the peers' close frames (at most closeFrameTimeout more: then the connection is
-// cut off) and closes connections accepted after it the same way. The end of a
+// cut off, see abort) and closes connections accepted after it the same way. The end of a
 // connection ends gqlgen's read loop, which cancels the connection's operations: the
 // close frame is on the wire before any stream learns it ended. It returns the number
 // of connections it closed.
