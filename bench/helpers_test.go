@@ -95,12 +95,24 @@ func freshSQLite(tb testing.TB) dbHandle {
 
 func openSQLiteStore(tb testing.TB, path string) *models.Store {
 	tb.Helper()
-	s, err := models.OpenSQLite(context.Background(), path, models.Options{})
+	s, err := models.OpenSQLite(context.Background(), path, models.Options{Checkpoint: benchCheckpoint()})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() {
+		if fi, err := os.Stat(path + "-wal"); err == nil && os.Getenv("BENCH_WAL_LOG") != "" {
+			tb.Logf("wal-bytes %d", fi.Size())
+		}
+		s.Close()
+	})
 	return s
+}
+
+// benchCheckpoint is the SQLite store's checkpoint configuration: the default (the
+// checkpointer), or with BENCH_CHECKPOINT=commit SQLite's auto-checkpoint inside the
+// commit, so that one binary measures both, interleaved.
+func benchCheckpoint() models.CheckpointConfig {
+	return models.CheckpointConfig{InCommit: os.Getenv("BENCH_CHECKPOINT") == "commit"}
 }
 
 func openRaw(tb testing.TB, driver, dsn string) *sql.DB {

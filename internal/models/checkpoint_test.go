@@ -15,7 +15,6 @@ import (
 func openCheckpointed(t *testing.T, cfg CheckpointConfig) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ck.db")
-	cfg.Enabled = true
 	s, err := OpenSQLite(context.Background(), path, Options{Checkpoint: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +183,7 @@ func TestCheckpoint_StartStop(t *testing.T) {
 // Under a steady write load a pass starts after every EveryCommits commits, without
 // waiting for the interval.
 func TestCheckpoint_PassEveryCommits(t *testing.T) {
-	s, _ := openCheckpointed(t, CheckpointConfig{Interval: time.Hour, EveryCommits: 10})
+	s, _ := openCheckpointed(t, CheckpointConfig{Interval: time.Hour, Frames: 10})
 	c := s.ckpt
 	c.Start(context.Background())
 	defer c.Stop()
