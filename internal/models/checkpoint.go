@@ -126,8 +126,9 @@ type Checkpointer struct {
 	passes atomic.Int64
 	kick   chan struct{} // a pass is due (committed); capacity 1
 
-	// afterBackground, for tests, runs between a pass's two steps.
-	afterBackground func()
+	// beside, for tests, runs before the background checkpoint, and what it returns
+	// after it.
+	beside func() (after func())
 
 	lifecycle startstop.Base
 }
@@ -193,16 +194,19 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 		res.Skipped = true
 		return res, nil
 	}
-	c.passes.Add(1)
+	defer c.passes.Add(1)
+	after := func() {}
+	if c.beside != nil {
+		after = c.beside()
+	}
 	var bg CheckpointResult
-	if _, err := checkpoint(ctx, c.db, "PASSIVE", &bg); err != nil {
+	_, err = checkpoint(ctx, c.db, "PASSIVE", &bg)
+	after()
+	if err != nil {
 		return res, err
 	}
 	res.LogFrames, res.Checkpointed = bg.LogFrames, bg.Checkpointed
 	c.schedule(commits, bg.LogFrames)
-	if c.afterBackground != nil {
-		c.afterBackground()
-	}
 	// The background checkpoint's answer is about the log as it was when it began:
 	// the writer may have committed beside it, or be in a transaction that began
 	// before it ended, and SQLite restarts the log only for a transaction that begins
@@ -218,7 +222,7 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	if err != nil {
 		return res, err
 	}
-	res.Finished = fin.LogFrames > bg.LogFrames || fin.Checkpointed > bg.Checkpointed
+	res.Finished = fin.LogFrames != bg.LogFrames || fin.Checkpointed != bg.Checkpointed
 	// A reader of an old snapshot can keep frames from being copied.
 	res.Complete = busy == 0 && fin.LogFrames == fin.Checkpointed
 	if res.Complete {

@@ -3,7 +3,9 @@ package models
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +41,8 @@ func appendN(t *testing.T, s *Store, n int) {
 }
 
 // The write connection never checkpoints inside a commit: its auto-checkpoint is off,
-// and so is the checkpointer's own; durability stays synchronous=FULL.
+// and so is the checkpointer's own; durability stays synchronous=FULL on both (the
+// checkpoint fsyncs the database file before the log can be reused).
 func TestCheckpoint_WriterHasNoAutoCheckpoint(t *testing.T) {
 	s, _ := openCheckpointed(t, CheckpointConfig{})
 	for _, db := range []struct {
@@ -180,36 +183,144 @@ func TestCheckpoint_StartStop(t *testing.T) {
 	c.Stop()
 }
 
-// Under a steady write load a pass starts after every EveryCommits commits, without
-// waiting for the interval.
-func TestCheckpoint_PassEveryCommits(t *testing.T) {
+// Commits wake a pass without waiting for the interval: the first after
+// minCommitsPerPass commits, the next ones when the commits should have filled Frames
+// pages (learned from the last pass).
+func TestCheckpoint_CommitsWakeAPass(t *testing.T) {
 	s, _ := openCheckpointed(t, CheckpointConfig{Interval: time.Hour, Frames: 10})
 	c := s.ckpt
 	c.Start(context.Background())
 	defer c.Stop()
-	appendN(t, s, 9)
+	waitPasses := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for c.Passes() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d passes after %d commits within 10 s, want %d", c.Passes(), s.commits.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	appendN(t, s, minCommitsPerPass-1)
 	time.Sleep(20 * time.Millisecond)
 	if c.Passes() != 0 {
-		t.Fatalf("%d passes after 9 commits, want 0", c.Passes())
+		t.Fatalf("%d passes after %d commits, want 0", c.Passes(), minCommitsPerPass-1)
 	}
 	appendN(t, s, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Passes() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pass within 10 s of the 10th commit")
-		}
-		time.Sleep(time.Millisecond)
+	waitPasses(1)
+	// An append writes more than 10 pages: from now on every minCommitsPerPass-th
+	// commit wakes a pass.
+	if next := c.next.Load(); next != s.commits.Load()+minCommitsPerPass {
+		t.Fatalf("next pass at commit %d, want %d", next, s.commits.Load()+minCommitsPerPass)
 	}
+	appendN(t, s, minCommitsPerPass)
+	waitPasses(2)
 }
 
-// By default SQLite's auto-checkpoint stays on the writer and no checkpointer runs.
-func TestCheckpoint_OffByDefault(t *testing.T) {
-	s := mustOpenAt(t, filepath.Join(t.TempDir(), "d.db"))
+// With InCommit SQLite's auto-checkpoint stays on the writer and no checkpointer runs.
+func TestCheckpoint_InCommitLeavesItToSQLite(t *testing.T) {
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "d.db"), Options{Checkpoint: CheckpointConfig{InCommit: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	var n int
 	if err := s.wsql.QueryRow("PRAGMA wal_autocheckpoint").Scan(&n); err != nil || n != 1000 {
 		t.Fatalf("wal_autocheckpoint = %d, %v; want SQLite's default 1000", n, err)
 	}
 	if s.ckpt != nil {
-		t.Fatal("a checkpointer runs without Options.Checkpoint.Enabled")
+		t.Fatal("a checkpointer runs with InCommit")
 	}
+}
+
+// By default the checkpointer runs.
+func TestCheckpoint_OnByDefault(t *testing.T) {
+	s := mustOpenAt(t, filepath.Join(t.TempDir(), "d.db"))
+	if s.ckpt == nil {
+		t.Fatal("no checkpointer by default")
+	}
+}
+
+// The log is reused under a writer whose transaction runs beside every background
+// checkpoint: the pass copies its frames with the writer held, so the next commit
+// starts the log from its beginning, and the file keeps the size of one pass's worth
+// of commits. (A background checkpoint alone answers about the log as it was when it
+// began; a transaction that began before it ended does not restart the log, nor do the
+// next ones, and the file grows by every commit.)
+func TestCheckpoint_LogReusedBesideTheWriter(t *testing.T) {
+	s, path := openCheckpointed(t, CheckpointConfig{})
+	ctx := context.Background()
+	s.ckpt.beside = func() func() {
+		tx, err := s.wsql.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("UPDATE sessions SET updated_at = updated_at + 1"); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var first int64
+	for cycle := range 20 {
+		appendN(t, s, 30)
+		res, err := s.ckpt.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Finished || !res.Complete {
+			t.Fatalf("cycle %d: pass = %+v; want finished with the writer held and complete", cycle, res)
+		}
+		size := walFileSize(t, path)
+		if cycle == 0 {
+			first = size
+			continue
+		}
+		if size > 2*first {
+			t.Fatalf("cycle %d: the log file is %d bytes, after the first cycle %d: the log is not reused", cycle, size, first)
+		}
+	}
+}
+
+// Under sustained writes with the checkpointer running, the log file ends within its
+// bound: after the checkpointer's next pass and one more commit (which restarts the
+// log, and SQLite trims the file to journal_size_limit) it is at most a quarter of
+// MaxWALBytes plus that commit's frames.
+func TestCheckpoint_SustainedWritesStayWithinTheBound(t *testing.T) {
+	const bound = 1 << 20
+	s, path := openCheckpointed(t, CheckpointConfig{Interval: 10 * time.Millisecond, Frames: 100, MaxWALBytes: bound})
+	var n int
+	if err := s.wsql.QueryRow("PRAGMA journal_size_limit").Scan(&n); err != nil || n != bound/4 {
+		t.Fatalf("journal_size_limit = %d, %v; want %d", n, err, bound/4)
+	}
+	s.ckpt.Start(context.Background())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { appendN(t, s, 600) })
+	}
+	wg.Wait()
+	s.ckpt.Stop()
+	if s.ckpt.Passes() == 0 {
+		t.Fatal("no pass during 1,200 appends")
+	}
+	res, err := s.ckpt.RunOnce(context.Background())
+	if err != nil || !res.Complete || res.WALBytes > bound {
+		t.Fatalf("last pass = %+v, %v; want complete, the file within %d bytes", res, err, bound)
+	}
+	appendN(t, s, 1)
+	if size := walFileSize(t, path); size > bound/4+64<<10 {
+		t.Fatalf("log file %d bytes after a restart, want at most %d + one commit", size, bound/4)
+	}
+}
+
+func walFileSize(t *testing.T, db string) int64 {
+	t.Helper()
+	fi, err := os.Stat(db + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
