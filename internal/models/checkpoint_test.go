@@ -1,9 +1,11 @@
 package models
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -323,4 +325,96 @@ func walFileSize(t *testing.T, db string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// A kill -9 while the checkpointer copies and restarts the log beside a writer loses
+// no acknowledged append (SIG-7). The child process (this test binary, re-run with
+// ckptChildEnv) appends to one session with a pass every few commits and reports each
+// acknowledged append on stdout; the parent kills it after a number of them, reopens
+// the database and counts the session's events, over several rounds on one file.
+func TestCheckpoint_KillNineLosesNoAcknowledgedAppend_SIG7(t *testing.T) {
+	if db := os.Getenv(ckptChildEnv); db != "" {
+		ckptChild(db)
+		return
+	}
+	db := filepath.Join(t.TempDir(), "crash.db")
+	var acked int
+	for round := range 4 {
+		cmd := osexec.Command(os.Args[0], "-test.run", "^TestCheckpoint_KillNineLosesNoAcknowledgedAppend_SIG7$")
+		cmd.Env = append(os.Environ(), ckptChildEnv+"="+db)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAt := 300 + 400*round // acknowledged appends of this round before the kill
+		sc := bufio.NewScanner(out)
+		var n int
+		var passes int64
+		for n < killAt && sc.Scan() {
+			if _, err := fmt.Sscanf(sc.Text(), "ack %d", &passes); err != nil {
+				t.Fatalf("child said %q", sc.Text())
+			}
+			n++
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		if n < killAt {
+			t.Fatalf("round %d: the child stopped after %d appends", round, n)
+		}
+		if passes == 0 {
+			t.Fatalf("round %d: no checkpoint pass ran before the kill", round)
+		}
+		acked += n
+		s, err := OpenSQLite(context.Background(), db, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events int
+		err = s.rsql.QueryRow("SELECT COUNT(*) FROM events WHERE session_key = ?", ckptChildKey).Scan(&events)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Appends after the last acknowledged one may have committed too.
+		if events < acked {
+			t.Fatalf("round %d: %d events after the kill, %d acknowledged: lost %d", round, events, acked, acked-events)
+		}
+		t.Logf("round %d: killed after %d acknowledged appends (%d checkpoint passes); %d events, %d acknowledged in all", round, n, passes, events, acked)
+		acked = events // the next round counts from what survived
+	}
+}
+
+const (
+	ckptChildEnv = "AWARENESS_CHECKPOINT_CHILD_DB"
+	ckptChildKey = "agent:main:subagent:crash"
+)
+
+// ckptChild appends until killed, printing "ack <passes>" after each acknowledged
+// append.
+func ckptChild(db string) {
+	s, err := OpenSQLite(context.Background(), db, Options{Checkpoint: CheckpointConfig{Interval: 2 * time.Millisecond, Frames: 50}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for {
+		now := time.Now()
+		ne, err := awareness.ValidateRecord(humanIn(ckptChildKey, "agent:main:main"), now)
+		if err == nil {
+			err = s.Append(context.Background(), []*awareness.AppendOp{{New: ne, Now: now}})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(w, "ack %d\n", s.ckpt.Passes())
+		w.Flush()
+	}
 }
