@@ -79,6 +79,9 @@ type CheckpointResult struct {
 	// Complete: every frame of the log is in the database file, so that the next
 	// commit starts the log from its beginning.
 	Complete bool
+	// Beside is how long the background checkpoint took, Held how long the pass held
+	// the write connection (a writer arriving meanwhile waited for it).
+	Beside, Held time.Duration
 	// WALBytes is the size of the log file after the pass.
 	WALBytes int64
 	// Truncated: the log was over MaxWALBytes and a TRUNCATE checkpoint ran.
@@ -92,17 +95,18 @@ type CheckpointResult struct {
 //
 // A pass has two steps. First a PASSIVE checkpoint on the checkpointer's own
 // connection, beside the writer: it waits for nobody and copies the bulk of the log.
-// It cannot copy the frames the writer commits meanwhile, and SQLite starts the log
-// from its beginning again only when a write transaction begins with every frame
-// copied, so under a steady writer this step alone never lets the log be reused: the
-// file grows without bound, and every commit's fsync then also extends the file, a
-// journal commit of the filesystem on top of the log's own flush (that made a single
-// writer half as fast as with SQLite's auto-checkpoint). So when frames are left, the
-// second step takes the store's one write connection from its pool, between two write
-// transactions, and runs a PASSIVE checkpoint of the few frames left on it: a writer
-// that arrives meanwhile waits for that short copy only, and the next commit reuses
-// the log. The log file is bounded by a TRUNCATE checkpoint when readers kept it
-// growing past MaxWALBytes, and trimmed by SQLite after a restart (journal_size_limit).
+// Its answer is about the log as it was when it began: it cannot copy the frames the
+// writer commits meanwhile, and SQLite starts the log from its beginning again only
+// for a write transaction that begins with every frame copied, so under a steady
+// writer this step alone never lets the log be reused. The file then grows by every
+// commit (to 200 MB in a 2-second single-writer benchmark), and every commit's fsync
+// also extends the file, which made a single writer about half as fast as with
+// SQLite's auto-checkpoint. So the second step takes the store's one write connection
+// from its pool, between two write transactions, and runs a PASSIVE checkpoint of what
+// is left on it (under a millisecond measured): a writer that arrives meanwhile waits
+// for that short copy only, and the next commit reuses the log. The log file is
+// bounded by a TRUNCATE checkpoint when readers kept it growing past MaxWALBytes, and
+// trimmed by SQLite after a restart (journal_size_limit).
 //
 // Durability is the writer's (synchronous=FULL: a commit is durable once its frames
 // are fsynced in the log); a checkpoint only copies committed frames and fsyncs the
@@ -200,7 +204,9 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 		after = c.beside()
 	}
 	var bg CheckpointResult
+	t0 := time.Now()
 	_, err = checkpoint(ctx, c.db, "PASSIVE", &bg)
+	res.Beside = time.Since(t0)
 	after()
 	if err != nil {
 		return res, err
@@ -215,7 +221,13 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	if err != nil {
 		return res, fmt.Errorf("checkpoint: write connection: %w", err)
 	}
-	defer conn.Close()
+	held := time.Now()
+	defer func() {
+		conn.Close()
+		res.Held = time.Since(held)
+		c.log.Debug("checkpoint", "frames", res.LogFrames, "copied_beside", res.Checkpointed, "beside", res.Beside,
+			"held", res.Held, "complete", res.Complete, "wal_bytes", res.WALBytes)
+	}()
 	commits = c.commits.Load() // no commit while conn is held
 	var fin CheckpointResult
 	busy, err := checkpoint(ctx, conn, "PASSIVE", &fin)
