@@ -249,6 +249,60 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendConcurrentInterleaved is B3 with both checkpoint modes in the same
+// moments: one op is one durable append by each of svc/ckpt=commit and
+// svc/ckpt=background (16 goroutines calling Service.RecordEvent, as in
+// BenchmarkAppendConcurrent), each on its own database, taking turns in chunks of 800
+// appends, so that the shared machine's load falls on both alike. It reports each
+// one's appends/s and their ratio.
+func BenchmarkAppendConcurrentInterleaved(b *testing.B) {
+	const chunk = 800
+	ctx := context.Background()
+	modes := []models.CheckpointConfig{{InCommit: true}, {}}
+	var svcs []*awareness.Service
+	for _, cfg := range modes {
+		svc, _ := newService(freshSQLiteWith(b, cfg).store(b))
+		svcs = append(svcs, svc)
+	}
+	var took [2]time.Duration
+	b.ResetTimer()
+	for first, turn := 0, 0; first < b.N; first, turn = first+chunk, turn+1 {
+		end := min(first+chunk, b.N)
+		for k := range svcs {
+			j := (turn + k) % len(svcs)
+			var next atomic.Int64
+			next.Store(int64(first))
+			var failed atomic.Value
+			var wg sync.WaitGroup
+			t0 := time.Now()
+			for range concurrentWriters {
+				wg.Go(func() {
+					for {
+						i := int(next.Add(1) - 1)
+						if i >= end {
+							return
+						}
+						if _, err := svcs[j].RecordEvent(ctx, recordInput(i, false)); err != nil {
+							failed.Store(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took[j] += time.Since(t0)
+			if err, _ := failed.Load().(error); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(b.N) / d.Seconds() }
+	b.ReportMetric(rate(took[0]), "commit-appends/s")
+	b.ReportMetric(rate(took[1]), "background-appends/s")
+	b.ReportMetric(rate(took[1])/rate(took[0]), "background/commit")
+}
+
 // Restart fixture (B7): 100k cursors (1,000 targets × 100 watchers), 10k of them
 // pending (every tenth). refreeze=none: the pending ones are frozen (N = M), the sweep
 // only reads and republishes; refreeze=all: each has M > N, the sweep rewrites it.
