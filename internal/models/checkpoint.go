@@ -24,6 +24,14 @@ const (
 	DefaultCheckpointFrames = 1000
 )
 
+// besideTries bounds the background checkpoints of one pass: while the writer commits
+// beside them, each copies what the last one could not, until one finds the log quiet.
+const besideTries = 3
+
+// forceFrames: a pass whose background checkpoints never found the log quiet finishes
+// with the writer held anyway once the log is forceFrames times Frames long.
+const forceFrames = 4
+
 // minCommitsPerPass bounds how often commits start a pass: at most every 8th commit,
 // even when single commits write more than Frames pages.
 const minCommitsPerPass = 8
@@ -73,14 +81,16 @@ type CheckpointResult struct {
 	// LogFrames and Checkpointed are SQLite's answer to the background checkpoint:
 	// the frames in the log and how many of them are in the database file now.
 	LogFrames, Checkpointed int
-	// Finished: the writer committed beside the background checkpoint, and the
-	// checkpoint with the writer held copied those frames.
+	// Finished: the checkpoint with the writer held copied frames the background
+	// ones had left (the writer committed beside them).
 	Finished bool
 	// Complete: every frame of the log is in the database file, so that the next
 	// commit starts the log from its beginning.
 	Complete bool
-	// Beside is how long the background checkpoint took, Held how long the pass held
-	// the write connection (a writer arriving meanwhile waited for it).
+	// Tries is how many background checkpoints ran (up to besideTries), Beside how
+	// long they took, Held how long the pass then held the write connection (a writer
+	// arriving meanwhile waited for it).
+	Tries        int
 	Beside, Held time.Duration
 	// WALBytes is the size of the log file after the pass.
 	WALBytes int64
@@ -93,20 +103,27 @@ type CheckpointResult struct {
 // pays for a checkpoint (SQLite's default runs one inside the commit that crosses 1,000
 // pages, about every hundred notifying appends).
 //
-// A pass has two steps. First a PASSIVE checkpoint on the checkpointer's own
-// connection, beside the writer: it waits for nobody and copies the bulk of the log.
-// Its answer is about the log as it was when it began: it cannot copy the frames the
-// writer commits meanwhile, and SQLite starts the log from its beginning again only
-// for a write transaction that begins with every frame copied, so under a steady
-// writer this step alone never lets the log be reused. The file then grows by every
-// commit (to 200 MB in a 2-second single-writer benchmark), and every commit's fsync
-// also extends the file, which made a single writer about half as fast as with
-// SQLite's auto-checkpoint. So the second step takes the store's one write connection
-// from its pool, between two write transactions, and runs a PASSIVE checkpoint of what
-// is left on it (under a millisecond measured): a writer that arrives meanwhile waits
-// for that short copy only, and the next commit reuses the log. The log file is
-// bounded by a TRUNCATE checkpoint when readers kept it growing past MaxWALBytes, and
-// trimmed by SQLite after a restart (journal_size_limit).
+// A pass copies the log beside the writer and then, for SQLite to reuse the log, holds
+// the writer for a moment. PASSIVE checkpoints on the checkpointer's own connection
+// wait for nobody, but each answers about the log as it was when it began, and SQLite
+// starts the log from its beginning again only for a write transaction that begins
+// with every frame copied; under a steady writer, checkpoints beside it alone never
+// let the log be reused. The file then grows by every commit (to 200 MB in a 2-second
+// single-writer benchmark), and every commit's fsync also extends the file, which
+// made a single writer about half as fast as with SQLite's auto-checkpoint. So:
+//
+//   - up to besideTries PASSIVE checkpoints beside the writer, each copying what the
+//     last could not, until one ran with no commit beside it (quiet);
+//   - then the store's one write connection is taken from its pool, between two write
+//     transactions, and a PASSIVE checkpoint runs on it: after a quiet one there is
+//     nothing left to copy and it returns at once, and the next commit restarts the
+//     log. When the writer never paused, the pass leaves the log growing, without
+//     holding the writer, until the log is forceFrames×Frames pages long; then it
+//     copies the rest with the writer held (a writer arriving meanwhile waits for that
+//     copy and its fsyncs).
+//
+// The log file is bounded by a TRUNCATE checkpoint when readers kept it growing past
+// MaxWALBytes, and trimmed by SQLite after a restart (journal_size_limit).
 //
 // Durability is the writer's (synchronous=FULL: a commit is durable once its frames
 // are fsynced in the log); a checkpoint only copies committed frames and fsyncs the
@@ -188,9 +205,10 @@ func (c *Checkpointer) loop(ctx context.Context) {
 }
 
 // RunOnce runs one pass: nothing if nothing was committed since the last complete
-// checkpoint; else a PASSIVE checkpoint beside the writer, then a PASSIVE checkpoint
-// of what it left with the write connection held, then a TRUNCATE checkpoint if the
-// log file is over the bound. It must not run concurrently with itself (the goroutine
+// checkpoint; else PASSIVE checkpoints beside the writer until one finds no commit
+// beside it (at most besideTries); then, if one did or the log is long, a PASSIVE
+// checkpoint of what is left with the write connection held, and a TRUNCATE
+// checkpoint if the log file is over the bound. It must not run concurrently with itself (the goroutine
 // is its caller between Start and Stop).
 func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err error) {
 	commits := c.commits.Load()
@@ -198,25 +216,54 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 		res.Skipped = true
 		return res, nil
 	}
-	defer c.passes.Add(1)
-	after := func() {}
-	if c.beside != nil {
-		after = c.beside()
-	}
+	defer func() {
+		c.passes.Add(1)
+		c.log.Debug("checkpoint", "frames", res.LogFrames, "copied_beside", res.Checkpointed, "tries", res.Tries,
+			"beside", res.Beside, "held", res.Held, "complete", res.Complete, "wal_bytes", res.WALBytes)
+	}()
 	var bg CheckpointResult
+	var quiet bool
 	t0 := time.Now()
-	_, err = checkpoint(ctx, c.db, "PASSIVE", &bg)
+	for try := 1; ; try++ {
+		after := func() {}
+		if c.beside != nil {
+			after = c.beside()
+		}
+		before := c.commits.Load()
+		var busy int
+		busy, err = checkpoint(ctx, c.db, "PASSIVE", &bg)
+		after()
+		if try == 1 {
+			res.LogFrames, res.Checkpointed = bg.LogFrames, bg.Checkpointed
+			c.schedule(commits, bg.LogFrames)
+		}
+		res.Tries = try
+		// Quiet: no commit beside it, so that the step with the writer held finds
+		// nothing to copy (and no fsync to wait for).
+		quiet = busy == 0 && bg.LogFrames == bg.Checkpointed && c.commits.Load() == before
+		if err != nil || quiet || try == besideTries {
+			break
+		}
+	}
 	res.Beside = time.Since(t0)
-	after()
 	if err != nil {
 		return res, err
 	}
-	res.LogFrames, res.Checkpointed = bg.LogFrames, bg.Checkpointed
-	c.schedule(commits, bg.LogFrames)
+	size, err := c.walSize()
+	if err != nil {
+		return res, err
+	}
+	res.WALBytes = size
+	if !quiet && bg.LogFrames < forceFrames*c.cfg.Frames && size <= c.cfg.MaxWALBytes {
+		// The writer kept committing: holding it now would make it wait for the
+		// copy's fsyncs. The log goes on growing, and a later pass finishes.
+		return res, nil
+	}
 	// The background checkpoint's answer is about the log as it was when it began:
-	// the writer may have committed beside it, or be in a transaction that began
-	// before it ended, and SQLite restarts the log only for a transaction that begins
-	// with every frame copied. So the pass finishes with the writer held.
+	// a transaction that began before it ended does not restart the log. So the pass
+	// finishes with the writer held: after a quiet background checkpoint there is
+	// nothing (or a commit's frames) left to copy; after forceFrames*Frames pages of a
+	// writer that never paused, the frames of the last background checkpoint's time.
 	conn, err := c.writer.Conn(ctx)
 	if err != nil {
 		return res, fmt.Errorf("checkpoint: write connection: %w", err)
@@ -225,8 +272,6 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	defer func() {
 		conn.Close()
 		res.Held = time.Since(held)
-		c.log.Debug("checkpoint", "frames", res.LogFrames, "copied_beside", res.Checkpointed, "beside", res.Beside,
-			"held", res.Held, "complete", res.Complete, "wal_bytes", res.WALBytes)
 	}()
 	commits = c.commits.Load() // no commit while conn is held
 	var fin CheckpointResult
@@ -240,7 +285,6 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	if res.Complete {
 		c.seen = commits
 	}
-	var size int64
 	if size, err = c.walSize(); err != nil {
 		return res, err
 	}

@@ -243,17 +243,16 @@ func TestCheckpoint_OnByDefault(t *testing.T) {
 	}
 }
 
-// The log is reused under a writer whose transaction runs beside every background
-// checkpoint: the pass copies its frames with the writer held, so the next commit
-// starts the log from its beginning, and the file keeps the size of one pass's worth
-// of commits. (A background checkpoint alone answers about the log as it was when it
-// began; a transaction that began before it ended does not restart the log, nor do the
-// next ones, and the file grows by every commit.)
-func TestCheckpoint_LogReusedBesideTheWriter(t *testing.T) {
-	s, path := openCheckpointed(t, CheckpointConfig{})
-	ctx := context.Background()
+// besideTx makes the checkpointer's background checkpoints run beside a write
+// transaction (begun before, committed after each, and counted), on the first n of
+// them (n < 0: all).
+func besideTx(t *testing.T, s *Store, n int) {
 	s.ckpt.beside = func() func() {
-		tx, err := s.wsql.BeginTx(ctx, nil)
+		if n == 0 {
+			return func() {}
+		}
+		n--
+		tx, err := s.wsql.BeginTx(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,18 +263,26 @@ func TestCheckpoint_LogReusedBesideTheWriter(t *testing.T) {
 			if err := tx.Commit(); err != nil {
 				t.Error(err)
 			}
+			s.commits.Add(1) // as the store's own commits do
 		}
 	}
+}
+
+// checkLogReused runs cycles of 30 appends and a pass, each checked by check, and fails
+// unless the log file keeps the size of one cycle: the log restarts after every pass.
+// (A background checkpoint's answer is about the log as it was when it began; a
+// transaction that began before it ended does not restart the log, nor do the next
+// ones, and the file grows by every commit.)
+func checkLogReused(t *testing.T, s *Store, path string, check func(cycle int, res CheckpointResult)) {
+	t.Helper()
 	var first int64
 	for cycle := range 20 {
 		appendN(t, s, 30)
-		res, err := s.ckpt.RunOnce(ctx)
+		res, err := s.ckpt.RunOnce(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Finished || !res.Complete {
-			t.Fatalf("cycle %d: pass = %+v; want finished with the writer held and complete", cycle, res)
-		}
+		check(cycle, res)
 		size := walFileSize(t, path)
 		if cycle == 0 {
 			first = size
@@ -285,6 +292,40 @@ func TestCheckpoint_LogReusedBesideTheWriter(t *testing.T) {
 			t.Fatalf("cycle %d: the log file is %d bytes, after the first cycle %d: the log is not reused", cycle, size, first)
 		}
 	}
+}
+
+// A writer that commits beside the first background checkpoint of every pass: the
+// second finds the log quiet, and the step with the writer held has nothing to copy.
+func TestCheckpoint_LogReusedBesideTheWriter(t *testing.T) {
+	s, path := openCheckpointed(t, CheckpointConfig{})
+	checkLogReused(t, s, path, func(cycle int, res CheckpointResult) {
+		besideTx(t, s, 1) // for the next pass
+		if cycle > 0 && (res.Tries != 2 || res.Finished || !res.Complete) {
+			t.Fatalf("cycle %d: pass = %+v; want quiet at the second try, complete, nothing left for the writer held", cycle, res)
+		}
+	})
+}
+
+// A writer that never pauses (it commits beside every background checkpoint): a pass
+// leaves the log alone, without holding the writer, until it is forceFrames×Frames
+// long; then it copies the rest with the writer held, and the log is reused.
+func TestCheckpoint_WriterThatNeverPauses(t *testing.T) {
+	const frames = 40
+	s, path := openCheckpointed(t, CheckpointConfig{Frames: frames})
+	besideTx(t, s, -1)
+	appendN(t, s, 1)
+	res, err := s.ckpt.RunOnce(context.Background())
+	if err != nil || res.Tries != besideTries || res.Complete || res.Held != 0 || res.LogFrames >= forceFrames*frames {
+		t.Fatalf("pass over a short log = %+v, %v; want %d tries, the writer not held, incomplete", res, err, besideTries)
+	}
+	checkLogReused(t, s, path, func(cycle int, res CheckpointResult) {
+		if res.LogFrames < forceFrames*frames {
+			t.Fatalf("cycle %d: %d frames; the test wants at least %d", cycle, res.LogFrames, forceFrames*frames)
+		}
+		if res.Tries != besideTries || !res.Finished || !res.Complete || res.Held == 0 {
+			t.Fatalf("cycle %d: pass = %+v; want finished with the writer held, complete", cycle, res)
+		}
+	})
 }
 
 // Under sustained writes with the checkpointer running, the log file ends within its
