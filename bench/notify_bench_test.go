@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,7 +246,7 @@ func BenchmarkSteadyNotices(b *testing.B) {
 	for _, mode := range []string{"commit", "background"} {
 		b.Run("ckpt="+mode, func(b *testing.B) {
 			path := filepath.Join(benchDir(b), "steady.db")
-			store, err := models.OpenSQLite(ctx, path, models.Options{Checkpoint: models.CheckpointConfig{InCommit: mode == "commit"}})
+			store, err := models.OpenSQLite(ctx, path, models.Options{Checkpoint: models.CheckpointConfig{InCommit: mode == "commit"}, Logger: benchLog()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -265,6 +266,8 @@ func BenchmarkSteadyNotices(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			stopNoise := diskNoise(b)
+			defer stopNoise()
 			var lat latencies
 			var over int
 			var walMax int64
@@ -301,4 +304,43 @@ func BenchmarkSteadyNotices(b *testing.B) {
 			b.ReportMetric(float64(walMax), "wal-max-B")
 		})
 	}
+}
+
+// diskNoise, with BENCH_DISK_NOISE set, writes and fsyncs 1 MiB every 20 ms to a file
+// of its own beside the benchmark's database until stopped: a disk shared with other
+// writers, as in production.
+func diskNoise(tb testing.TB) (stop func()) {
+	if os.Getenv("BENCH_DISK_NOISE") == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(benchDir(tb), "noise"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<20)
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if _, err := f.WriteAt(buf, int64(i%64)<<20); err != nil {
+				return
+			}
+			f.Sync()
+		}
+	}()
+	return func() { close(quit); <-done; f.Close() }
+}
+
+// benchLog is the store's logger: with BENCH_LOG=debug its debug lines (one per
+// checkpointer pass, among others) on standard error; otherwise none.
+func benchLog() *slog.Logger {
+	if os.Getenv("BENCH_LOG") != "debug" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
