@@ -159,7 +159,7 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	readLimit := int64(MaxRequestBytes)
 
 	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
-	srv.AddTransport(transport.Websocket{
+	srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{
 		Implementation:   ws,
 		InitFunc:         wsInit(cfg.Auth, log),
 		PayloadReadLimit: &readLimit,
@@ -169,7 +169,7 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		CloseFunc: func(_ context.Context, code int) {
 			log.Debug("websocket closed", "code", code)
 		},
-	})
+	}})
 	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
 	srv.AddTransport(sseTransport{})
 	srv.AddTransport(httpTransport{})
@@ -190,10 +190,14 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
 		srv.Use(rl)
 	}
-	srv.Use(resolvers.StreamErrors{Present: present})
+	streams := resolvers.StreamErrors{Present: present}
 	var fast *fastpath.FastPath
 	if !cfg.gqlgenEventPages {
 		fast = fastpath.New()
+		streams.Frames = pushFrames{fast} // WebSocket subscriptions on the push path
+	}
+	srv.Use(streams)
+	if fast != nil {
 		srv.Use(fast)
 	}
 

@@ -116,7 +116,11 @@ func (r *queryResolver) NoticeActivity(ctx context.Context, sessionKey *string, 
 }
 
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
-	ch, end, err := r.Service.SubscribeNotices(ctx, watcher, includeClosed != nil && *includeClosed)
+	closed := includeClosed != nil && *includeClosed
+	if ch, ok, err := pushNotices(ctx, r.Service, watcher, closed); ok {
+		return ch, err
+	}
+	ch, end, err := r.Service.SubscribeNotices(ctx, watcher, closed)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +129,9 @@ func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string
 }
 
 func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *string, agentID *string) (<-chan awareness.Event, error) {
+	if ch, ok, err := pushEvents(ctx, r.Service, sessionKey, agentID); ok {
+		return ch, err
+	}
 	ch, end, err := r.Service.SubscribeEvents(ctx, sessionKey, agentID)
 	if err != nil {
 		return nil, err

@@ -36,14 +36,22 @@ import (
 //
 // It also refuses subscriptions over plain HTTP (GET/POST), which would hold the
 // request open for one event: subscriptions need the WebSocket or SSE transport.
+//
+// With Frames set, it also serves the WebSocket subscriptions of staleNotices and
+// stateEvents on the push path (push.go): gqlgen executes the operation as always,
+// then the connection, not a goroutine of gqlgen's, writes the stream's frames.
 type StreamErrors struct {
 	Present graphql.ErrorPresenterFunc
+	// Frames writes the subscription items of the push path; nil serves every
+	// subscription through gqlgen's stream loop.
+	Frames FrameWriter
 }
 
 var (
-	_ graphql.HandlerExtension     = StreamErrors{}
-	_ graphql.OperationInterceptor = StreamErrors{}
-	_ graphql.ResponseInterceptor  = StreamErrors{}
+	_ graphql.HandlerExtension        = StreamErrors{}
+	_ graphql.OperationContextMutator = StreamErrors{}
+	_ graphql.OperationInterceptor    = StreamErrors{}
+	_ graphql.ResponseInterceptor     = StreamErrors{}
 )
 
 // ExtensionName implements graphql.HandlerExtension.
@@ -59,6 +67,8 @@ type streamEnds struct {
 	drop func() // ends the transport's stream after a slow-subscriber drop; nil when none
 	mu   sync.Mutex
 	fns  []func() error
+	// push is set for a WebSocket subscription that may take the push path.
+	push *pushOp
 }
 
 type streamDropKey struct{}
@@ -81,6 +91,22 @@ func onStreamEnd(ctx context.Context, end func() error) {
 	}
 }
 
+// wsOperationKey names the WebSocket operation id in the operation's Stats.
+const wsOperationKey = "awareness.wsOperation"
+
+// MutateOperationContext implements graphql.OperationContextMutator: it notes the
+// WebSocket id of a subscription, which only the connection's reader knows while
+// gqlgen creates the operation (wsgorilla.OperationID), for the push path.
+func (s StreamErrors) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if s.Frames == nil || oc.Operation == nil || oc.Operation.Operation != ast.Subscription || edge.FromContext(ctx) != edge.WebSocket {
+		return nil
+	}
+	if id, ok := wsgorilla.OperationID(ctx); ok {
+		oc.Stats.SetExtension(wsOperationKey, id)
+	}
+	return nil
+}
+
 // InterceptOperation implements graphql.OperationInterceptor.
 func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	oc := graphql.GetOperationContext(ctx)
@@ -99,7 +125,11 @@ func (s StreamErrors) InterceptOperation(ctx context.Context, next graphql.Opera
 		}
 		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
-	ctx = context.WithValue(ctx, streamEndsKey{}, &streamEnds{drop: drop})
+	ends := &streamEnds{drop: drop}
+	if id, ok := oc.Stats.GetExtension(wsOperationKey).(string); ok && s.Frames != nil {
+		ends.push = &pushOp{id: id, frames: s.Frames, present: s.Present}
+	}
+	ctx = context.WithValue(ctx, streamEndsKey{}, ends)
 	if websocket {
 		ctx = awareness.WithTransport(ctx, edge.WebSocket.String())
 	} else {

@@ -149,16 +149,36 @@ func refOfFilter(filter string) *SessionRef {
 // service, which starts them.
 // includeClosed adds the closed items of the watcher's notices; transport labels the
 // subscription for Observer.Subscribers.
-func (h *Hub) streamNotices(watcher, transport string, includeClosed bool, accept func(*Notice) bool, onDrop func()) *Sub[Notice] {
+// sink, when set, makes the subscription a push stream (see Sink) instead of a
+// channel one.
+func (h *Hub) streamNotices(watcher, transport string, includeClosed bool, accept func(*Notice) bool, onDrop func(), sink *Sink[Notice]) *Sub[Notice] {
 	filters := []string{watcher}
 	if includeClosed {
 		filters = append(filters, closedFilter(watcher))
 	}
-	return h.notices.subscribeStream(filters, transport, accept, onDrop)
+	return h.notices.subscribeStream(filters, transport, accept, onDrop, sink)
 }
 
-func (h *Hub) streamEvents(ref *SessionRef, transport string, onDrop func()) *Sub[Event] {
-	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, nil, onDrop)
+func (h *Hub) streamEvents(ref *SessionRef, transport string, onDrop func(), sink *Sink[Event]) *Sub[Event] {
+	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, nil, onDrop, sink)
+}
+
+// Sink is where a push stream (Service.SubscribeNoticesTo, SubscribeEventsTo) hands
+// its values: the transport's own queue, in place of the channel a goroutine of the
+// transport would wait on. An idle push subscription thus costs no goroutine at all:
+// the publisher calls Push, and the transport writes the frame when it can.
+type Sink[T any] struct {
+	// Push hands one value to the transport, in stream order: first the durable state
+	// read at subscribe (replay true), then each live value. It is called under the
+	// subscription's lock, from the publisher or the subscriber's own goroutine, and
+	// must not block, nor call the hub. v points into a batch every subscriber of a
+	// publish shares: it may be kept, never changed. false means the transport's
+	// buffer is full (it bounds the live values it holds by SubscriberBuffer): the
+	// subscription is then dropped as slow (ErrSlowSubscriber, and the drop function).
+	Push func(v *T, replay bool) bool
+	// End, when set, is told once why the subscription ended: nil after Unsubscribe,
+	// ErrSlowSubscriber, ErrHubClosed. Like Push it must not block nor call the hub.
+	End func(error)
 }
 
 // Subscribers returns the number of live notice and event subscriptions.
@@ -229,6 +249,9 @@ type stream[T any] struct {
 	// onDrop runs once, outside the locks, when the hub drops the subscription for
 	// falling behind.
 	onDrop func()
+	// sink, when set, receives the values in place of out (a push stream: out is nil,
+	// no drainer ever runs).
+	sink *Sink[T]
 }
 
 // streamChanCap is the capacity of a stream's out channel: one value can wait while the
@@ -272,6 +295,13 @@ func (s *Sub[T]) offer(p *T) bool {
 	if st.accept != nil && !st.accept(p) {
 		return true
 	}
+	if st.sink != nil {
+		if !st.sink.Push(p, false) {
+			return false
+		}
+		s.t.sent(1)
+		return true
+	}
 	if !st.draining && len(st.first) == 0 && len(st.live) == 0 {
 		select {
 		case st.out <- *p:
@@ -291,11 +321,19 @@ func (s *Sub[T]) offer(p *T) bool {
 // start releases a held stream: first (filtered by accept) goes out before the values
 // published since subscribe (filtered too, in their order).
 func (s *Sub[T]) start(first []T) {
+	if s.startLocked(first) {
+		s.t.remove(s, ErrSlowSubscriber)
+	}
+}
+
+// startLocked is start under s.mu; slow reports that a push stream's sink refused a
+// live value, for start to drop the subscription once the lock is released.
+func (s *Sub[T]) startLocked(first []T) (slow bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stream
 	if s.ended || !st.held {
-		return
+		return false
 	}
 	st.held = false
 	if st.accept != nil {
@@ -315,8 +353,25 @@ func (s *Sub[T]) start(first []T) {
 		clear(st.live[len(live):])
 		st.live = live
 	}
+	if st.sink != nil {
+		// Straight to the transport, the replay first; nothing waits here.
+		for i := range first {
+			st.sink.Push(&first[i], true)
+		}
+		s.t.sent(len(first))
+		live := st.live
+		st.live = nil
+		for _, p := range live {
+			if !st.sink.Push(p, false) {
+				return true
+			}
+			s.t.sent(1)
+		}
+		return false
+	}
 	st.first = first
 	s.drainLocked()
+	return false
 }
 
 // drainLocked moves queued values to out while it has room, and starts a drainer for
@@ -414,6 +469,11 @@ func (s *Sub[T]) end(reason error) bool {
 	switch {
 	case st == nil:
 		close(s.c)
+	case st.sink != nil:
+		st.live = nil
+		if st.sink.End != nil {
+			st.sink.End(reason)
+		}
 	case st.draining:
 		st.first, st.live = nil, nil
 		close(st.stop)
@@ -468,8 +528,11 @@ func (t *topic[T]) subscribe(filters ...string) *Sub[T] {
 }
 
 // subscribeStream adds a held stream subscription (see stream); the caller starts it.
-func (t *topic[T]) subscribeStream(filters []string, transport string, accept func(*T) bool, onDrop func()) *Sub[T] {
-	st := &stream[T]{out: make(chan T, streamChanCap), held: true, accept: accept, onDrop: onDrop}
+func (t *topic[T]) subscribeStream(filters []string, transport string, accept func(*T) bool, onDrop func(), sink *Sink[T]) *Sub[T] {
+	st := &stream[T]{held: true, accept: accept, onDrop: onDrop, sink: sink}
+	if sink == nil {
+		st.out = make(chan T, streamChanCap)
+	}
 	return t.add(&Sub[T]{filters: filters, t: t, stream: st, transport: transport})
 }
 

@@ -595,18 +595,41 @@ const sentPerPair = 4
 // notices to the returned channel itself, drops repeats as it does, and ctx's end
 // unsubscribes it (context.AfterFunc).
 func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, includeClosed bool) (<-chan Notice, func() error, error) {
+	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	context.AfterFunc(ctx, sub.Unsubscribe)
+	return sub.stream.out, sub.Err, nil
+}
+
+// SubscribeNoticesTo is SubscribeNotices as a push stream: the notices go to sink
+// (see Sink), the pending ones first, and the subscription lasts until the returned
+// unsubscribe is called or the hub ends it (sink.End), not as long as ctx: ctx serves
+// the subscribe (authorization, the read of the pending notices) and is not kept.
+// Nothing waits on the subscription: a transport that writes from its own queue
+// serves an idle subscriber without a goroutine.
+func (s *Service) SubscribeNoticesTo(ctx context.Context, watcher *string, includeClosed bool, sink Sink[Notice]) (unsubscribe func(), err error) {
+	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, &sink)
+	if err != nil {
+		return nil, err
+	}
+	return sub.Unsubscribe, nil
+}
+
+func (s *Service) subscribeNotices(ctx context.Context, watcher *string, includeClosed bool, sink *Sink[Notice]) (*Sub[Notice], error) {
 	var w string
 	if watcher != nil {
 		ref, err := ResolveWatcher(*watcher)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		w = ref.Key
 		if err := s.authorize(ctx, ref.AgentID); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	} else if err := s.authorize(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed;
 	// the stream holds live notices back until the pending ones are in front of them.
@@ -616,15 +639,14 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, include
 		unseen := accept
 		accept = func(n *Notice) bool { return visible(n.Target) && unseen(n) }
 	}
-	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx))
+	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink)
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()
-		return nil, nil, err
+		return nil, err
 	}
 	sub.start(visibleNotices(pending, visible))
-	context.AfterFunc(ctx, sub.Unsubscribe)
-	return sub.stream.out, sub.Err, nil
+	return sub, nil
 }
 
 // readPending reads the pending notices of watcher on a goroutine of its own. The
@@ -683,27 +705,45 @@ func (f *repeatFilter) accept(n *Notice) bool {
 // idle, ends when ctx ends or the subscriber falls behind, and then calls the function
 // WithDropFunc put in ctx.
 func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-chan Event, func() error, error) {
+	sub, err := s.subscribeEvents(ctx, key, agentID, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	context.AfterFunc(ctx, sub.Unsubscribe)
+	return sub.stream.out, sub.Err, nil
+}
+
+// SubscribeEventsTo is SubscribeEvents as a push stream, as SubscribeNoticesTo is
+// SubscribeNotices'.
+func (s *Service) SubscribeEventsTo(ctx context.Context, key, agentID *string, sink Sink[Event]) (unsubscribe func(), err error) {
+	sub, err := s.subscribeEvents(ctx, key, agentID, &sink)
+	if err != nil {
+		return nil, err
+	}
+	return sub.Unsubscribe, nil
+}
+
+func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, sink *Sink[Event]) (*Sub[Event], error) {
 	var ref *SessionRef
 	if key != nil {
 		r, err := ResolveSession(*key, agentID)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ref = &r
 	} else if agentID != nil {
-		return nil, nil, Errorf(EINVALID, "agentId needs a sessionKey")
+		return nil, Errorf(EINVALID, "agentId needs a sessionKey")
 	}
 	if ref != nil {
 		if err := s.authorize(ctx, ref.AgentID); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	} else if err := s.authorize(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	sub := s.hub.streamEvents(ref, transportOf(ctx), dropFunc(ctx))
+	sub := s.hub.streamEvents(ref, transportOf(ctx), dropFunc(ctx), sink)
 	sub.start(nil)
-	context.AfterFunc(ctx, sub.Unsubscribe)
-	return sub.stream.out, sub.Err, nil
+	return sub, nil
 }
 
 type dropFuncKey struct{}

@@ -75,7 +75,10 @@ type protocolState struct {
 	mu     sync.Mutex
 	inited bool
 	active map[string]struct{}
-	timer  *time.Timer // the init timeout; nil when none
+	// delivering is the id of the last subscribe (start) handed to gqlgen, whose
+	// operation gqlgen creates before it reads the next message (OperationID).
+	delivering string
+	timer      *time.Timer // the init timeout; nil when none
 }
 
 func (i Implementation) newConn(ws *websocket.Conn) *Conn {
@@ -202,12 +205,18 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 			return false, nil
 		}
 		p.active[id] = struct{}{}
+		p.delivering = id
 		return true, nil
 	case "complete":
 		if f.ID == nil || *f.ID == "" {
 			return false, c.closeWith(CloseBadRequest, "Invalid message: complete needs a non-empty id")
 		}
 		delete(p.active, *f.ID)
+		// Ending an adopted operation ends its hub subscription, whose locks come
+		// before p.mu's (push.go): without p.mu.
+		p.mu.Unlock()
+		c.completeStream(*f.ID)
+		p.mu.Lock()
 		return true, nil
 	default:
 		return false, c.closeWith(CloseBadRequest, "Invalid message: unknown type "+strconv.Quote(truncate(*f.Type, 40)))
@@ -245,8 +254,12 @@ func (c *Conn) inspectLegacy(data []byte) (bool, error) {
 			return false, nil
 		}
 		p.active[*f.ID] = struct{}{}
+		p.delivering = *f.ID
 	case "stop":
 		delete(p.active, *f.ID)
+		p.mu.Unlock() // as for graphql-transport-ws's complete
+		c.completeStream(*f.ID)
+		p.mu.Lock()
 	}
 	return true, nil
 }

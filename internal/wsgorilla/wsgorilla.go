@@ -12,6 +12,13 @@
 //     KeepAliveInterval, keepalive.go) instead of gqlgen's goroutine and ticker per
 //     connection, a small read buffer, pooled write buffers and net/http's hijacked
 //     buffers released, so that an idle connection costs little memory;
+//   - subscriptions the connection writes itself (Adopt, push.go): gqlgen executes
+//     the operation, then its goroutine for it ends and the publisher's values go
+//     to the connection's queue, written by a goroutine that runs only while the
+//     queue is not empty; and Transport, which serves a tracked connection on a
+//     fresh goroutine instead of the HTTP handler's, whose stack holds the whole
+//     handler chain. An idle subscription thus costs no goroutine and a connection
+//     two small ones (gqlgen's reader and its cancel watcher);
 //   - DropSlow, for the application to end a connection one of whose subscriptions
 //     fell behind (close code 1013, or at once when its write is stuck), and Conns,
 //     to close every connection with 1012 at shutdown, before any stream is
@@ -170,6 +177,7 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
 		slot.c.Store(c)
 	}
+	handOver(r) // hijacked: the handler may return (Transport)
 	return c, nil
 }
 
@@ -287,6 +295,7 @@ type Conn struct {
 	proto     protocolState
 	keep      *keepAlive // nil without PingInterval / KeepAliveInterval
 	conns     *Conns     // the registry that tracks the connection; nil when none
+	pushState            // the operations the connection writes itself (push.go)
 }
 
 var (
@@ -365,6 +374,9 @@ func (c *Conn) WriteJSON(v any) error {
 		return c.writeText(data)
 	}
 	if m.kind == "complete" || m.kind == "error" {
+		if c.swallow(m.id, m.kind) {
+			return nil // an adopted operation goes on (push.go)
+		}
 		c.ended(m.id)
 	}
 	b := frames.Get().(*[]byte)
@@ -416,7 +428,9 @@ func (c *Conn) Close() error {
 	c.proto.stop()
 	c.watch.stop()
 	c.keep.stop()
-	return c.ws.Close()
+	err := c.ws.Close()
+	c.closeStreams()
+	return err
 }
 
 // Subprotocol returns the negotiated subprotocol.

@@ -28,6 +28,7 @@ import (
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
 func main() {
@@ -63,7 +64,10 @@ func main() {
 	defer endStreams()
 
 	mux := http.NewServeMux()
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, RateLimit: *rateLimit})
+	// WebSockets are tracked and closed at shutdown as server.go does (which also
+	// serves each connection on a goroutine of its own: wsgorilla.Transport).
+	conns := &wsgorilla.Conns{}
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, RateLimit: *rateLimit, WSConns: conns})
 	mux.Handle("/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			query.ServeHTTP(w, r)
@@ -115,7 +119,11 @@ func main() {
 			profFile = nil
 		}
 	})
-	if err := serve.Run(ctx, *addr, mux, 5*time.Second, endStreams); err != nil {
+	closeStreams := func() {
+		conns.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
+		endStreams()
+	}
+	if err := serve.Run(ctx, *addr, mux, 5*time.Second, closeStreams); err != nil {
 		log.Error("listen", "err", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,252 @@
+package graph_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// waitUntil polls cond until it holds, failing after a generous deadline (a condition,
+// not a timing assertion).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An idle WebSocket subscription holds no goroutine: the connection writes its
+// frames from the publish side (the push path), so N subscriptions on a connection
+// add none to what the connection holds, on both subprotocols; each of them is live.
+func TestPushIdleSubscriptionsHoldNoGoroutine(t *testing.T) {
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(proto, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.dialWS(t, proto)
+			before := runtime.NumGoroutine()
+			const n = 40
+			for i := range n {
+				w.subscribe(fmt.Sprintf("s%d", i), `subscription { stateEvents(sessionKey: "agent:main:subagent:child") { sequence summary } }`)
+			}
+			waitUntil(t, "every subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == n })
+			// gqlgen's part of each operation ends once it has subscribed; nothing is
+			// left waiting for the stream (a few goroutines of slack for the runtime's
+			// and the test server's own comings and goings).
+			waitUntil(t, fmt.Sprintf("at most %d goroutines (had %d before %d subscriptions, now %d)",
+				before+3, before, n, runtime.NumGoroutine()), func() bool { return runtime.NumGoroutine() <= before+3 })
+
+			e.record(t, map[string]any{"sessionKey": child, "kind": "human_direct_message", "actorType": "human", "channel": "slack"})
+			seen := map[string]bool{}
+			for range n {
+				f := w.next()
+				if (f.Type != "next" && f.Type != "data") || seen[f.ID] {
+					t.Fatalf("got %s frame for %q (seen before: %v): %s", f.Type, f.ID, seen[f.ID], f.Payload)
+				}
+				seen[f.ID] = true
+				if !strings.Contains(string(f.Payload), `"summary":"human message via slack"`) {
+					t.Errorf("frame %s: payload %s", f.ID, f.Payload)
+				}
+			}
+		})
+	}
+}
+
+// Pending notices first, then the live ones, with notices opening while the
+// subscription starts: every notice exactly once, none lost (NTC-5, NTC-7).
+func TestPushReplayThenLiveConcurrent(t *testing.T) {
+	e := newEnv(t)
+	const targets = 12
+	key := func(i int) string { return fmt.Sprintf("agent:main:subagent:t%d", i) }
+	for i := range targets {
+		e.record(t, map[string]any{"sessionKey": key(i), "kind": "child_spawned", "actorType": "agent", "actorId": parent, "watchers": []string{parent}})
+	}
+	for i := range targets / 2 { // pending before the subscription
+		e.record(t, map[string]any{"sessionKey": key(i), "kind": "human_direct_message", "actorType": "human", "channel": "telegram"})
+	}
+	w := e.dialWS(t, "graphql-transport-ws")
+	var wg sync.WaitGroup
+	wg.Go(func() { // opening while the subscription reads the pending ones
+		for i := targets / 2; i < targets; i++ {
+			e.record(t, map[string]any{"sessionKey": key(i), "kind": "human_direct_message", "actorType": "human", "channel": "telegram"})
+		}
+	})
+	w.subscribe("n", `subscription { staleNotices(watcher: "agent:main:main") { target notifiedVersion } }`)
+	got := map[string]int{}
+	for len(got) < targets {
+		var r struct {
+			StaleNotices struct {
+				Target          string `json:"target"`
+				NotifiedVersion int    `json:"notifiedVersion"`
+			} `json:"staleNotices"`
+		}
+		if err := json.Unmarshal(w.nextData(), &r); err != nil {
+			t.Fatal(err)
+		}
+		n := r.StaleNotices
+		if got[n.Target] != 0 {
+			t.Fatalf("notice on %s sent twice (versions %d, %d)", n.Target, got[n.Target], n.NotifiedVersion)
+		}
+		got[n.Target] = n.NotifiedVersion
+	}
+	wg.Wait()
+	// Nothing more: an ack-free watcher has exactly one notice per target.
+	e.record(t, map[string]any{"sessionKey": "agent:main:subagent:other", "kind": "child_spawned", "actorType": "agent", "actorId": parent, "watchers": []string{parent}})
+	e.record(t, map[string]any{"sessionKey": "agent:main:subagent:other", "kind": "human_direct_message", "actorType": "human", "channel": "telegram"})
+	var last struct {
+		StaleNotices struct {
+			Target string `json:"target"`
+		} `json:"staleNotices"`
+	}
+	if err := json.Unmarshal(w.nextData(), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.StaleNotices.Target != "agent:main:subagent:other" {
+		t.Errorf("after the %d notices: got one on %s, want the new target's", targets, last.StaleNotices.Target)
+	}
+}
+
+// Subscriptions completed at once, while events are published to them, end cleanly
+// on both subprotocols: every hub subscription goes, no frame of an operation follows
+// its complete, and the connection goes on serving.
+func TestPushCompleteRaces(t *testing.T) {
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(proto, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.dialWS(t, proto)
+			stop := "complete"
+			if proto == "graphql-ws" {
+				stop = "stop"
+			}
+			done := make(chan struct{})
+			var pub sync.WaitGroup
+			pub.Go(func() {
+				ev := awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: child}, Sequence: 1,
+					Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Summary: "x", OccurredAt: time.Now()}
+				for {
+					select {
+					case <-done:
+						return
+					default:
+						e.hub.PublishEvents(ev)
+						time.Sleep(50 * time.Microsecond)
+					}
+				}
+			})
+			// The reader keeps reading (a client that stops is dropped as slow) and
+			// checks every frame as it comes.
+			var (
+				mu       sync.Mutex
+				failures []string
+			)
+			lastSeen := make(chan struct{})
+			_ = w.c.SetReadDeadline(time.Time{}) // the test's own deadline below
+			go func() {
+				completed := map[string]bool{}
+				for {
+					var f wsFrame
+					if err := w.c.ReadJSON(&f); err != nil {
+						mu.Lock()
+						failures = append(failures, "read: "+err.Error())
+						mu.Unlock()
+						return
+					}
+					data := f.Type == "next" || f.Type == "data"
+					mu.Lock()
+					switch {
+					case data && completed[f.ID]:
+						failures = append(failures, f.Type+" frame for "+f.ID+" after its complete")
+					case f.Type == "error":
+						failures = append(failures, "error frame for "+f.ID+": "+string(f.Payload))
+					}
+					mu.Unlock()
+					if f.Type == "complete" {
+						completed[f.ID] = true
+					}
+					if f.ID == "last" && data {
+						close(lastSeen)
+						return
+					}
+				}
+			}()
+			const n = 100
+			for i := range n {
+				id := fmt.Sprintf("c%d", i)
+				w.subscribe(id, `subscription { stateEvents { sequence } }`)
+				w.send(wsFrame{Type: stop, ID: id})
+			}
+			waitUntil(t, "every completed subscription left the hub", func() bool { _, ev := e.hub.Subscribers(); return ev == 0 })
+			close(done)
+			pub.Wait()
+			w.subscribe("last", `subscription { stateEvents(sessionKey: "agent:main:subagent:child") { summary } }`)
+			// The last subscription is live once an event reaches it (an operation
+			// completed just before may still be coming and going in the hub).
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				e.record(t, map[string]any{"sessionKey": child, "kind": "human_direct_message", "actorType": "human", "channel": "slack"})
+				select {
+				case <-lastSeen:
+				case <-time.After(20 * time.Millisecond):
+					if time.Now().Before(deadline) {
+						continue
+					}
+					mu.Lock()
+					t.Fatalf("the last subscription's event never came (%v)", failures)
+				}
+				break
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range failures {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// A push subscriber that does not read is dropped once SubscriberBuffer frames wait
+// for it: its connection ends with 1013 (or at once, 1006, when a write was stuck
+// behind it) and its hub subscription goes; publishing never waits for it.
+func TestPushSlowSubscriberDropped(t *testing.T) {
+	e := newEnv(t)
+	w := e.dialWS(t, "graphql-transport-ws")
+	if tc, ok := w.c.UnderlyingConn().(interface{ SetReadBuffer(int) error }); ok {
+		_ = tc.SetReadBuffer(1024)
+	}
+	w.subscribe("e", `subscription { stateEvents { sequence summary } }`)
+	waitUntil(t, "the subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == 1 })
+	evs := make([]awareness.Event, 4*awareness.SubscriberBuffer)
+	for i := range evs {
+		evs[i] = awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: child}, Sequence: int64(i + 1),
+			Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Summary: strings.Repeat("s", 1000), OccurredAt: time.Now()}
+	}
+	start := time.Now()
+	e.hub.PublishEvents(evs...)
+	t.Logf("published in %v", time.Since(start))
+	waitUntil(t, "the slow subscription dropped", func() bool { _, ev := e.hub.Subscribers(); return ev == 0 })
+	t.Logf("dropped after %v", time.Since(start))
+	_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	frames := 0
+	for {
+		_, _, err := w.c.ReadMessage()
+		if err == nil {
+			frames++
+			continue
+		}
+		ce, ok := errors.AsType[*websocket.CloseError](err)
+		if !ok || (ce.Code != websocket.CloseTryAgainLater && ce.Code != websocket.CloseAbnormalClosure) {
+			t.Fatalf("after %d frames: %v, want close 1013 (or 1006)", frames, err)
+		}
+		break
+	}
+}
