@@ -113,7 +113,8 @@ type CheckpointResult struct {
 // made a single writer about half as fast as with SQLite's auto-checkpoint. So:
 //
 //   - up to besideTries PASSIVE checkpoints beside the writer, each copying what the
-//     last could not, until one ran with no commit beside it (quiet);
+//     last could not, until one ran with no commit beside it (quiet); a next one only
+//     while the writer is between transactions;
 //   - then the store's one write connection is taken from its pool, between two write
 //     transactions, and a PASSIVE checkpoint runs on it: after a quiet one there is
 //     nothing left to copy and it returns at once, and the next commit restarts the
@@ -241,7 +242,9 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 		// Quiet: no commit beside it, so that the step with the writer held finds
 		// nothing to copy (and no fsync to wait for).
 		quiet = busy == 0 && bg.LogFrames == bg.Checkpointed && c.commits.Load() == before
-		if err != nil || quiet || try == besideTries {
+		// Try again only while the writer is between transactions: a writer that
+		// never pauses would not leave a quiet moment, and every try costs two fsyncs.
+		if err != nil || quiet || try == besideTries || c.writer.Stats().InUse > 0 {
 			break
 		}
 	}
