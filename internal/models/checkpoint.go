@@ -28,10 +28,6 @@ const (
 // beside them, each copies what the last one could not, until one finds the log quiet.
 const besideTries = 3
 
-// forceFrames: a pass whose background checkpoints never found the log quiet finishes
-// with the writer held anyway once the log is forceFrames times Frames long.
-const forceFrames = 4
-
 // minCommitsPerPass bounds how often commits start a pass: at most every 8th commit,
 // even when single commits write more than Frames pages.
 const minCommitsPerPass = 8
@@ -117,11 +113,10 @@ type CheckpointResult struct {
 //     while the writer is between transactions;
 //   - then the store's one write connection is taken from its pool, between two write
 //     transactions, and a PASSIVE checkpoint runs on it: after a quiet one there is
-//     nothing left to copy and it returns at once, and the next commit restarts the
-//     log. When the writer never paused, the pass leaves the log growing, without
-//     holding the writer, until the log is forceFrames×Frames pages long; then it
-//     copies the rest with the writer held (a writer arriving meanwhile waits for that
-//     copy and its fsyncs).
+//     nothing left to copy and it returns at once; when the writer never paused, it
+//     copies the frames committed during the last one (a writer arriving meanwhile
+//     waits for that copy and its fsyncs, under a millisecond measured). The next
+//     commit restarts the log.
 //
 // The log file is bounded by a TRUNCATE checkpoint when readers kept it growing past
 // MaxWALBytes, and trimmed by SQLite after a restart (journal_size_limit).
@@ -207,8 +202,8 @@ func (c *Checkpointer) loop(ctx context.Context) {
 
 // RunOnce runs one pass: nothing if nothing was committed since the last complete
 // checkpoint; else PASSIVE checkpoints beside the writer until one finds no commit
-// beside it (at most besideTries); then, if one did or the log is long, a PASSIVE
-// checkpoint of what is left with the write connection held, and a TRUNCATE
+// beside it (at most besideTries); then a PASSIVE checkpoint of what is left with the
+// write connection held, and a TRUNCATE
 // checkpoint if the log file is over the bound. It must not run concurrently with itself (the goroutine
 // is its caller between Start and Stop).
 func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err error) {
@@ -252,21 +247,11 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	if err != nil {
 		return res, err
 	}
-	size, err := c.walSize()
-	if err != nil {
-		return res, err
-	}
-	res.WALBytes = size
-	if !quiet && bg.LogFrames < forceFrames*c.cfg.Frames && size <= c.cfg.MaxWALBytes {
-		// The writer kept committing: holding it now would make it wait for the
-		// copy's fsyncs. The log goes on growing, and a later pass finishes.
-		return res, nil
-	}
-	// The background checkpoint's answer is about the log as it was when it began:
-	// a transaction that began before it ended does not restart the log. So the pass
-	// finishes with the writer held: after a quiet background checkpoint there is
-	// nothing (or a commit's frames) left to copy; after forceFrames*Frames pages of a
-	// writer that never paused, the frames of the last background checkpoint's time.
+	// The background checkpoints' answer is about the log as it was when the last
+	// began: a transaction that began before it ended does not restart the log. So
+	// the pass finishes with the writer held: after a quiet background checkpoint
+	// there is nothing (or a commit's frames) left to copy; after a writer that never
+	// paused, the frames it committed during the last one.
 	conn, err := c.writer.Conn(ctx)
 	if err != nil {
 		return res, fmt.Errorf("checkpoint: write connection: %w", err)
@@ -288,7 +273,8 @@ func (c *Checkpointer) RunOnce(ctx context.Context) (res CheckpointResult, err e
 	if res.Complete {
 		c.seen = commits
 	}
-	if size, err = c.walSize(); err != nil {
+	size, err := c.walSize()
+	if err != nil {
 		return res, err
 	}
 	res.WALBytes = size
