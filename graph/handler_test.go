@@ -43,7 +43,7 @@ type env struct {
 	svc   *awareness.Service
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, configure ...func(*graph.Config)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := models.OpenSQLite(context.Background(), filepath.Join(dir, "awareness.db"), models.Options{})
@@ -52,7 +52,11 @@ func newEnv(t *testing.T) *env {
 	}
 	hub := awareness.NewHub()
 	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub})
-	hs := httptest.NewServer(graph.NewHandler(graph.Config{Service: svc}))
+	cfg := graph.Config{Service: svc}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	hs := httptest.NewServer(graph.NewHandler(cfg))
 	t.Cleanup(func() {
 		hs.Close()
 		hub.Close()

@@ -4,15 +4,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
 // waitUntil polls cond until it holds, failing after a generous deadline (a condition,
@@ -215,38 +221,136 @@ func TestPushCompleteRaces(t *testing.T) {
 }
 
 // A push subscriber that does not read is dropped once SubscriberBuffer frames wait
-// for it: its connection ends with 1013 (or at once, 1006, when a write was stuck
-// behind it) and its hub subscription goes; publishing never waits for it.
+// for it: its connection ends with 1013, or at once when a write was stuck behind it
+// (1006, as a browser and graphql-ws report the reset: see wsgorilla.DropSlow), on
+// both subprotocols; its hub subscription goes and publishing never waits for it. Its
+// receive buffer is smaller than a loopback segment, so TCP trickles what the server
+// queued: a close that waited behind the queue would not reach it within the read
+// deadline.
 func TestPushSlowSubscriberDropped(t *testing.T) {
-	e := newEnv(t)
-	w := e.dialWS(t, "graphql-transport-ws")
-	if tc, ok := w.c.UnderlyingConn().(interface{ SetReadBuffer(int) error }); ok {
-		_ = tc.SetReadBuffer(1024)
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(proto, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.dialWS(t, proto)
+			if tc, ok := w.c.UnderlyingConn().(interface{ SetReadBuffer(int) error }); ok {
+				_ = tc.SetReadBuffer(1024)
+			}
+			w.subscribe("e", `subscription { stateEvents { sequence summary } }`)
+			waitUntil(t, "the subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == 1 })
+			evs := make([]awareness.Event, 4*awareness.SubscriberBuffer)
+			for i := range evs {
+				evs[i] = awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: child}, Sequence: int64(i + 1),
+					Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Summary: strings.Repeat("s", 1000), OccurredAt: time.Now()}
+			}
+			start := time.Now()
+			e.hub.PublishEvents(evs...)
+			t.Logf("published in %v", time.Since(start))
+			waitUntil(t, "the slow subscription dropped", func() bool { _, ev := e.hub.Subscribers(); return ev == 0 })
+			t.Logf("dropped after %v", time.Since(start))
+			// Ending the connection discards what the server's socket still queues for
+			// the client: it needs not read it to see the end.
+			waitUntil(t, "the server's socket holds nothing for the dropped client", func() bool { return serverBacklog(t, w.c) == 0 })
+			_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			frames := 0
+			for {
+				_, _, err := w.c.ReadMessage()
+				if err == nil {
+					frames++
+					continue
+				}
+				if !closedTryAgain(err) {
+					t.Fatalf("after %d frames: %v, want close 1013 (or 1006)", frames, err)
+				}
+				t.Logf("after %d frames: %v", frames, err)
+				break
+			}
+		})
 	}
-	w.subscribe("e", `subscription { stateEvents { sequence summary } }`)
-	waitUntil(t, "the subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == 1 })
-	evs := make([]awareness.Event, 4*awareness.SubscriberBuffer)
-	for i := range evs {
-		evs[i] = awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: child}, Sequence: int64(i + 1),
-			Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Summary: strings.Repeat("s", 1000), OccurredAt: time.Now()}
+}
+
+// At shutdown a connection whose writer is stuck behind a client that does not read
+// is cut off once its 1012 cannot be written (wsgorilla.Conns.CloseAll): what the
+// server's socket still queued for the client is discarded, so the client sees the
+// end without reading it (a reset; 1006 in a browser), on both subprotocols.
+func TestPushShutdownCutsOffStuckConnection(t *testing.T) {
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(proto, func(t *testing.T) {
+			conns := new(wsgorilla.Conns)
+			e := newEnv(t, func(c *graph.Config) { c.WSConns = conns })
+			w := e.dialWS(t, proto)
+			if tc, ok := w.c.UnderlyingConn().(interface{ SetReadBuffer(int) error }); ok {
+				_ = tc.SetReadBuffer(1024)
+			}
+			w.subscribe("e", `subscription { stateEvents { sequence summary } }`)
+			waitUntil(t, "the subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == 1 })
+			// Fewer than the hub buffers (no drop), more than the sockets hold.
+			evs := make([]awareness.Event, awareness.SubscriberBuffer*3/4)
+			for i := range evs {
+				evs[i] = awareness.Event{Session: awareness.SessionRef{AgentID: "main", Key: child}, Sequence: int64(i + 1),
+					Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Summary: strings.Repeat("s", 1000), OccurredAt: time.Now()}
+			}
+			e.hub.PublishEvents(evs...)
+			waitUntil(t, "the server's writer stuck behind the client", func() bool { return serverBacklog(t, w.c) >= 32<<10 })
+			if n := conns.CloseAll(wsgorilla.CloseServiceRestart, "service restart"); n != 1 {
+				t.Fatalf("CloseAll closed %d connections, want 1", n)
+			}
+			waitUntil(t, "the server's socket holds nothing for the client", func() bool { return serverBacklog(t, w.c) == 0 })
+			_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			frames := 0
+			for {
+				_, _, err := w.c.ReadMessage()
+				if err == nil {
+					frames++
+					continue
+				}
+				ce, ok := errors.AsType[*websocket.CloseError](err)
+				if ok && ce.Code != websocket.CloseServiceRestart && ce.Code != websocket.CloseAbnormalClosure || !ok && !errors.Is(err, syscall.ECONNRESET) {
+					t.Fatalf("after %d frames: %v, want close 1012 (or 1006)", frames, err)
+				}
+				t.Logf("after %d of %d frames: %v", frames, len(evs), err)
+				break
+			}
+		})
 	}
-	start := time.Now()
-	e.hub.PublishEvents(evs...)
-	t.Logf("published in %v", time.Since(start))
-	waitUntil(t, "the slow subscription dropped", func() bool { _, ev := e.hub.Subscribers(); return ev == 0 })
-	t.Logf("dropped after %v", time.Since(start))
-	_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	frames := 0
-	for {
-		_, _, err := w.c.ReadMessage()
-		if err == nil {
-			frames++
+}
+
+// serverBacklog returns the bytes the server's end of the client's connection c
+// still holds for it, sent and not acknowledged or not sent yet (the kernel's
+// tx_queue in /proc/net/tcp); 0 once that end is gone. The test is skipped where the
+// table cannot be read.
+func serverBacklog(t *testing.T, c *websocket.Conn) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("the kernel's socket table is not readable: %v", err)
+	}
+	client, server := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	port := func(addr string) int {
+		_, p, _ := strings.Cut(addr, ":")
+		n, _ := strconv.ParseUint(p, 16, 16)
+		return int(n)
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 5 || port(f[1]) != server.Port || port(f[2]) != client.Port {
 			continue
 		}
-		ce, ok := errors.AsType[*websocket.CloseError](err)
-		if !ok || (ce.Code != websocket.CloseTryAgainLater && ce.Code != websocket.CloseAbnormalClosure) {
-			t.Fatalf("after %d frames: %v, want close 1013 (or 1006)", frames, err)
+		tx, _, _ := strings.Cut(f[4], ":")
+		n, err := strconv.ParseUint(tx, 16, 32)
+		if err != nil {
+			t.Fatalf("/proc/net/tcp: %q: %v", line, err)
 		}
-		break
+		return int(n)
 	}
+	return 0
+}
+
+// closedTryAgain reports whether a client's read error is the end of a connection the
+// server dropped: close 1013, or the socket closed without a close frame (1006: gorilla
+// reports a FIN so, and a reset as the read error it is).
+func closedTryAgain(err error) bool {
+	if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
+		return ce.Code == websocket.CloseTryAgainLater || ce.Code == websocket.CloseAbnormalClosure
+	}
+	return errors.Is(err, syscall.ECONNRESET)
 }

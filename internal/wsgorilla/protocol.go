@@ -83,7 +83,7 @@ type protocolState struct {
 
 func (i Implementation) newConn(ws *websocket.Conn) *Conn {
 	c := &Conn{ws: ws}
-	c.watch = newWriteWatch(WriteTimeout, func() { _ = ws.Close() })
+	c.watch = newWriteWatch(WriteTimeout, c.abort)
 	c.proto.name = ws.Subprotocol()
 	c.proto.maxSubs = i.MaxSubscriptions
 	if c.proto.maxSubs <= 0 {

@@ -393,15 +393,19 @@ func (c *Conn) WriteJSON(v any) error {
 var frames = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeText writes one text message within WriteTimeout; a failed write closes the
-// connection (see WriteJSON).
+// connection (see WriteJSON), with a reset (abort): what failed is a write timeout or
+// a peer that is gone, and the frames queued before it are not for anyone any more. A
+// write after the close frame (gorilla refuses it) leaves the connection to the
+// closing handshake, which ends it: closing here would queue a FIN behind the backlog
+// ahead of the close frame, where the handshake's cut-off can no longer discard it.
 func (c *Conn) writeText(data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watch.begin()
 	err := c.ws.WriteMessage(websocket.TextMessage, data)
 	c.watch.end()
-	if err != nil {
-		_ = c.ws.Close()
+	if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+		c.abort()
 	}
 	return err
 }
@@ -491,7 +495,8 @@ type connSlotKey struct{}
 // and the service then sends every notice still pending first (NTC-5). When a write
 // is in progress it is stuck behind a client that does not read, and would hold the
 // connection until WriteTimeout: the socket is then closed at once, without a close
-// frame (the client sees 1006, which it retries too). The function does not block (it
+// frame and with a reset that discards the frames still queued for the client (see
+// abort; the client sees 1006, which it retries too). The function does not block (it
 // runs on the publishing goroutine); the close frame is written on a goroutine of its
 // own within closeFrameTimeout. It returns nil when ctx is not the context of a
 // request upgraded through Guard and Accept.
@@ -506,7 +511,7 @@ func DropSlow(ctx context.Context) func() {
 			return
 		}
 		if c.watch.writing() {
-			_ = c.ws.Close()
+			c.abort()
 			return
 		}
 		go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
@@ -520,18 +525,43 @@ const closeFrameTimeout = time.Second
 // closeWithin starts the closing handshake of RFC 6455 §7.1: it sends a close frame
 // with code within d and leaves the connection open for the peer's close frame, which
 // ends gqlgen's read loop and with it the connection; a peer that does not answer
-// within d more is cut off. Closing the socket at once instead would let a frame the
-// peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make the peer
-// lose the close frame and see 1006.
+// within d more is cut off (abort). Closing the socket at once instead would let a
+// frame the peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make
+// the peer lose the close frame and see 1006.
 func (c *Conn) closeWithin(code int, reason string, d time.Duration) {
 	if !c.closeSent.CompareAndSwap(false, true) {
 		return
 	}
 	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d)); err != nil {
+		c.abort()
 		_ = c.Close()
 		return
 	}
-	time.AfterFunc(d, func() { _ = c.Close() })
+	time.AfterFunc(d, func() {
+		c.abort()
+		_ = c.Close()
+	})
+}
+
+// abort closes the socket with a reset (SO_LINGER 0), discarding what the kernel
+// still holds for the peer, for a connection the server cuts off because its peer
+// does not read (a stuck write, a close frame it does not answer). A plain close
+// queues its FIN behind that backlog, up to the socket's send buffer of frames nobody
+// wants any more: a peer that reads slowly, or whose receive window is smaller than
+// a segment (TCP then trickles on the persist timer, backing off up to minutes),
+// would learn that its connection ended only after reading all of it, and would sit
+// on a dead connection instead of reconnecting (NTC-5). The reset reaches it at once,
+// after what its own buffers hold: a browser and graphql-ws report 1006. The socket
+// is closed, not the Conn: the read that fails then ends the connection.
+func (c *Conn) abort() {
+	nc := c.ws.NetConn()
+	if t, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = t.NetConn() // TLS: the TCP connection under it
+	}
+	if l, ok := nc.(interface{ SetLinger(int) error }); ok {
+		_ = l.SetLinger(0)
+	}
+	_ = c.ws.Close()
 }
 
 // Conns tracks open connections (Implementation.Conns). The zero value is ready to
@@ -572,7 +602,7 @@ func (s *Conns) Len() int {
 // CloseAll closes every open connection with code and reason (CloseServiceRestart at
 // shutdown), each close frame written within closeFrameTimeout and all at once, waits
 // for the peers' close frames (at most closeFrameTimeout more: then the connection is
-// cut off) and closes connections accepted after it the same way. The end of a
+// cut off, see abort) and closes connections accepted after it the same way. The end of a
 // connection ends gqlgen's read loop, which cancels the connection's operations: the
 // close frame is on the wire before any stream learns it ended. It returns the number
 // of connections it closed.
