@@ -115,9 +115,8 @@ type CheckpointResult struct {
 //     transactions, and a PASSIVE checkpoint runs on it: after a quiet one there is
 //     nothing left to copy and it returns at once; when the writer never paused, it
 //     copies the frames committed during the last one (a writer arriving meanwhile
-//     waits for that copy and its fsyncs: measured here 0.02–0.9 ms, up to 22 ms with a
-//     disk writer beside). The next
-//     commit restarts the log.
+//     waits for that copy and its fsyncs: measured here 0.02–0.9 ms, up to 22 ms with
+//     a disk writer beside). The next commit restarts the log.
 //
 // The log file is bounded by a TRUNCATE checkpoint when readers kept it growing past
 // MaxWALBytes, and trimmed by SQLite after a restart (journal_size_limit).
