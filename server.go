@@ -213,6 +213,9 @@ type serveConfig struct {
 	Tracing bool
 	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
 	Hints models.HintMode
+	// CheckpointInCommit leaves SQLite's checkpoints inside the commit
+	// (--sqlite-checkpoint commit) instead of the store's checkpointer.
+	CheckpointInCommit bool
 	// TestHoldUpstreamSettlement is a test-only crash point, from
 	// $AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 (no flag): after the upstream monitor
 	// commits a cycle's activity events it holds their settlement (logging
@@ -258,6 +261,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
 		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
+		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
 		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
 		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
 		catalogs        []catalogSpec
@@ -306,6 +310,13 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		cfg.Hints = h
 	default:
 		return serveConfig{}, fmt.Errorf("--pg-hints %q: want commit, after-commit or off", *pgHints)
+	}
+	switch strings.TrimSpace(*sqliteCkpt) {
+	case "background":
+	case "commit":
+		cfg.CheckpointInCommit = true
+	default:
+		return serveConfig{}, fmt.Errorf("--sqlite-checkpoint %q: want background or commit", *sqliteCkpt)
 	}
 	if v, ok := lookupEnv(testHoldUpstreamEnv); ok && v != "" {
 		if v != "1" {
@@ -605,7 +616,8 @@ func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 
 // openStore opens the database and migrates its schema.
 func (m *Main) openStore(ctx context.Context) (func(), error) {
-	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints})
+	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints,
+		Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}})
 	if err != nil {
 		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
 		return nil, err

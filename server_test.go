@@ -298,6 +298,17 @@ func TestParseServeConfig(t *testing.T) {
 			},
 		},
 		{name: "bad hint mode", args: []string{"--pg-hints", "maybe"}, wantErr: "--pg-hints"},
+		{
+			name: "sqlite checkpoints in the commit",
+			args: []string{"--sqlite-checkpoint", "commit"},
+			want: func(c *serveConfig) { c.CheckpointInCommit = true },
+		},
+		{
+			name: "sqlite checkpoints in the background from the environment",
+			env:  map[string]string{"AWARENESS_SQLITE_CHECKPOINT": "background"},
+			want: func(c *serveConfig) {},
+		},
+		{name: "bad checkpoint mode", args: []string{"--sqlite-checkpoint", "never"}, wantErr: "--sqlite-checkpoint"},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},

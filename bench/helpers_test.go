@@ -67,15 +67,18 @@ func sqliteURI(path, params string) string {
 	return "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + params
 }
 
-func freshSQLite(tb testing.TB) dbHandle {
+func freshSQLite(tb testing.TB) dbHandle { return freshSQLiteWith(tb, benchCheckpoint()) }
+
+// freshSQLiteWith is freshSQLite whose store runs with the checkpoint configuration cfg.
+func freshSQLiteWith(tb testing.TB, cfg models.CheckpointConfig) dbHandle {
 	path := filepath.Join(benchDir(tb), "bench.db")
 	// The store creates the schema (the same migrations for raw and svc).
-	s := openSQLiteStore(tb, path)
+	s := openSQLiteStore(tb, path, cfg)
 	if err := s.Close(); err != nil {
 		tb.Fatal(err)
 	}
 	return dbHandle{
-		store: func(tb testing.TB) *models.Store { return openSQLiteStore(tb, path) },
+		store: func(tb testing.TB) *models.Store { return openSQLiteStore(tb, path, cfg) },
 		rawWrite: func(tb testing.TB) *sql.DB {
 			db := openRaw(tb, "sqlite3", sqliteURI(path, sqliteWriteParams))
 			db.SetMaxOpenConns(1)
@@ -93,14 +96,21 @@ func freshSQLite(tb testing.TB) dbHandle {
 	}
 }
 
-func openSQLiteStore(tb testing.TB, path string) *models.Store {
+func openSQLiteStore(tb testing.TB, path string, cfg models.CheckpointConfig) *models.Store {
 	tb.Helper()
-	s, err := models.OpenSQLite(context.Background(), path, models.Options{})
+	s, err := models.OpenSQLite(context.Background(), path, models.Options{Checkpoint: cfg})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
 	return s
+}
+
+// benchCheckpoint is the SQLite store's checkpoint configuration: the default (the
+// checkpointer), or with BENCH_CHECKPOINT=commit SQLite's auto-checkpoint inside the
+// commit, so that one binary measures both, interleaved.
+func benchCheckpoint() models.CheckpointConfig {
+	return models.CheckpointConfig{InCommit: os.Getenv("BENCH_CHECKPOINT") == "commit"}
 }
 
 func openRaw(tb testing.TB, driver, dsn string) *sql.DB {

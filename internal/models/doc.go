@@ -18,8 +18,8 @@
 // nanoseconds UTC, so a round trip is exact (a notice's opening time is part of its
 // identity). SQLite (mattn/go-sqlite3) runs in WAL mode with synchronous=FULL and
 // foreign keys, on a write pool of one connection and a read pool of query-only
-// connections (sqlite.go); optionally a Checkpointer moves WAL checkpoints off the
-// commit path (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
+// connections (sqlite.go); a Checkpointer keeps WAL checkpoints off the commit path
+// (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
 // (postgres.go).
 //
 // # Migrations

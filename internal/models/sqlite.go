@@ -43,14 +43,16 @@ type Options struct {
 // durable before Append returns, SIG-7) and _txlock=immediate, so a write transaction
 // takes the database write lock at BEGIN and never fails half way on a lock upgrade.
 // The read pool opens deferred, query-only transactions: in WAL mode readers never block
-// the writer and each read transaction sees one snapshot. With Options.Checkpoint.Enabled
-// the write connection runs with wal_autocheckpoint=0 and checkpoints run on the
-// checkpointer's own connection (checkpoint.go), never inside a commit.
+// the writer and each read transaction sees one snapshot. Unless
+// Options.Checkpoint.InCommit, the write connection runs with wal_autocheckpoint=0 and
+// a journal_size_limit, and checkpoints run in the checkpointer (checkpoint.go), never
+// inside a commit.
 const (
 	sqliteWriteParams = "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_synchronous=FULL&_txlock=immediate"
 	sqliteReadParams  = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
 	// The checkpointer's connection: it waits for the writer and the readers only in a
-	// TRUNCATE checkpoint (the busy timeout bounds that wait).
+	// TRUNCATE checkpoint (the busy timeout bounds that wait). synchronous=FULL: the
+	// checkpoint fsyncs the log before copying and the database file after.
 	sqliteCheckpointParams = "_busy_timeout=10000&_synchronous=FULL"
 	sqliteNoAutoCheckpoint = "PRAGMA wal_autocheckpoint=0"
 )
@@ -86,8 +88,9 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
 
 	var writerPragmas []string
-	if opts.Checkpoint.Enabled {
-		writerPragmas = append(writerPragmas, sqliteNoAutoCheckpoint)
+	if !opts.Checkpoint.InCommit {
+		writerPragmas = append(writerPragmas, sqliteNoAutoCheckpoint,
+			fmt.Sprintf("PRAGMA journal_size_limit=%d", opts.Checkpoint.journalSizeLimit()))
 	}
 	wdb := sql.OpenDB(newSQLiteConnector(uri+"?"+sqliteWriteParams, writerPragmas...))
 	// One writer connection: writers queue in the pool rather than on SQLITE_BUSY.
@@ -128,7 +131,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)
 	}
-	if !opts.Checkpoint.Enabled {
+	if opts.Checkpoint.InCommit {
 		log.Info("state database open", "dialect", "sqlite", "path", abs, "read_conns", conns)
 		return s, nil
 	}
@@ -138,7 +141,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	cdb.SetConnMaxLifetime(0)
 	cdb.SetConnMaxIdleTime(0)
 	s.ckdb = cdb
-	s.ckpt = newCheckpointer(cdb, abs+"-wal", &s.commits, opts.Checkpoint, log)
+	s.ckpt = newCheckpointer(cdb, wdb, abs+"-wal", &s.commits, opts.Checkpoint, log)
 	s.ckpt.Start(context.WithoutCancel(ctx))
 	log.Info("state database open", "dialect", "sqlite", "path", abs, "read_conns", conns)
 	return s, nil
