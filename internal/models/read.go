@@ -8,10 +8,9 @@ import (
 )
 
 // The reconciliation read (REC-1) is the hot query of the service: every agent turn
-// that got a notice asks for its delta. It runs on database/sql with plain scans, two
-// statements in one read transaction: the head with the lowest retained sequence, then
-// the page. GORM's reflection-driven Scan of a 200-event page cost more than the
-// query itself.
+// that got a notice asks for its delta. It is two statements in one read transaction,
+// the head with the lowest retained sequence, then the page, both cached by the read
+// pool (readStatements) and scanned without reflection (scanEvent).
 const (
 	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " +
 		"(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) " +
@@ -22,50 +21,42 @@ const (
 
 // ReadChanges returns the head and up to limit events after `after`, in one read
 // transaction (REC-1). limit <= 0 returns no events, with More telling whether any exist.
-func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (_ awareness.Changes, err error) {
-	if s.closed.Load() {
-		return awareness.Changes{}, s.wrapErr(errClosed)
-	}
-	ctx, end := s.obs.Transaction(ctx, "ReadChanges")
-	defer func() { end(err) }()
-	ch, err := s.readChanges(ctx, ref, after, limit)
+func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
+	var ch awareness.Changes
+	err := s.read(ctx, "ReadChanges", func(t *tx) (err error) {
+		ch, err = readChanges(t, ref, after, limit)
+		return err
+	})
 	if err != nil {
-		return awareness.Changes{}, s.wrapErr(err)
+		return awareness.Changes{}, err
 	}
 	return ch, nil
 }
 
-func (s *Store) readChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
-	tx, err := s.rsql.BeginTx(ctx, s.d.readTx)
-	if err != nil {
-		return awareness.Changes{}, err
-	}
-	defer tx.Rollback() // read-only: nothing to commit
-
+func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
 	ch := awareness.Changes{Head: awareness.Head{Session: ref}}
 	var updated int64
 	var earliest sql.NullInt64
-	err = tx.QueryRowContext(ctx, s.stmts.rebind(changesHeadSQL), ref.AgentID, ref.Key).
-		Scan(&ch.Head.Version, &ch.Head.PrunedThrough, &updated, &earliest)
-	switch {
-	case err == sql.ErrNoRows:
-	case err != nil:
+	found, err := t.scanRow([]any{&ch.Head.Version, &ch.Head.PrunedThrough, &updated, &earliest},
+		changesHeadSQL, ref.AgentID, ref.Key)
+	if err != nil {
 		return awareness.Changes{}, err
-	default:
+	}
+	if found {
 		ch.Head.UpdatedAt = fromNanos(updated)
 	}
 	ch.Earliest = ch.Head.PrunedThrough + 1
 	if earliest.Valid {
 		ch.Earliest = earliest.Int64
 	}
-	if err == sql.ErrNoRows {
+	if !found {
 		// No head, no log (events are only written with their head).
 		ch.Events = []awareness.Event{}
 		return ch, nil
 	}
 
 	page := max(limit, 0)
-	rows, err := tx.QueryContext(ctx, s.stmts.rebind(changesPageSQL), ref.AgentID, ref.Key, after, page+1)
+	rows, err := t.query(changesPageSQL, ref.AgentID, ref.Key, after, page+1)
 	if err != nil {
 		return awareness.Changes{}, err
 	}
@@ -76,12 +67,7 @@ func (s *Store) readChanges(ctx context.Context, ref awareness.SessionRef, after
 			ch.More = true
 			break
 		}
-		var r EventRow
-		if err := rows.Scan(&r.AgentID, &r.SessionKey, &r.Sequence, &r.Kind, &r.ActorType, &r.ActorID, &r.Summary,
-			&r.OccurredAt, &r.RunID, &r.PayloadJSON, &r.DedupeKey, &r.RecordedAt); err != nil {
-			return awareness.Changes{}, err
-		}
-		ev, err := r.event()
+		ev, err := scanEvent(rows)
 		if err != nil {
 			return awareness.Changes{}, err
 		}

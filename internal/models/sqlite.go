@@ -58,11 +58,10 @@ const (
 var sqliteDialect = dialect{
 	name:        "sqlite",
 	goose:       goose.DialectSQLite3,
-	forUpdate:   "", // the immediate transaction already holds the database write lock
+	sql:         sqliteSQL,
 	readTx:      &sql.TxOptions{ReadOnly: true},
 	unavailable: sqliteUnavailable,
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
-	gormPrepare: true,
 	prepare:     true,
 
 	detachStatements: true,
@@ -151,7 +150,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
 	return gorm.Open(d.gorm(db), &gorm.Config{
 		SkipDefaultTransaction: true,
-		PrepareStmt:            d.gormPrepare,
+		PrepareStmt:            d.prepare,
 		TranslateError:         true,
 		Logger: logger.NewSlogLogger(log, logger.Config{
 			SlowThreshold:             200 * time.Millisecond,
