@@ -29,6 +29,14 @@ type dialectSQL struct {
 	// cursorOfPair reads one watcher's cursor on one target, held when it is read to be
 	// rewritten.
 	cursorOfPair string
+	// lockHeads and lockTargetsCursors take the locks of a batch of appends to several
+	// sessions up front, in a global order (lockBatch): lockHeads upserts the heads in
+	// (agent, key) order, as headLock does for one, and lockTargetsCursors locks every
+	// cursor on those sessions in primary-key order. Their arguments are arrays
+	// (agents, keys, kinds, in (agent, key) order), bound by the driver: they run as
+	// cached statements only. "" on SQLite, whose immediate transaction already holds
+	// the database write lock.
+	lockHeads, lockTargetsCursors string
 	// lockTargetCursors takes the row locks of a target's cursors in primary-key order
 	// (the order Ack, Sweep and lockBatch use) before notifyWatchers rewrites them, and
 	// returns one row however many it locked.
@@ -54,6 +62,11 @@ var pgSQL = dialectSQL{
 	cursorOfPair:  cursorQuery(cursorOfPairWhere, "", " FOR UPDATE"),
 	lockTargetCursors: `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ?
 ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`,
+	lockHeads: `INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+SELECT a, k, c, 0, 0, ?, ? FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS v(a, k, c, i) ORDER BY i
+ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version`,
+	lockTargetsCursors: `SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN (SELECT * FROM unnest(?::text[], ?::text[]))
+ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE`,
 	txid:       "SELECT txid_current()",
 	txidStatus: "SELECT txid_status(?)",
 	notify:     "SELECT pg_notify(?, ?)",
@@ -64,7 +77,8 @@ ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`,
 func (q dialectSQL) writeStatements() []string {
 	return []string{
 		headSelectSQL, q.headForUpdate, q.headLock, headBumpSQL, eventInsertSQL, q.bumpInsert, dedupeSelectSQL,
-		cursorSaveSQL, q.cursorOfPair, openNoticesSQL, q.lockTargetCursors, q.txid, q.notify,
+		cursorSaveSQL, q.cursorOfPair, openNoticesSQL, q.lockHeads, q.lockTargetsCursors, q.lockTargetCursors,
+		q.txid, q.notify,
 	}
 }
 

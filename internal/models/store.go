@@ -369,9 +369,9 @@ func touchesCursors(k awareness.EventKind) bool {
 // an Ack) that meet the same rows in opposite orders could deadlock. A single-session
 // batch needs none: its first statement locks the head, and a target's cursors are
 // read in primary-key order. A batch of log-only kinds locks no cursor, since it
-// touches none.
+// touches none. The statements are dialectSQL.lockHeads and lockTargetsCursors.
 func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
-	if s.d.sql.forUpdate == "" {
+	if s.d.sql.lockHeads == "" {
 		return nil
 	}
 	seen := make(map[awareness.SessionRef]bool, len(ops))
@@ -394,38 +394,20 @@ func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
 		return strings.Compare(a.Key, b.Key)
 	})
 	now := nanos(normTime(ops[0].Now))
-	// One multi-row upsert per chunk locks its heads in VALUES order, which is the
-	// (agent, key) order; what lockHead does for one head, without a round trip each.
-	for c := range slices.Chunk(refs, 500) {
-		var q strings.Builder
-		q.WriteString("INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at) VALUES ")
-		args := make([]any, 0, 5*len(c))
-		for i, r := range c {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, 0, 0, ?, ?)")
-			args = append(args, r.AgentID, r.Key, string(awareness.ClassifyKey(r.Key)), now, now)
-		}
-		q.WriteString(" ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version")
-		if _, err := t.exec(q.String(), args...); err != nil {
-			return err
-		}
+	agents, keys, kinds := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		agents[i], keys[i], kinds[i] = r.AgentID, r.Key, string(awareness.ClassifyKey(r.Key))
+	}
+	// One multi-row upsert locks the heads in (agent, key) order: what lockHead does
+	// for one head, without a round trip each.
+	if _, err := t.exec(s.d.sql.lockHeads, now, now, agents, keys, kinds); err != nil {
+		return err
 	}
 	if !cursors {
 		return nil
 	}
-	pairs := make([][]any, len(refs))
-	for i, r := range refs {
-		pairs[i] = []any{r.AgentID, r.Key}
-	}
-	for c := range slices.Chunk(pairs, 500) {
-		if _, err := t.exec("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
-			"ORDER BY watcher_key, target_agent_id, target_key"+s.d.sql.forUpdate, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := t.exec(s.d.sql.lockTargetsCursors, agents, keys)
+	return err
 }
 
 func checkOp(i int, op *awareness.AppendOp) error {

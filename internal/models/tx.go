@@ -22,9 +22,10 @@ import (
 // SQLite; every other statement is built by GORM on each run.
 type tx struct {
 	ctx   context.Context
-	g     *gorm.DB   // GORM session on the transaction, or on the read pool (reader)
-	sqlTx *sql.Tx    // nil for reader
-	stmts *stmtCache // the pool's cached statements; nil for reader
+	pool  *gorm.DB   // the pool's GORM handle
+	g     *gorm.DB   // the GORM session of the statements, made by the first gorm()
+	sqlTx *sql.Tx    // nil for a tx on the pool (onPool)
+	stmts *stmtCache // the pool's cached statements; nil for a tx on the pool
 	bound map[*sql.Stmt]*sql.Stmt
 }
 
@@ -59,10 +60,21 @@ func begin(ctx, sctx context.Context, g *gorm.DB, db *sql.DB, opts *sql.TxOption
 	if err != nil {
 		return nil, err
 	}
-	t := &tx{ctx: sctx, sqlTx: sqlTx, stmts: stmts}
-	t.g = g.Session(&gorm.Session{Context: sctx, NewDB: true})
-	t.g.Statement.ConnPool = sqlTx
-	return t, nil
+	return &tx{ctx: sctx, pool: g, sqlTx: sqlTx, stmts: stmts}, nil
+}
+
+// gorm returns the GORM session the tx's statements are built on. A transaction's is
+// made on first use: an append and a reconciliation read run cached statements only,
+// and on SQLite appends run one at a time, so the session's allocations would lengthen
+// the serial part of every group commit.
+func (t *tx) gorm() *gorm.DB {
+	if t.g == nil {
+		t.g = t.pool.Session(&gorm.Session{Context: t.ctx, NewDB: true})
+		if t.sqlTx != nil {
+			t.g.Statement.ConnPool = t.sqlTx
+		}
+	}
+	return t.g
 }
 
 // reader returns a tx on the read pool for reads of one statement, which need no
@@ -72,7 +84,7 @@ func (s *Store) reader(ctx context.Context) *tx { return onPool(ctx, s.r) }
 
 // onPool returns a tx that runs each statement on its own on g's pool, outside any
 // transaction.
-func onPool(ctx context.Context, g *gorm.DB) *tx { return &tx{ctx: ctx, g: g.WithContext(ctx)} }
+func onPool(ctx context.Context, g *gorm.DB) *tx { return &tx{ctx: ctx, pool: g} }
 
 // rollback ends the transaction without committing (a read transaction has nothing to
 // commit).
@@ -109,7 +121,7 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 		}
 		return t.sqlTx.QueryContext(t.ctx, text, args...)
 	}
-	return t.g.Raw(q, args...).Rows()
+	return t.gorm().Raw(q, args...).Rows()
 }
 
 // exec runs q and returns the number of rows it affected.
@@ -129,7 +141,7 @@ func (t *tx) exec(q string, args ...any) (int64, error) {
 		}
 		return res.RowsAffected()
 	}
-	res := t.g.Exec(q, args...)
+	res := t.gorm().Exec(q, args...)
 	return res.RowsAffected, res.Error
 }
 
