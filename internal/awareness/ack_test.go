@@ -2,17 +2,15 @@ package awareness_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
-// ackWorld is a service on a real SQLite store with a clock the test moves.
+// ackWorld is a service on the in-memory store with a clock the test moves.
 type ackWorld struct {
 	t     *testing.T
 	ctx   context.Context
@@ -23,10 +21,7 @@ type ackWorld struct {
 
 func newAckWorld(t *testing.T) *ackWorld {
 	t.Helper()
-	st, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "ack.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newMemStore()
 	w := &ackWorld{t: t, ctx: t.Context(), store: st, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	w.svc = awareness.NewService(awareness.Config{Store: st, Now: func() time.Time { return w.now }})
 	t.Cleanup(func() { w.svc.Hub().Close(); _ = st.Close() })

@@ -140,13 +140,21 @@ type RecordInput struct {
 	Watchers   []string
 }
 
-// NewEvent is a validated append request: the event without its sequence, and the
-// producer-passed watchers (WAT-2, WAT-4), canonical and de-duplicated. Skipped are the
-// producer-passed watchers that cannot watch, in input order (WAT-4).
+// NewEvent is a validated append request: the event without its sequence, with every
+// reference in it resolved once, so that a store never parses a key again.
 type NewEvent struct {
-	Event    Event
-	Watchers []string
-	Skipped  []SkippedWatcher
+	Event Event
+	// SessionKind is the kind of Event.Session's key (KEY-2).
+	SessionKind SessionKind
+	// Actor is the session an agent-qualified Event.ActorID names (its canonical key and
+	// agent); zero when the actor is not a session (a person's id, a system name).
+	Actor SessionRef
+	// Watchers are the producer-passed watchers (WAT-2, WAT-4) that can watch the
+	// session: agent-qualified, canonical, not the session itself, de-duplicated, in
+	// input order. A store gives each a cursor without checking them again.
+	Watchers []SessionRef
+	// Skipped are the producer-passed watchers that cannot watch, in input order (WAT-4).
+	Skipped []SkippedWatcher
 }
 
 // SkippedWatcher is a producer-passed watcher that was not given a cursor (WAT-4): a
@@ -161,7 +169,7 @@ type SkippedWatcher struct {
 // [now-24h, now]. Nothing is written by a rejected input (ERR-2): validation happens
 // entirely before the store is touched.
 func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
-	ref, err := ResolveSession(in.SessionKey, in.AgentID)
+	ref, kind, err := resolveSession(in.SessionKey, in.AgentID)
 	if err != nil {
 		return NewEvent{}, err
 	}
@@ -172,6 +180,7 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 		return NewEvent{}, Errorf(EINVALID, "actorType %q is not human, agent or system", truncateForMessage(string(in.ActorType)))
 	}
 	ev := Event{Session: ref, Kind: in.Kind, ActorType: in.ActorType, RecordedAt: now}
+	var ne NewEvent
 
 	if in.ActorID != nil {
 		a := strings.TrimSpace(*in.ActorID)
@@ -180,13 +189,16 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 		}
 		// Canonicalise agent actors so that self-suppression compares identities,
 		// not spellings (reference §11.14).
+		var actor SessionRef
 		if p, ok := ParseSessionKey(a); ok {
 			a = p.String()
 			if len(a) > MaxActorIDBytes {
 				return NewEvent{}, Errorf(EINVALID, "actorId is %d bytes once lowercased; the limit is %d", len(a), MaxActorIDBytes)
 			}
+			actor = SessionRef{AgentID: p.AgentID, Key: a}
 		}
 		ev.ActorID = a
+		ne.Actor = actor
 	}
 	if in.RunID != nil {
 		r := strings.TrimSpace(*in.RunID)
@@ -249,7 +261,7 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 	ev.OccurredAt = ClampOccurredAt(in.OccurredAt, now)
 
 	seen := map[string]bool{}
-	var watchers []string
+	var watchers []SessionRef
 	if len(in.Watchers) > MaxWatchersPerEvent {
 		return NewEvent{}, Errorf(EINVALID, "at most %d watchers per event, got %d", MaxWatchersPerEvent, len(in.Watchers))
 	}
@@ -268,10 +280,11 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 		}
 		if !seen[wr.Key] {
 			seen[wr.Key] = true
-			watchers = append(watchers, wr.Key)
+			watchers = append(watchers, wr)
 		}
 	}
-	return NewEvent{Event: ev, Watchers: watchers, Skipped: skipped}, nil
+	ne.Event, ne.SessionKind, ne.Watchers, ne.Skipped = ev, kind, watchers, skipped
+	return ne, nil
 }
 
 // ClampOccurredAt clamps a caller's time into [now-24h, now]; nil means now (SIG-5).

@@ -170,13 +170,13 @@ func TestValidateRecord_SIG2(t *testing.T) {
 			want: NewEvent{Event: ev(func(e *Event) {
 				e.Kind, e.ActorType, e.RunID, e.DedupeKey = RunFailed, ActorSystem, "run-1", "run-terminal:run-1"
 				e.Summary, e.Payload = "child run cancelled", Payload{Outcome: OutcomeCancelled}
-			}), Watchers: []string{"agent:main:main"}},
+			}), Watchers: []SessionRef{{"main", "agent:main:main"}}},
 		},
 		{name: "agentId of a canonical key agrees", mod: func(in *RecordInput) { in.AgentID = ptr("main") }, want: NewEvent{Event: ev(nil)}},
 		{name: "agentId contradicts the key", mod: func(in *RecordInput) { in.AgentID = ptr("ops") }, wantErr: true},
 		{name: "bare key takes the agent", mod: func(in *RecordInput) { in.SessionKey, in.AgentID = "Global", ptr("ops") }, want: NewEvent{Event: ev(func(e *Event) {
 			e.Session = SessionRef{"ops", "global"}
-		})}},
+		}), SessionKind: KindGlobal}},
 		{name: "malformed key", mod: func(in *RecordInput) { in.SessionKey = "agent:main:" }, wantErr: true},
 		{name: "unknown kind", mod: func(in *RecordInput) { in.Kind = "created" }, wantErr: true},
 		{name: "empty kind", mod: func(in *RecordInput) { in.Kind = "" }, wantErr: true},
@@ -187,7 +187,7 @@ func TestValidateRecord_SIG2(t *testing.T) {
 		{name: "human actor id kept as given", mod: func(in *RecordInput) { in.ActorID = ptr(" U123Abc ") }, want: NewEvent{Event: ev(func(e *Event) { e.ActorID = "U123Abc" })}},
 		{name: "agent actor id canonicalised", mod: func(in *RecordInput) {
 			in.ActorType, in.ActorID = ActorAgent, ptr(" Agent:Main::Main ")
-		}, want: NewEvent{Event: ev(func(e *Event) { e.ActorType, e.ActorID = ActorAgent, "agent:main:main" })}},
+		}, want: NewEvent{Event: ev(func(e *Event) { e.ActorType, e.ActorID = ActorAgent, "agent:main:main" }), Actor: SessionRef{"main", "agent:main:main"}}},
 		{name: "empty actor id", mod: func(in *RecordInput) { in.ActorID = ptr("  ") }, wantErr: true},
 		{name: "actor id with newline", mod: func(in *RecordInput) { in.ActorID = ptr("a\nb") }, wantErr: true},
 		{name: "actor id too long", mod: func(in *RecordInput) { in.ActorID = ptr(strings.Repeat("a", MaxActorIDBytes+1)) }, wantErr: true},
@@ -236,7 +236,7 @@ func TestValidateRecord_SIG2(t *testing.T) {
 		// watchers (WAT-2, WAT-4, KEY-3)
 		{name: "watchers canonicalised and deduplicated in order", mod: func(in *RecordInput) {
 			in.Watchers = []string{"AGENT:Main:Main", "agent:ops:work", " agent:main:main ", "agent:main::main"}
-		}, want: NewEvent{Event: ev(nil), Watchers: []string{"agent:main:main", "agent:ops:work"}}},
+		}, want: NewEvent{Event: ev(nil), Watchers: []SessionRef{{"main", "agent:main:main"}, {"ops", "agent:ops:work"}}}},
 		// WAT-4: watchers that cannot watch are skipped and reported, the event stays valid.
 		{name: "WAT-4 bare watcher skipped", mod: func(in *RecordInput) { in.Watchers = []string{"global"} }, want: NewEvent{Event: ev(nil),
 			Skipped: []SkippedWatcher{{"global", `watcher "global" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`}}}},
@@ -248,13 +248,13 @@ func TestValidateRecord_SIG2(t *testing.T) {
 			Skipped: []SkippedWatcher{{"Agent:Main:SubAgent:Child", "the watcher is the session itself; a session cannot watch itself"}}}},
 		{name: "WAT-4 valid, bare, self and malformed mixed", mod: func(in *RecordInput) {
 			in.Watchers = []string{"agent:main:main", "global", "agent:main:subagent:child", "agent:main:", "agent:ops:main", "a\x00b"}
-		}, want: NewEvent{Event: ev(nil), Watchers: []string{"agent:main:main", "agent:ops:main"}, Skipped: []SkippedWatcher{
+		}, want: NewEvent{Event: ev(nil), Watchers: []SessionRef{{"main", "agent:main:main"}, {"ops", "agent:ops:main"}}, Skipped: []SkippedWatcher{
 			{"global", `watcher "global" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`},
 			{"agent:main:subagent:child", "the watcher is the session itself; a session cannot watch itself"},
 			{"agent:main:", `watcher "agent:main:" is not an agent-qualified session key (agent:<agentId>:<rest>); bare keys cannot watch`},
 			{"a\x00b", "watcher contains a control character or line break"},
 		}}},
-		{name: "32 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent) }, want: NewEvent{Event: ev(nil), Watchers: nWatchers(MaxWatchersPerEvent)}},
+		{name: "32 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent) }, want: NewEvent{Event: ev(nil), Watchers: watcherRefs(nWatchers(MaxWatchersPerEvent))}},
 		{name: "33 watchers", mod: func(in *RecordInput) { in.Watchers = nWatchers(MaxWatchersPerEvent + 1) }, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -269,11 +269,23 @@ func TestValidateRecord_SIG2(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ValidateRecord: %v", err)
 			}
+			if tt.want.SessionKind == "" {
+				tt.want.SessionKind = KindSubagent // the session of base()
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ValidateRecord mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// watcherRefs are the references of canonical watcher keys of agent main.
+func watcherRefs(keys []string) []SessionRef {
+	refs := make([]SessionRef, len(keys))
+	for i, k := range keys {
+		refs[i] = SessionRef{AgentID: "main", Key: k}
+	}
+	return refs
 }
 
 func nWatchers(n int) []string {
@@ -419,13 +431,19 @@ func FuzzValidateRecord(f *testing.F) {
 			t.Fatalf("watchers %q not deduplicated", ne.Watchers)
 		}
 		for _, w := range ne.Watchers {
-			ref, err := ResolveWatcher(w)
-			if err != nil || ref.Key != w {
-				t.Fatalf("watcher %q is not canonical: %+v, %v", w, ref, err)
+			ref, err := ResolveWatcher(w.Key)
+			if err != nil || ref != w {
+				t.Fatalf("watcher %+v is not canonical: %+v, %v", w, ref, err)
 			}
-			if w == e.Session.Key {
-				t.Fatalf("watcher %q watches itself", w)
+			if w == e.Session {
+				t.Fatalf("watcher %+v watches itself", w)
 			}
+		}
+		if ne.SessionKind != ClassifyKey(e.Session.Key) {
+			t.Fatalf("session kind %q, want %q", ne.SessionKind, ClassifyKey(e.Session.Key))
+		}
+		if p, ok := ParseSessionKey(e.ActorID); ok != (ne.Actor != SessionRef{}) || ok && (ne.Actor != SessionRef{AgentID: p.AgentID, Key: e.ActorID}) {
+			t.Fatalf("actor %+v of actorId %q", ne.Actor, e.ActorID)
 		}
 	})
 }

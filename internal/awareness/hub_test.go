@@ -378,7 +378,7 @@ func TestHubSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 		t.Errorf("Subscribers() = %d, %d, want 0, 0", n, e)
 	}
 	h.Close()
-	goleak.VerifyNone(t, goleak.IgnoreTopFunction(gormLRU)) // see main_test.go
+	goleak.VerifyNone(t)
 }
 
 // A batch larger than the buffer, published in one call, fills a stalled subscriber's

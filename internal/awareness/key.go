@@ -140,39 +140,46 @@ func checkCanonicalBytes(what, raw, canon string) error {
 // agentID, default "main". A key that starts with `agent:` but does not parse is
 // malformed.
 func ResolveSession(key string, agentID *string) (SessionRef, error) {
+	ref, _, err := resolveSession(key, agentID)
+	return ref, err
+}
+
+// resolveSession is ResolveSession that also classifies the key (KEY-2) from the same
+// parse.
+func resolveSession(key string, agentID *string) (SessionRef, SessionKind, error) {
 	if err := checkKeyBytes("sessionKey", key); err != nil {
-		return SessionRef{}, err
+		return SessionRef{}, "", err
 	}
 	var agent string
 	if agentID != nil {
 		agent = strings.ToLower(strings.TrimSpace(*agentID))
 		if !ValidAgentID(agent) {
-			return SessionRef{}, Errorf(EINVALID, "agentId %q is not a valid agent id ([a-z0-9][a-z0-9_-]{0,63})", truncateForMessage(*agentID))
+			return SessionRef{}, "", Errorf(EINVALID, "agentId %q is not a valid agent id ([a-z0-9][a-z0-9_-]{0,63})", truncateForMessage(*agentID))
 		}
 	}
 	if p, ok := ParseSessionKey(key); ok {
 		if !ValidAgentID(p.AgentID) {
-			return SessionRef{}, Errorf(EINVALID, "sessionKey %q has an invalid agent id", truncateForMessage(key))
+			return SessionRef{}, "", Errorf(EINVALID, "sessionKey %q has an invalid agent id", truncateForMessage(key))
 		}
 		if agent != "" && agent != p.AgentID {
-			return SessionRef{}, Errorf(EINVALID, "agentId %q contradicts the agent %q of sessionKey", agent, p.AgentID)
+			return SessionRef{}, "", Errorf(EINVALID, "agentId %q contradicts the agent %q of sessionKey", agent, p.AgentID)
 		}
 		if err := checkCanonicalBytes("sessionKey", key, p.String()); err != nil {
-			return SessionRef{}, err
+			return SessionRef{}, "", err
 		}
-		return SessionRef{AgentID: p.AgentID, Key: p.String()}, nil
+		return SessionRef{AgentID: p.AgentID, Key: p.String()}, classifyParsed(p), nil
 	}
 	canon := strings.ToLower(strings.TrimSpace(key))
 	if canon == "agent" || strings.HasPrefix(canon, "agent:") {
-		return SessionRef{}, Errorf(EINVALID, "sessionKey %q is malformed: want agent:<agentId>:<rest>", truncateForMessage(key))
+		return SessionRef{}, "", Errorf(EINVALID, "sessionKey %q is malformed: want agent:<agentId>:<rest>", truncateForMessage(key))
 	}
 	if err := checkCanonicalBytes("sessionKey", key, canon); err != nil {
-		return SessionRef{}, err
+		return SessionRef{}, "", err
 	}
 	if agent == "" {
 		agent = DefaultAgentID
 	}
-	return SessionRef{AgentID: agent, Key: canon}, nil
+	return SessionRef{AgentID: agent, Key: canon}, classifyBare(canon), nil
 }
 
 // ResolveWatcher validates a watcher key: it must be agent-qualified (KEY-3, WAT-1).
@@ -197,17 +204,26 @@ func ResolveWatcher(key string) (SessionRef, error) {
 func ClassifyKey(key string) SessionKind {
 	p, ok := ParseSessionKey(key)
 	if !ok {
-		k := strings.ToLower(strings.TrimSpace(key))
-		switch {
-		case k == "global":
-			return KindGlobal
-		case strings.HasPrefix(k, "cron:"):
-			return KindCron
-		case strings.HasPrefix(k, "hook:"):
-			return KindHook
-		}
-		return KindOther
+		return classifyBare(strings.ToLower(strings.TrimSpace(key)))
 	}
+	return classifyParsed(p)
+}
+
+// classifyBare is the kind of a bare key, canonical (KEY-2).
+func classifyBare(k string) SessionKind {
+	switch {
+	case k == "global":
+		return KindGlobal
+	case strings.HasPrefix(k, "cron:"):
+		return KindCron
+	case strings.HasPrefix(k, "hook:"):
+		return KindHook
+	}
+	return KindOther
+}
+
+// classifyParsed is the kind of an agent-qualified key (KEY-2).
+func classifyParsed(p ParsedKey) SessionKind {
 	segs := strings.Split(p.Rest, ":")
 	switch segs[0] {
 	case "subagent":

@@ -176,12 +176,10 @@ func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {
 func recordAgents(ne NewEvent) []string {
 	out := []string{ne.Event.Session.AgentID}
 	for _, w := range ne.Watchers {
-		if p, ok := ParseSessionKey(w); ok {
-			out = append(out, p.AgentID)
-		}
+		out = append(out, w.AgentID)
 	}
-	if p, ok := ParseSessionKey(ne.Event.ActorID); ok {
-		out = append(out, p.AgentID)
+	if ne.Actor.AgentID != "" {
+		out = append(out, ne.Actor.AgentID)
 	}
 	return out
 }

@@ -2,12 +2,10 @@ package awareness_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -19,10 +17,7 @@ func ptr[T any](v T) *T { return &v }
 func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 	t.Parallel()
 	bg := context.Background()
-	st, err := models.OpenSQLite(bg, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newMemStore()
 	svc := awareness.NewService(awareness.Config{Store: st})
 	t.Cleanup(func() {
 		svc.Hub().Close()
@@ -248,10 +243,7 @@ func TestGrants_CLT1(t *testing.T) {
 	t.Parallel()
 	bg := context.Background()
 	newSvc := func(g awareness.Grants) *awareness.Service {
-		st, err := models.OpenSQLite(bg, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newMemStore()
 		svc := awareness.NewService(awareness.Config{Store: st, Grants: g, Catalogs: []awareness.Catalog{stubCatalog{"open"}, stubCatalog{"opsonly"}}})
 		t.Cleanup(func() {
 			svc.Hub().Close()
@@ -341,10 +333,7 @@ func TestGrants_CLT1(t *testing.T) {
 func TestWithdrawnGrantHidesCursors_CLT1(t *testing.T) {
 	t.Parallel()
 	bg := context.Background()
-	st, err := models.OpenSQLite(bg, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newMemStore()
 	t.Cleanup(func() { st.Close() })
 	dev := awareness.WithPrincipal(bg, awareness.Principal{AgentID: "dev"})
 	granted := awareness.NewService(awareness.Config{Store: st, Grants: awareness.Grants{Watch: map[string][]string{"dev": {"ops"}}}})

@@ -2,20 +2,15 @@ package awareness_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
 func openReconcileService(t *testing.T, now func() time.Time) (*awareness.Service, awareness.Store) {
 	t.Helper()
-	st, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "rec.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newMemStore()
 	t.Cleanup(func() { _ = st.Close() })
 	return awareness.NewService(awareness.Config{Store: st, Now: now}), st
 }

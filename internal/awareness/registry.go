@@ -52,8 +52,10 @@ type SessionWrite struct {
 // RegistryStore is the registry part of the durable state (REG-1..3). *models.Store
 // implements it; a Store without it answers the registry operations UNIMPLEMENTED.
 //
-// The compaction count is kept by Store.Append: a recorded (not deduplicated)
-// `compacted` event increments it in the append transaction (REG-3).
+// Implementations read the rows a call writes, merge each write with
+// MergeSessionWrite, and write the results back, in one transaction. The compaction
+// count is kept by Store.Append: a recorded (not deduplicated) op adds its
+// AppendOp.Compactions in the append transaction (REG-3).
 type RegistryStore interface {
 	// UpsertSessions applies ws in order in one write transaction and returns the
 	// resulting sessions: every write commits or none does. A write creates the
@@ -64,6 +66,127 @@ type RegistryStore interface {
 	// compactionCount on a registered session, in one statement (REG-3). ok is false
 	// when the session is not registered.
 	RecordMemoryFlush(ctx context.Context, ref SessionRef, now time.Time) (s Session, ok bool, err error)
+}
+
+// CheckSessionWrites refuses a registry batch a store must not write: a write without a
+// session (INVALID_ARGUMENT) or a zero now (CheckClock).
+func CheckSessionWrites(ws []SessionWrite, now time.Time) error {
+	if err := CheckClock("UpsertSessions", now); err != nil {
+		return err
+	}
+	for i, w := range ws {
+		if w.Ref.AgentID == "" || w.Ref.Key == "" {
+			return Errorf(EINVALID, "session write %d: session is empty", i)
+		}
+	}
+	return nil
+}
+
+// RegistryRow is a session's row as a registry write finds it and as it leaves it.
+type RegistryRow struct {
+	Session Session
+	// New is true for a row the same call created (its head and entry did not exist):
+	// the first write then sets its update time as given, even one before now.
+	New bool
+	// Deleted is true for a deleted session (DeleteSession): a write revives it with a
+	// fresh entry and a compaction count of 0.
+	Deleted bool
+}
+
+// MergeSessionWrite is the registry write w applied to row at now (REG-1, REG-2): the
+// row to store, registered, its kind classified from the key. A deleted row is
+// revived anew; Replace clears the entry first; non-nil fields are set; Extra is
+// merged key by key (a JSON null removing a key) into the stored fields, and the
+// merged fields, encoded, stay within MaxExtraBytes; a live session's update time
+// never goes backwards. Extra values come back as encoding/json writes them
+// (compact), which is how a store that encodes them gives them back. row is not
+// modified. Several writes of one session in one call merge in order, each into the
+// result of the previous one.
+func MergeSessionWrite(row RegistryRow, w SessionWrite, now time.Time) (RegistryRow, error) {
+	s := row.Session
+	if row.Deleted {
+		s.CreatedAt, s.CompactionCount = now, 0
+		s.Entry = SessionEntry{}
+		row.New = true
+	}
+	if w.Replace {
+		s.Entry = SessionEntry{}
+	}
+	e := w.Entry
+	setPtr(&s.Entry.SessionID, e.SessionID)
+	setPtr(&s.Entry.ParentSessionKey, e.ParentSessionKey)
+	setPtr(&s.Entry.ChatType, e.ChatType)
+	setPtr(&s.Entry.Provider, e.Provider)
+	setPtr(&s.Entry.DisplayName, e.DisplayName)
+	setPtr(&s.Entry.InputTokens, e.InputTokens)
+	setPtr(&s.Entry.OutputTokens, e.OutputTokens)
+	setPtr(&s.Entry.TotalTokens, e.TotalTokens)
+	setPtr(&s.Entry.ContextTokens, e.ContextTokens)
+	setPtr(&s.Entry.MemoryFlushCompactionCount, e.MemoryFlushCompactionCount)
+	if e.MemoryFlushAt != nil {
+		t := e.MemoryFlushAt.UTC()
+		s.Entry.MemoryFlushAt = &t
+	}
+	extra, err := mergeExtra(s.Entry.Extra, e.Extra)
+	if err != nil {
+		return RegistryRow{}, err
+	}
+	s.Entry.Extra = extra
+	if w.CompactionCount != nil {
+		s.CompactionCount = *w.CompactionCount
+	}
+	updated := now
+	if w.UpdatedAt != nil {
+		updated = w.UpdatedAt.UTC()
+	}
+	if row.New || updated.After(s.UpdatedAt) {
+		s.UpdatedAt = updated
+	}
+	s.Kind = ClassifyKey(s.Ref.Key)
+	s.Registered = true
+	return RegistryRow{Session: s}, nil
+}
+
+func setPtr[T any](dst **T, v *T) {
+	if v != nil {
+		c := *v
+		*dst = &c
+	}
+}
+
+// mergeExtra merges patch into the stored extra fields: a key with a JSON null is
+// removed, every other key is set. The result is nil when no key remains. stored is
+// not modified.
+func mergeExtra(stored, patch map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	if len(patch) == 0 {
+		return stored, nil
+	}
+	m := make(map[string]json.RawMessage, len(stored)+len(patch))
+	for k, v := range stored {
+		m[k] = v
+	}
+	for k, v := range patch {
+		if isNull(v) {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m) // sorted keys, compact values
+	if err != nil {
+		return nil, Errorf(EINVALID, "extra is not valid JSON: %v", err)
+	}
+	if len(b) > MaxExtraBytes {
+		return nil, Errorf(EINVALID, "the merged extra fields are %d bytes; the limit is %d", len(b), MaxExtraBytes)
+	}
+	out := map[string]json.RawMessage{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, Internal(err)
+	}
+	return out, nil
 }
 
 func (s *Service) registry() (RegistryStore, error) {

@@ -1,7 +1,6 @@
 package awareness_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,15 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
-func newRegistryService(t *testing.T) (*awareness.Service, *models.Store, *clock) {
+func newRegistryService(t *testing.T) (*awareness.Service, *memStore, *clock) {
 	t.Helper()
-	store, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newMemStore()
 	hub := awareness.NewHub()
 	t.Cleanup(func() {
 		hub.Close()
@@ -36,7 +31,7 @@ type regSnapshot struct {
 	Sessions []awareness.Session
 }
 
-func takeRegSnapshot(t *testing.T, store *models.Store) regSnapshot {
+func takeRegSnapshot(t *testing.T, store *memStore) regSnapshot {
 	t.Helper()
 	st, err := store.Stats(t.Context())
 	if err != nil {

@@ -283,3 +283,121 @@ func FuzzParseSessionsJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestREG1MergeSessionWrite(t *testing.T) {
+	t.Parallel()
+	ref := SessionRef{AgentID: "main", Key: "agent:main:telegram:group:-100"}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	earlier, later := now.Add(-time.Hour), now.Add(time.Hour)
+	extra := func(kv ...string) map[string]json.RawMessage {
+		m := map[string]json.RawMessage{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = json.RawMessage(kv[i+1])
+		}
+		return m
+	}
+	// live is a registered session with a log, last updated at now.
+	live := Session{Ref: ref, Kind: KindGroup, StateVersion: 7, PrunedThrough: 2, CompactionCount: 3, Registered: true,
+		Entry: SessionEntry{SessionID: regPtrTo("s1"), DisplayName: regPtrTo("Ops"), ContextTokens: regPtrTo[int64](10),
+			Extra: extra("subject", `"x"`, "room", `"#ops"`)},
+		CreatedAt: earlier, UpdatedAt: now}
+	with := func(mod func(*Session)) Session {
+		s := live
+		s.Entry.Extra = extra("subject", `"x"`, "room", `"#ops"`)
+		mod(&s)
+		return s
+	}
+	tests := []struct {
+		name string
+		row  RegistryRow
+		w    SessionWrite
+		want Session
+	}{
+		{"new row takes the given time, even an earlier one, and is classified",
+			RegistryRow{Session: Session{Ref: ref, CreatedAt: now, UpdatedAt: now}, New: true},
+			SessionWrite{Ref: ref, Entry: SessionEntry{ChatType: regPtrTo("group")}, UpdatedAt: &earlier},
+			Session{Ref: ref, Kind: KindGroup, Registered: true, Entry: SessionEntry{ChatType: regPtrTo("group")},
+				CreatedAt: now, UpdatedAt: earlier}},
+		{"nil fields stay, set fields replace, extra merges and null removes",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, Entry: SessionEntry{DisplayName: regPtrTo("Ops 2"), Extra: extra("room", "null", "topic", `{ "id" : 7 }`)}},
+			with(func(s *Session) {
+				s.Entry.DisplayName = regPtrTo("Ops 2")
+				s.Entry.Extra = extra("subject", `"x"`, "topic", `{"id":7}`)
+			})},
+		{"extra values come back as encoding/json writes them",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, Entry: SessionEntry{Extra: extra("subject", `"<a & b>"`)}},
+			with(func(s *Session) { s.Entry.Extra = extra("subject", `"\u003ca \u0026 b\u003e"`, "room", `"#ops"`) })},
+		{"removing every extra key leaves none",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, Entry: SessionEntry{Extra: extra("subject", "null", "room", "null")}},
+			with(func(s *Session) { s.Entry.Extra = nil })},
+		{"a live session's time never goes backwards",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, UpdatedAt: &earlier},
+			live},
+		{"a later time moves it, and an import's count replaces the count",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, UpdatedAt: &later, CompactionCount: regPtrTo[int64](9)},
+			with(func(s *Session) { s.UpdatedAt, s.CompactionCount = later, 9 })},
+		{"replace makes the entry exactly the write",
+			RegistryRow{Session: live},
+			SessionWrite{Ref: ref, Replace: true, Entry: SessionEntry{Provider: regPtrTo("telegram"), Extra: extra("a", "1", "b", "null")}},
+			with(func(s *Session) { s.Entry = SessionEntry{Provider: regPtrTo("telegram"), Extra: extra("a", "1")} })},
+		{"a deleted session is revived anew",
+			RegistryRow{Session: live, Deleted: true},
+			SessionWrite{Ref: ref, Entry: SessionEntry{ChatType: regPtrTo("group")}, UpdatedAt: &earlier},
+			Session{Ref: ref, Kind: KindGroup, StateVersion: 7, PrunedThrough: 2, Registered: true,
+				Entry: SessionEntry{ChatType: regPtrTo("group")}, CreatedAt: now, UpdatedAt: earlier}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := cloneSession(tt.row.Session)
+			got, err := MergeSessionWrite(tt.row, tt.w, now)
+			if err != nil {
+				t.Fatalf("MergeSessionWrite: %v", err)
+			}
+			if diff := cmp.Diff(RegistryRow{Session: tt.want}, got); diff != "" {
+				t.Errorf("merged (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tt.row.Session); diff != "" {
+				t.Errorf("the input row changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+
+	// Two writes of one new session in one call: the second merges into the first,
+	// and no longer takes an earlier time.
+	first, err := MergeSessionWrite(RegistryRow{Session: Session{Ref: ref, CreatedAt: now, UpdatedAt: now}, New: true},
+		SessionWrite{Ref: ref, UpdatedAt: &later}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := MergeSessionWrite(first, SessionWrite{Ref: ref, UpdatedAt: &earlier}, now)
+	if err != nil || !second.Session.UpdatedAt.Equal(later) {
+		t.Errorf("second write of a new session: updated %v (%v), want %v", second.Session.UpdatedAt, err, later)
+	}
+
+	// The merged extra fields, encoded, stay within MaxExtraBytes.
+	big := `"` + strings.Repeat("x", MaxExtraBytes/2) + `"`
+	half, err := MergeSessionWrite(RegistryRow{Session: live}, SessionWrite{Ref: ref, Entry: SessionEntry{Extra: extra("a", big)}}, now)
+	if err != nil {
+		t.Fatalf("half the limit: %v", err)
+	}
+	if _, err := MergeSessionWrite(half, SessionWrite{Ref: ref, Entry: SessionEntry{Extra: extra("b", big)}}, now); ErrorCode(err) != EINVALID {
+		t.Errorf("merged extra over the limit: got %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+func cloneSession(s Session) Session {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	var c Session
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return c
+}

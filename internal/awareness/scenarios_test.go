@@ -1,7 +1,7 @@
 package awareness_test
 
 // Scenario tests of the notice protocol (SPEC §3-4) through awareness.Service over the
-// real SQLite store, with an injected clock. They replay the upstream OpenClaw
+// in-memory store (memstore_test.go), with an injected clock. They replay the upstream OpenClaw
 // acceptance checklist (reference openclaw-awareness.md §8, groups C and D) where it
 // applies to this service, plus the seeds' promise ("twenty rapid changes give one
 // notice") and the interleavings of NTC-2/NTC-3.
@@ -20,13 +20,11 @@ package awareness_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
 const (
@@ -54,13 +52,13 @@ func (c *clock) Now() time.Time {
 	return c.t
 }
 
-// world is one database file, reopened by restart like a service process.
+// world is one database, reopened by restart like a service process.
 type world struct {
 	t     *testing.T
 	ctx   context.Context
-	path  string
+	db    *memStore // the data every restart reopens
 	clk   *clock
-	store *models.Store
+	store *memStore
 	svc   *awareness.Service
 	// raw counts every notice the hub publishes (all watchers), to check "opened once"
 	// below the subscription's own de-duplication.
@@ -71,8 +69,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{
 		t: t, ctx: context.Background(),
-		path: filepath.Join(t.TempDir(), "awareness.db"),
-		clk:  &clock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)},
+		db:  newMemStore(),
+		clk: &clock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)},
 	}
 	w.open()
 	t.Cleanup(w.close)
@@ -81,10 +79,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) open() {
 	w.t.Helper()
-	st, err := models.OpenSQLite(w.ctx, w.path, models.Options{})
-	if err != nil {
-		w.t.Fatalf("OpenSQLite: %v", err)
-	}
+	st := w.db.reopen()
 	w.store = st
 	w.svc = awareness.NewService(awareness.Config{Store: st, Now: w.clk.Now})
 	w.raw = w.svc.Hub().SubscribeNotices("")

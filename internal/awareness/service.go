@@ -125,7 +125,7 @@ func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult
 	if err := ctx.Err(); err != nil {
 		return RecordResult{}, Unavailable(err)
 	}
-	op := &AppendOp{New: ne, Now: now}
+	op := NewAppendOp(ne, now)
 	if err := s.commit.append(ctx, op); err != nil {
 		return RecordResult{}, err
 	}
@@ -191,15 +191,13 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	} else {
 		lim = 0
 	}
-	ch, err := s.store.ReadChanges(ctx, ref, after, lim)
+	ch, sess, err := s.store.ReadStatus(ctx, ref, after, lim)
 	if err != nil {
 		return Status{}, err
 	}
 	st := Status{Ref: ref, StateVersion: ch.Head.Version}
-	if sess, ok, err := s.store.Session(ctx, ref); err != nil {
-		return Status{}, err
-	} else if ok && sess.Registered {
-		st.Session = &sess
+	if sess != nil && sess.Registered {
+		st.Session = sess
 	}
 	if changesSince == nil {
 		return st, nil

@@ -201,7 +201,7 @@ func TestServiceSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 	if n, e := svc.Hub().Subscribers(); n != 0 || e != 0 {
 		t.Errorf("Subscribers() = %d, %d, want 0, 0", n, e)
 	}
-	goleak.VerifyNone(t, goleak.IgnoreTopFunction(gormLRU)) // see main_test.go
+	goleak.VerifyNone(t)
 }
 
 // A burst of SubscriberBuffer notices to a subscriber that reads only afterwards is

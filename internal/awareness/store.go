@@ -18,18 +18,79 @@ type Head struct {
 	UpdatedAt     time.Time
 }
 
-// AppendOp is one append inside a (possibly shared) write transaction. The store fills
-// the result fields. Ops of one call are applied in order, so a later op sees the
-// effects of earlier ones (group commit).
+// AppendOp is one append inside a (possibly shared) write transaction, built by
+// NewAppendOp. The store fills the result fields. Ops of one call are applied in order,
+// so a later op sees the effects of earlier ones (group commit).
 type AppendOp struct {
 	New NewEvent
 	Now time.Time
+	// Compactions is what the store adds to the session's compaction count when it
+	// records the event (not when it deduplicates it): 1 for a compacted event, else 0
+	// (REG-3).
+	Compactions int64
 
 	// Results.
 	Event    Event    // the stored event; the first one when deduplicated (SIG-4)
 	Recorded bool     // false when deduplicated
 	Version  int64    // the session's head after this op
 	Opened   []Notice // notices opened by this append, to publish after commit
+}
+
+// NewAppendOp returns the op that appends ne at now, with the registry effects of its
+// kind decided.
+func NewAppendOp(ne NewEvent, now time.Time) *AppendOp {
+	return &AppendOp{New: ne, Now: now, Compactions: compactionsOf(ne.Event.Kind)}
+}
+
+// compactionsOf is how much recording an event of kind k adds to its session's
+// compaction count (REG-3).
+func compactionsOf(k EventKind) int64 {
+	if k == Compacted {
+		return 1
+	}
+	return 0
+}
+
+// CheckAppendOps refuses, with INVALID_ARGUMENT, a batch with an op that ValidateRecord
+// and NewAppendOp could not have produced (nil, unknown kind, actor type or session
+// kind, empty session, zero times, a compaction count that is not the kind's). A store
+// checks the batch before it writes anything.
+func CheckAppendOps(ops []*AppendOp) error {
+	for i, op := range ops {
+		bad := func(format string, args ...any) error {
+			return Errorf(EINVALID, "append op %d: "+format, append([]any{i}, args...)...)
+		}
+		if op == nil {
+			return bad("op is nil")
+		}
+		ev := op.New.Event
+		switch {
+		case op.Now.IsZero():
+			return bad("Now is zero")
+		case ev.Session.AgentID == "" || ev.Session.Key == "":
+			return bad("session is empty")
+		case !ev.Kind.Valid():
+			return bad("kind %q is not an event kind", ev.Kind)
+		case !ev.ActorType.Valid():
+			return bad("actorType %q is not an actor type", ev.ActorType)
+		case ev.OccurredAt.IsZero():
+			return bad("occurredAt is zero")
+		case !op.New.SessionKind.Valid():
+			return bad("session kind %q is not a session kind", op.New.SessionKind)
+		case op.Compactions != compactionsOf(ev.Kind):
+			return bad("compactions %d is not what a %s event counts", op.Compactions, ev.Kind)
+		}
+	}
+	return nil
+}
+
+// CheckClock refuses a zero time from the service clock (INTERNAL): every store method
+// given a time checks it before it writes.
+func CheckClock(what string, now time.Time) error {
+	if now.IsZero() {
+		return Errorf(EINTERNAL, "%s: the service clock gave a zero time", what)
+	}
+	return nil
 }
 
 // Changes is one consistent read of a session's log for reconciliation (REC-1).
@@ -172,6 +233,9 @@ type Store interface {
 	// ReadChanges returns the head and up to limit events after `after`, in one read
 	// transaction. A session without a head has Version 0.
 	ReadChanges(ctx context.Context, ref SessionRef, after int64, limit int) (Changes, error)
+	// ReadStatus is ReadChanges and Session read from one snapshot (sessionStatus,
+	// REC-1): sess is nil when Session would answer ok false.
+	ReadStatus(ctx context.Context, ref SessionRef, after int64, limit int) (ch Changes, sess *Session, err error)
 
 	// Session returns one session row; ok is false when neither a head nor a registry
 	// entry exists (or the session was deleted).

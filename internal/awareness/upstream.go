@@ -155,6 +155,77 @@ type UpstreamStore interface {
 	OwnPrompts(ctx context.Context, ref SessionRef) ([]string, error)
 }
 
+// CheckUpstreamLink refuses (INVALID_ARGUMENT) a link a store must not adopt: without
+// a session, an id, a catalog, thread or source, or with a negative marker.
+func CheckUpstreamLink(l UpstreamLink) error {
+	bad := func(what string) error {
+		return Errorf(EINVALID, "upstream link: %s", what)
+	}
+	switch {
+	case l.Session.AgentID == "" || l.Session.Key == "":
+		return bad("session is empty")
+	case l.ID == "":
+		return bad("link id is empty")
+	case l.CatalogID == "" || l.ThreadID == "" || l.Source == "":
+		return bad("catalog, thread or source is empty")
+	case l.Marker < 0:
+		return bad("marker is negative")
+	}
+	return nil
+}
+
+// CheckUpstreamChecks refuses a settlement batch a store must not apply: a zero check
+// time (CheckClock), a marker that would move backwards, a negative miss count or a
+// check without a link id (INVALID_ARGUMENT).
+func CheckUpstreamChecks(checks []UpstreamCheck) error {
+	for i, c := range checks {
+		if err := CheckClock("SettleUpstream", c.CheckedAt); err != nil {
+			return err
+		}
+		if c.Marker < c.Expect.Marker || c.ConsecutiveMisses < 0 || c.Expect.ID == "" {
+			return Errorf(EINVALID, "upstream check %d: marker %d before %d, misses %d or empty link id",
+				i, c.Marker, c.Expect.Marker, c.ConsecutiveMisses)
+		}
+	}
+	return nil
+}
+
+// Applies reports whether the check still applies to cur, the session's link now: cur
+// is exactly the link the check read (same ID, marker, miss count and UpdatedAt).
+func (c UpstreamCheck) Applies(cur UpstreamLink) bool {
+	e := c.Expect
+	return cur.Session == e.Session && cur.ID == e.ID && cur.Marker == e.Marker &&
+		cur.ConsecutiveMisses == e.ConsecutiveMisses && cur.UpdatedAt.Equal(e.UpdatedAt)
+}
+
+// AdoptLink is an adoption of l at now over the session's current link cur (nil when
+// none), UPS-1: a link of the same source is kept (ID, marker) with its miss streak
+// restarted and UpdatedAt moved; otherwise l replaces it, never checked yet.
+// created is true when l is the result.
+func AdoptLink(cur *UpstreamLink, l UpstreamLink, now time.Time) (next UpstreamLink, created bool) {
+	if cur != nil && cur.SameSource(l) {
+		next = *cur
+		next.ConsecutiveMisses, next.UpdatedAt = 0, now
+		return next, false
+	}
+	next = l
+	next.ConsecutiveMisses, next.LastCheckedAt, next.BlockedReason = 0, time.Time{}, ""
+	next.CreatedAt, next.UpdatedAt = now, now
+	return next, true
+}
+
+// CheckOwnPrompt refuses an own-prompt write a store must not make: a zero now
+// (CheckClock), an empty hash or a window under one (INVALID_ARGUMENT).
+func CheckOwnPrompt(hash string, now time.Time, keep int) error {
+	if err := CheckClock("AddOwnPrompt", now); err != nil {
+		return err
+	}
+	if hash == "" || keep < 1 {
+		return Errorf(EINVALID, "own prompt: empty hash or keep %d < 1", keep)
+	}
+	return nil
+}
+
 // UpstreamDedupeKey is the dedupe key of the human_direct_message that records the
 // external prompts of bytes [start, end) of link linkID's thread (UPS-2, SIG-4). It
 // names the exact range: a retry after a failed or crashed settlement that scans past
@@ -412,7 +483,7 @@ func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]Record
 		if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
 			return nil, err
 		}
-		ops[i] = &AppendOp{New: ne, Now: now}
+		ops[i] = NewAppendOp(ne, now)
 	}
 	if len(ops) == 0 {
 		return nil, nil

@@ -84,4 +84,4 @@ func (q dialectSQL) writeStatements() []string {
 
 // readStatements lists the statements of the reconciliation read (read.go), for the
 // read pool's statement cache.
-func readStatements() []string { return []string{changesHeadSQL, changesPageSQL} }
+func readStatements() []string { return []string{changesHeadSQL, statusHeadSQL, changesPageSQL} }

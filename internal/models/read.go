@@ -10,11 +10,14 @@ import (
 // The reconciliation read (REC-1) is the hot query of the service: every agent turn
 // that got a notice asks for its delta. It is two statements in one read transaction,
 // the head with the lowest retained sequence, then the page, both cached by the read
-// pool (readStatements) and scanned without reflection (scanEvent).
+// pool (readStatements) and scanned without reflection (scanEvent). ReadStatus reads
+// the whole session row in place of the head.
 const (
-	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " +
-		"(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) " +
+	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " + earliestSQL +
 		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
+	statusHeadSQL = "SELECT " + sessionColumns + ", " + earliestSQL +
+		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
+	earliestSQL    = "(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) "
 	changesPageSQL = "SELECT " + eventColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? " +
 		"ORDER BY sequence LIMIT ?"
 )
@@ -24,7 +27,7 @@ const (
 func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
 	var ch awareness.Changes
 	err := s.read(ctx, "ReadChanges", func(t *tx) (err error) {
-		ch, err = readChanges(t, ref, after, limit)
+		ch, _, err = readChanges(t, ref, after, limit, false)
 		return err
 	})
 	if err != nil {
@@ -33,17 +36,53 @@ func (s *Store) ReadChanges(ctx context.Context, ref awareness.SessionRef, after
 	return ch, nil
 }
 
-func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, error) {
-	ch := awareness.Changes{Head: awareness.Head{Session: ref}}
-	var updated int64
-	var earliest sql.NullInt64
-	found, err := t.scanRow([]any{&ch.Head.Version, &ch.Head.PrunedThrough, &updated, &earliest},
-		changesHeadSQL, ref.AgentID, ref.Key)
+// ReadStatus is ReadChanges and Session in one read transaction (REC-1): the session
+// row is read in place of the head. sess is nil when the session has no row or was
+// deleted.
+func (s *Store) ReadStatus(ctx context.Context, ref awareness.SessionRef, after int64, limit int) (awareness.Changes, *awareness.Session, error) {
+	var (
+		ch   awareness.Changes
+		sess *awareness.Session
+	)
+	// The reconciliation read keeps its transaction name (metrics, spans) whichever of
+	// the two methods runs it.
+	err := s.read(ctx, "ReadChanges", func(t *tx) (err error) {
+		ch, sess, err = readChanges(t, ref, after, limit, true)
+		return err
+	})
 	if err != nil {
-		return awareness.Changes{}, err
+		return awareness.Changes{}, nil, err
+	}
+	return ch, sess, nil
+}
+
+func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSession bool) (awareness.Changes, *awareness.Session, error) {
+	ch := awareness.Changes{Head: awareness.Head{Session: ref}}
+	var (
+		r        SessionRow
+		earliest sql.NullInt64
+		sess     *awareness.Session
+		found    bool
+		err      error
+	)
+	if withSession {
+		found, err = t.scanRow(append(r.columns(), &earliest), statusHeadSQL, ref.AgentID, ref.Key)
+	} else {
+		found, err = t.scanRow([]any{&r.StateVersion, &r.PrunedThrough, &r.UpdatedAt, &earliest},
+			changesHeadSQL, ref.AgentID, ref.Key)
+	}
+	if err != nil {
+		return awareness.Changes{}, nil, err
 	}
 	if found {
-		ch.Head.UpdatedAt = fromNanos(updated)
+		ch.Head.Version, ch.Head.PrunedThrough, ch.Head.UpdatedAt = r.StateVersion, r.PrunedThrough, fromNanos(r.UpdatedAt)
+		if withSession && r.DeletedAt == nil {
+			v, err := r.session()
+			if err != nil {
+				return awareness.Changes{}, nil, err
+			}
+			sess = &v
+		}
 	}
 	ch.Earliest = ch.Head.PrunedThrough + 1
 	if earliest.Valid {
@@ -52,13 +91,13 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int) (aware
 	if !found {
 		// No head, no log (events are only written with their head).
 		ch.Events = []awareness.Event{}
-		return ch, nil
+		return ch, nil, nil
 	}
 
 	page := max(limit, 0)
 	rows, err := t.query(changesPageSQL, ref.AgentID, ref.Key, after, page+1)
 	if err != nil {
-		return awareness.Changes{}, err
+		return awareness.Changes{}, nil, err
 	}
 	defer rows.Close()
 	ch.Events = make([]awareness.Event, 0, min(page, 256))
@@ -69,12 +108,12 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int) (aware
 		}
 		ev, err := scanEvent(rows)
 		if err != nil {
-			return awareness.Changes{}, err
+			return awareness.Changes{}, nil, err
 		}
 		ch.Events = append(ch.Events, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return awareness.Changes{}, err
+		return awareness.Changes{}, nil, err
 	}
-	return ch, nil
+	return ch, sess, nil
 }

@@ -30,16 +30,11 @@ const registryWriteColumns = "agent_id, session_key, kind, registered, compactio
 // key) order, it runs three statements: create the missing rows (a registry entry and
 // a head share the row; RETURNING tells which rows are new), read every row under the
 // head lock (FOR UPDATE on PostgreSQL; the immediate transaction on SQLite), then,
-// after merging in Go, write the registry columns back with one multi-row INSERT … ON
-// CONFLICT DO UPDATE. A deleted row is revived with a fresh entry.
+// after merging each write with awareness.MergeSessionWrite, write the registry
+// columns back with one multi-row INSERT … ON CONFLICT DO UPDATE.
 func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite, now time.Time) ([]awareness.Session, error) {
-	if err := checkNow("UpsertSessions", now); err != nil {
+	if err := awareness.CheckSessionWrites(ws, now); err != nil {
 		return nil, err
-	}
-	for i, w := range ws {
-		if w.Ref.AgentID == "" || w.Ref.Key == "" {
-			return nil, awareness.Errorf(awareness.EINVALID, "session write %d: session is empty", i)
-		}
 	}
 	if len(ws) == 0 {
 		return nil, nil
@@ -66,11 +61,7 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 		}
 		out = make([]awareness.Session, 0, len(ws))
 		for _, w := range ws {
-			r := rows[w.Ref]
-			if err := applyWrite(r, w, now); err != nil {
-				return err
-			}
-			sess, err := r.session()
+			sess, err := applyWrite(rows[w.Ref], w, now)
 			if err != nil {
 				return err
 			}
@@ -149,50 +140,44 @@ func (s *Store) lockSessionRows(t *tx, refs []awareness.SessionRef, now time.Tim
 	return nil
 }
 
-// applyWrite merges one write into its row.
-func applyWrite(r *regRow, w awareness.SessionWrite, now time.Time) error {
-	if r.DeletedAt != nil {
-		// DeleteSession cleared the entry; the revived session starts anew.
-		r.CreatedAt, r.DeletedAt, r.CompactionCount, r.fresh = nanos(now), nil, 0, true
-		clearEntry(&r.SessionRow)
+// applyWrite merges one write into its row (awareness.MergeSessionWrite) and returns
+// the session as it will be written.
+func applyWrite(r *regRow, w awareness.SessionWrite, now time.Time) (awareness.Session, error) {
+	cur, err := r.session()
+	if err != nil {
+		return awareness.Session{}, err
 	}
-	e := w.Entry
-	if w.Replace {
-		clearEntry(&r.SessionRow)
+	next, err := awareness.MergeSessionWrite(awareness.RegistryRow{Session: cur, New: r.fresh, Deleted: r.DeletedAt != nil}, w, now)
+	if err != nil {
+		return awareness.Session{}, err
 	}
-	setStr(&r.SessionID, e.SessionID)
-	setStr(&r.ParentSessionKey, e.ParentSessionKey)
-	setStr(&r.ChatType, e.ChatType)
-	setStr(&r.Provider, e.Provider)
-	setStr(&r.DisplayName, e.DisplayName)
-	setInt(&r.InputTokens, e.InputTokens)
-	setInt(&r.OutputTokens, e.OutputTokens)
-	setInt(&r.TotalTokens, e.TotalTokens)
-	setInt(&r.ContextTokens, e.ContextTokens)
-	setInt(&r.MemoryFlushCompactionCount, e.MemoryFlushCompactionCount)
+	if err := setRegistryColumns(&r.SessionRow, next.Session); err != nil {
+		return awareness.Session{}, err
+	}
+	r.fresh = next.New
+	return next.Session, nil
+}
+
+// setRegistryColumns sets the columns writeSessionRows writes from a merged session.
+func setRegistryColumns(r *SessionRow, s awareness.Session) error {
+	e := s.Entry
+	r.Kind, r.Registered, r.CompactionCount = string(s.Kind), s.Registered, s.CompactionCount
+	r.SessionID, r.ParentSessionKey, r.ChatType, r.Provider, r.DisplayName = e.SessionID, e.ParentSessionKey, e.ChatType, e.Provider, e.DisplayName
+	r.InputTokens, r.OutputTokens, r.TotalTokens, r.ContextTokens = e.InputTokens, e.OutputTokens, e.TotalTokens, e.ContextTokens
+	r.MemoryFlushAt, r.MemoryFlushCompactionCount, r.ExtraJSON = nil, e.MemoryFlushCompactionCount, nil
 	if e.MemoryFlushAt != nil {
 		n := nanos(*e.MemoryFlushAt)
 		r.MemoryFlushAt = &n
 	}
-	extra, err := mergeExtra(r.ExtraJSON, e.Extra)
-	if err != nil {
-		return err
+	if len(e.Extra) > 0 {
+		b, err := json.Marshal(e.Extra)
+		if err != nil {
+			return fmt.Errorf("registry: encode extra: %w", err)
+		}
+		extra := string(b)
+		r.ExtraJSON = &extra
 	}
-	r.ExtraJSON = extra
-	if w.CompactionCount != nil {
-		r.CompactionCount = *w.CompactionCount
-	}
-	updated := nanos(now)
-	if w.UpdatedAt != nil {
-		updated = nanos(*w.UpdatedAt)
-	}
-	if r.fresh || updated > r.UpdatedAt {
-		r.UpdatedAt = updated
-	}
-	// A second write of the same session in one call merges into the first.
-	r.fresh = false
-	r.Kind = string(awareness.ClassifyKey(r.SessionKey))
-	r.Registered = true
+	r.CreatedAt, r.UpdatedAt, r.DeletedAt = nanos(s.CreatedAt), nanos(s.UpdatedAt), nil
 	return nil
 }
 
@@ -225,62 +210,6 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
     extra_json = excluded.extra_json, created_at = excluded.created_at, updated_at = excluded.updated_at,
     deleted_at = excluded.deleted_at`, args...)
 	return err
-}
-
-// clearEntry clears the registry columns of a row (not the compaction count, which
-// the log keeps).
-func clearEntry(r *SessionRow) {
-	r.SessionID, r.ParentSessionKey, r.ChatType, r.Provider, r.DisplayName = nil, nil, nil, nil, nil
-	r.InputTokens, r.OutputTokens, r.TotalTokens, r.ContextTokens = nil, nil, nil, nil
-	r.MemoryFlushAt, r.MemoryFlushCompactionCount, r.ExtraJSON = nil, nil, nil
-}
-
-func setStr(dst **string, v *string) {
-	if v != nil {
-		s := *v
-		*dst = &s
-	}
-}
-
-func setInt(dst **int64, v *int64) {
-	if v != nil {
-		n := *v
-		*dst = &n
-	}
-}
-
-// mergeExtra merges patch into the stored extra object: a key with a JSON null is
-// removed, every other key is set. The result is NULL when no key remains. The
-// merged object is bounded by awareness.MaxExtraBytes.
-func mergeExtra(stored *string, patch map[string]json.RawMessage) (*string, error) {
-	if len(patch) == 0 {
-		return stored, nil
-	}
-	m := map[string]json.RawMessage{}
-	if stored != nil {
-		if err := json.Unmarshal([]byte(*stored), &m); err != nil {
-			return nil, fmt.Errorf("registry: decode stored extra: %w", err)
-		}
-	}
-	for k, v := range patch {
-		if string(v) == "null" {
-			delete(m, k)
-			continue
-		}
-		m[k] = v
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(m) // sorted keys, compact values
-	if err != nil {
-		return nil, awareness.Errorf(awareness.EINVALID, "extra is not valid JSON: %v", err)
-	}
-	if len(b) > awareness.MaxExtraBytes {
-		return nil, awareness.Errorf(awareness.EINVALID, "the merged extra fields are %d bytes; the limit is %d", len(b), awareness.MaxExtraBytes)
-	}
-	out := string(b)
-	return &out, nil
 }
 
 // RecordMemoryFlush sets memory_flush_at = now and memory_flush_compaction_count =

@@ -104,13 +104,18 @@ func scanRef(rows *sql.Rows) (awareness.SessionRef, error) {
 	return r, err
 }
 
+// columns returns the scan destinations of sessionColumns in r.
+func (r *SessionRow) columns() []any {
+	return []any{&r.AgentID, &r.SessionKey, &r.Kind, &r.StateVersion, &r.PrunedThrough, &r.CompactionCount,
+		&r.Registered, &r.SessionID, &r.ParentSessionKey, &r.ChatType, &r.Provider, &r.DisplayName,
+		&r.InputTokens, &r.OutputTokens, &r.TotalTokens, &r.ContextTokens, &r.MemoryFlushAt,
+		&r.MemoryFlushCompactionCount, &r.ExtraJSON, &r.CreatedAt, &r.UpdatedAt, &r.DeletedAt}
+}
+
 // scanSessionRow scans a row of sessionColumns.
 func scanSessionRow(rows *sql.Rows) (SessionRow, error) {
 	var r SessionRow
-	err := rows.Scan(&r.AgentID, &r.SessionKey, &r.Kind, &r.StateVersion, &r.PrunedThrough, &r.CompactionCount,
-		&r.Registered, &r.SessionID, &r.ParentSessionKey, &r.ChatType, &r.Provider, &r.DisplayName,
-		&r.InputTokens, &r.OutputTokens, &r.TotalTokens, &r.ContextTokens, &r.MemoryFlushAt,
-		&r.MemoryFlushCompactionCount, &r.ExtraJSON, &r.CreatedAt, &r.UpdatedAt, &r.DeletedAt)
+	err := rows.Scan(r.columns()...)
 	return r, err
 }
 

@@ -261,10 +261,7 @@ func (s *Store) read(ctx context.Context, name string, fn func(t *tx) error) (er
 }
 
 func checkNow(what string, now time.Time) error {
-	if now.IsZero() {
-		return awareness.Errorf(awareness.EINTERNAL, "%s: the service clock gave a zero time", what)
-	}
-	return nil
+	return awareness.CheckClock(what, now)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -306,13 +303,13 @@ ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
 )
 
 // Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2, WAT-2,
-// WAT-4). It also counts compactions: a recorded `compacted` event increments the
-// session's compaction count (REG-3). An op that ValidateRecord could not have produced
-// (unknown kind or actor type, empty session, zero times) fails the whole batch with
-// INVALID_ARGUMENT. On any error nothing is committed and every op's result fields are
-// zeroed, so no notice of a rolled-back append can be published. On PostgreSQL the
-// transaction sends one hint naming the watchers of the notices it opened and the
-// events it recorded (notify.go).
+// WAT-4). It writes what each op says: a recorded op adds its Compactions to the
+// session's compaction count (REG-3), its session row takes op.New.SessionKind, and its
+// watchers are op.New.Watchers as given. A batch awareness.CheckAppendOps refuses
+// fails as a whole with INVALID_ARGUMENT. On any error nothing is committed and every
+// op's result fields are zeroed, so no notice of a rolled-back append can be
+// published. On PostgreSQL the transaction sends one hint naming the watchers of the
+// notices it opened and the events it recorded (notify.go).
 func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	reset := func() {
 		for _, op := range ops {
@@ -325,10 +322,8 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	for i, op := range ops {
-		if err := checkOp(i, op); err != nil {
-			return err
-		}
+	if err := awareness.CheckAppendOps(ops); err != nil {
+		return err
 	}
 	err := s.writeTx(ctx, "Append", func(t *tx, h *hint) error {
 		reset() // a retried transaction starts over
@@ -374,12 +369,12 @@ func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
 	if s.d.sql.lockHeads == "" {
 		return nil
 	}
-	seen := make(map[awareness.SessionRef]bool, len(ops))
+	kinds := make(map[awareness.SessionRef]awareness.SessionKind, len(ops))
 	var refs []awareness.SessionRef
 	cursors := false
 	for _, op := range ops {
-		if r := op.New.Event.Session; !seen[r] {
-			seen[r] = true
+		if r := op.New.Event.Session; kinds[r] == "" {
+			kinds[r] = op.New.SessionKind
 			refs = append(refs, r)
 		}
 		cursors = cursors || touchesCursors(op.New.Event.Kind)
@@ -394,13 +389,13 @@ func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
 		return strings.Compare(a.Key, b.Key)
 	})
 	now := nanos(normTime(ops[0].Now))
-	agents, keys, kinds := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	agents, keys, kindNames := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
 	for i, r := range refs {
-		agents[i], keys[i], kinds[i] = r.AgentID, r.Key, string(awareness.ClassifyKey(r.Key))
+		agents[i], keys[i], kindNames[i] = r.AgentID, r.Key, string(kinds[r])
 	}
 	// One multi-row upsert locks the heads in (agent, key) order: what lockHead does
 	// for one head, without a round trip each.
-	if _, err := t.exec(s.d.sql.lockHeads, now, now, agents, keys, kinds); err != nil {
+	if _, err := t.exec(s.d.sql.lockHeads, now, now, agents, keys, kindNames); err != nil {
 		return err
 	}
 	if !cursors {
@@ -408,29 +403,6 @@ func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
 	}
 	_, err := t.exec(s.d.sql.lockTargetsCursors, agents, keys)
 	return err
-}
-
-func checkOp(i int, op *awareness.AppendOp) error {
-	bad := func(format string, args ...any) error {
-		return awareness.Errorf(awareness.EINVALID, "append op %d: "+format, append([]any{i}, args...)...)
-	}
-	if op == nil {
-		return bad("op is nil")
-	}
-	ev := op.New.Event
-	switch {
-	case op.Now.IsZero():
-		return bad("Now is zero")
-	case ev.Session.AgentID == "" || ev.Session.Key == "":
-		return bad("session is empty")
-	case !ev.Kind.Valid():
-		return bad("kind %q is not an event kind", ev.Kind)
-	case !ev.ActorType.Valid():
-		return bad("actorType %q is not an actor type", ev.ActorType)
-	case ev.OccurredAt.IsZero():
-		return bad("occurredAt is zero")
-	}
-	return nil
 }
 
 func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
@@ -442,7 +414,7 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 		// Lock the head before looking the key up, so that on PostgreSQL two appends
 		// with one dedupe key serialise on the head row instead of racing (SIG-4), even
 		// when the session has no head yet.
-		version, err := s.lockHead(t, ref, now)
+		version, err := s.lockHead(t, ref, op.New.SessionKind, now)
 		if err != nil {
 			return err
 		}
@@ -462,11 +434,7 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 	if err != nil {
 		return err
 	}
-	var compactions int64
-	if ev.Kind == awareness.Compacted {
-		compactions = 1
-	}
-	kind, at := string(awareness.ClassifyKey(ref.Key)), nanos(now)
+	compactions, kind, at := op.Compactions, string(op.New.SessionKind), nanos(now)
 	if s.d.sql.bumpInsert != "" {
 		found, err := t.scanRow([]any{&ev.Sequence}, s.d.sql.bumpInsert,
 			ref.AgentID, ref.Key, kind, compactions, at, at,
@@ -529,14 +497,14 @@ func (s *Store) head(t *tx, ref awareness.SessionRef, lock bool) (version int64,
 // concurrent first appends of a session find a row to wait on; an existing head is
 // left unchanged (a no-op update takes its row lock). SQLite's immediate transaction
 // already holds the database write lock, so there it only reads.
-func (s *Store) lockHead(t *tx, ref awareness.SessionRef, now time.Time) (int64, error) {
+func (s *Store) lockHead(t *tx, ref awareness.SessionRef, kind awareness.SessionKind, now time.Time) (int64, error) {
 	if s.d.sql.headLock == "" {
 		version, _, err := s.head(t, ref, false)
 		return version, err
 	}
 	var version int64
 	found, err := t.scanRow([]any{&version}, s.d.sql.headLock,
-		ref.AgentID, ref.Key, string(awareness.ClassifyKey(ref.Key)), nanos(now), nanos(now))
+		ref.AgentID, ref.Key, string(kind), nanos(now), nanos(now))
 	if err == nil && !found {
 		err = errors.New("head lock upsert returned no row")
 	}
@@ -547,25 +515,13 @@ func (s *Store) lockHead(t *tx, ref awareness.SessionRef, now time.Time) (int64,
 // the next dense sequence of a session (SIG-3): it creates the head at 1 or increments
 // it, in one statement that holds the head row for the rest of the transaction (a row
 // lock on PostgreSQL, the database write lock on SQLite). It also revives a deleted
-// session and counts compactions.
-
-// canWatch reports whether watcher may hold a cursor on target: agent-qualified
-// (KEY-3) and not the target itself.
-func canWatch(watcher string, target awareness.SessionRef) bool {
-	p, ok := awareness.ParseSessionKey(watcher)
-	if !ok {
-		return false
-	}
-	return !(p.AgentID == target.AgentID && watcher == target.Key)
-}
+// session and adds the op's compactions.
 
 // seedWatchers applies child_spawned to the producer-passed watchers (WAT-2).
 func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
-	for _, w := range op.New.Watchers {
-		if !canWatch(w, ev.Session) {
-			continue
-		}
+	for _, wr := range op.New.Watchers {
+		w := wr.Key
 		cur, err := s.getCursor(t, w, ev.Session)
 		if err != nil {
 			return err
@@ -616,8 +572,9 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) err
 		}
 	}
 	var seen map[string]bool
-	for _, w := range op.New.Watchers {
-		if seen[w] || !canWatch(w, ev.Session) || w == ev.ActorID {
+	for _, wr := range op.New.Watchers {
+		w := wr.Key
+		if seen[w] || w == ev.ActorID {
 			continue
 		}
 		if seen == nil {
@@ -648,10 +605,10 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) err
 // M), the target's agent and key, s (the filter), the event's actor ("" for none).
 //
 // The filter is ApplyMaterial's: M < s (an older or equal sequence moves nothing) and
-// the watcher is not the actor (self-suppression). canWatch's rule is spelled in SQL:
-// the target's own key never watches it, and a watcher must be an agent-qualified key
-// (every path that writes a cursor checks the full grammar; this keeps a row written by
-// other means from being notified). On PostgreSQL the target's cursors are first locked
+// the watcher is not the actor (self-suppression). The rule of who can watch is
+// spelled in SQL too: the target's own key never watches it, and a watcher must be an
+// agent-qualified key (every path that writes a cursor checks the full grammar in the
+// core; this keeps a row written by other means from being notified). On PostgreSQL the target's cursors are first locked
 // in primary-key order (the order Ack, Sweep and lockBatch use) by
 // dialectSQL.lockTargetCursors, then updated.
 const openNoticesSQL = `UPDATE cursors

@@ -97,23 +97,6 @@ func (s *Store) getUpstream(t *tx, ref awareness.SessionRef, lock bool) (awarene
 	return links[0], true, nil
 }
 
-func checkLink(l awareness.UpstreamLink) error {
-	bad := func(what string) error {
-		return awareness.Errorf(awareness.EINVALID, "upstream link: %s", what)
-	}
-	switch {
-	case l.Session.AgentID == "" || l.Session.Key == "":
-		return bad("session is empty")
-	case l.ID == "":
-		return bad("link id is empty")
-	case l.CatalogID == "" || l.ThreadID == "" || l.Source == "":
-		return bad("catalog, thread or source is empty")
-	case l.Marker < 0:
-		return bad("marker is negative")
-	}
-	return nil
-}
-
 // AdoptUpstream creates the session's link from l, keeps a same-source link (ID,
 // marker; the miss streak restarts and UpdatedAt moves), or replaces a link of another
 // source (UPS-1).
@@ -121,7 +104,7 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 	if err := checkNow("AdoptUpstream", now); err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
-	if err := checkLink(l); err != nil {
+	if err := awareness.CheckUpstreamLink(l); err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
 	now = normTime(now)
@@ -137,18 +120,19 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 			if err != nil {
 				return err
 			}
-			if found && cur.SameSource(l) {
+			var prev *awareness.UpstreamLink
+			if found {
+				prev = &cur
+			}
+			next, fresh := awareness.AdoptLink(prev, l, now)
+			if !fresh {
 				if _, err := t.exec("UPDATE upstream_links SET consecutive_misses = 0, updated_at = ? WHERE agent_id = ? AND session_key = ?",
 					nanos(now), l.Session.AgentID, l.Session.Key); err != nil {
 					return err
 				}
-				cur.ConsecutiveMisses, cur.UpdatedAt = 0, now
-				out, created = cur, false
+				out, created = next, false
 				return nil
 			}
-			next := l
-			next.ConsecutiveMisses, next.LastCheckedAt, next.BlockedReason = 0, time.Time{}, ""
-			next.CreatedAt, next.UpdatedAt = now, now
 			if found {
 				if _, err := t.exec(`
 UPDATE upstream_links SET link_id = ?, catalog_id = ?, thread_id = ?, source = ?, marker = ?,
@@ -217,14 +201,8 @@ func (s *Store) UpstreamLinks(ctx context.Context, q awareness.UpstreamQuery) ([
 // the link as the check read it (ID, marker, miss count, UpdatedAt). A marker never
 // moves backwards.
 func (s *Store) SettleUpstream(ctx context.Context, checks []awareness.UpstreamCheck) ([]bool, error) {
-	for i, c := range checks {
-		if err := checkNow("SettleUpstream", c.CheckedAt); err != nil {
-			return nil, err
-		}
-		if c.Marker < c.Expect.Marker || c.ConsecutiveMisses < 0 || c.Expect.ID == "" {
-			return nil, awareness.Errorf(awareness.EINVALID,
-				"upstream check %d: marker %d before %d, misses %d or empty link id", i, c.Marker, c.Expect.Marker, c.ConsecutiveMisses)
-		}
+	if err := awareness.CheckUpstreamChecks(checks); err != nil {
+		return nil, err
 	}
 	applied := make([]bool, len(checks))
 	if len(checks) == 0 {
@@ -346,11 +324,8 @@ func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 // The link row is locked first, which serialises concurrent calls for one session; ok
 // is false (nothing written) when the session has no link.
 func (s *Store) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, hash string, now time.Time, keep int) (bool, error) {
-	if err := checkNow("AddOwnPrompt", now); err != nil {
+	if err := awareness.CheckOwnPrompt(hash, now, keep); err != nil {
 		return false, err
-	}
-	if hash == "" || keep < 1 {
-		return false, awareness.Errorf(awareness.EINVALID, "own prompt: empty hash or keep %d < 1", keep)
 	}
 	now = normTime(now)
 	var ok bool

@@ -23,6 +23,7 @@ func RunRegistry(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"REG-1_upsert_creates_and_merges", testUpsertMerge},
 		{"REG-1_upsert_keeps_head", testUpsertKeepsHead},
 		{"REG-1_exact_round_trip", testRegistryRoundTrip},
+		{"REG-1_read_status_returns_the_entry", testReadStatusEntry},
 		{"REG-2_replace_import", testReplaceImport},
 		{"REG-2_batch_atomic", testRegistryBatchAtomic},
 		{"REG-2_concurrent_upserts_one_row", testConcurrentUpserts},
@@ -78,6 +79,20 @@ func regExtra(kv ...string) map[string]json.RawMessage {
 		m[kv[i]] = regRaw(kv[i+1])
 	}
 	return m
+}
+
+// testReadStatusEntry: ReadStatus returns the registry entry as Session does, for a
+// registered session with and without a log.
+func testReadStatusEntry(t *testing.T, f *regFixture) {
+	r := ref(t, parentKey)
+	f.put(t0, awareness.SessionWrite{Ref: r, Entry: awareness.SessionEntry{DisplayName: ptr("Main"), Extra: regExtra("subject", `"Ops"`)}})
+	if _, sess := f.status(r, 0, 10); sess == nil || !sess.Registered || *sess.Entry.DisplayName != "Main" {
+		t.Errorf("registered session without a log: %+v", sess)
+	}
+	f.append(t0.Add(time.Second), human(parentKey))
+	if ch, sess := f.status(r, 0, 10); sess == nil || !sess.Registered || ch.Head.Version != 1 || sess.StateVersion != 1 {
+		t.Errorf("registered session with a log: head %+v, session %+v", ch.Head, sess)
+	}
 }
 
 func testUpsertMerge(t *testing.T, f *regFixture) {

@@ -38,6 +38,8 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"SIG-6_row_cap_keeps_exactly_cap", testRowCap},
 		{"SIG-6_time_pruning_injected_clock", testTimePruning},
 		{"REC-2_history_gap_boundaries", testHistoryGapBoundaries},
+		{"REC-1_read_status_is_changes_and_session", testReadStatus},
+		{"REC-1_read_status_one_snapshot", testReadStatusSnapshot},
 		{"REC-5_sessions_list_and_rows", testSessionsList},
 		{"KEY-1_composite_identity", testCompositeIdentity},
 		{"WAT-2_child_spawned_seeds", testChildSpawnedSeeds},
@@ -125,7 +127,7 @@ func (f *fixture) op(in awareness.RecordInput, now time.Time) *awareness.AppendO
 	if err != nil {
 		f.t.Fatalf("ValidateRecord(%+v): %v", in, err)
 	}
-	return &awareness.AppendOp{New: ne, Now: now}
+	return awareness.NewAppendOp(ne, now)
 }
 
 func (f *fixture) append(now time.Time, ins ...awareness.RecordInput) []*awareness.AppendOp {
@@ -163,6 +165,29 @@ func (f *fixture) read(r awareness.SessionRef, after int64, limit int) awareness
 		f.t.Fatalf("ReadChanges(%v, %d, %d): %v", r, after, limit, err)
 	}
 	return ch
+}
+
+// status checks that ReadStatus answers what ReadChanges and Session answer when
+// nothing writes in between, and returns it.
+func (f *fixture) status(r awareness.SessionRef, after int64, limit int) (awareness.Changes, *awareness.Session) {
+	f.t.Helper()
+	ch, sess, err := f.s.ReadStatus(f.ctx, r, after, limit)
+	if err != nil {
+		f.t.Fatalf("ReadStatus(%v, %d, %d): %v", r, after, limit, err)
+	}
+	if diff := cmp.Diff(f.read(r, after, limit), ch, emptyOK); diff != "" {
+		f.t.Errorf("ReadStatus(%v, %d, %d) changes differ from ReadChanges (-want +got):\n%s", r, after, limit, diff)
+	}
+	var want *awareness.Session
+	if s, ok, err := f.s.Session(f.ctx, r); err != nil {
+		f.t.Fatalf("Session(%v): %v", r, err)
+	} else if ok {
+		want = &s
+	}
+	if diff := cmp.Diff(want, sess, emptyOK); diff != "" {
+		f.t.Errorf("ReadStatus(%v) session differs from Session (-want +got):\n%s", r, diff)
+	}
+	return ch, sess
 }
 
 func (f *fixture) watch(watcher string, target awareness.SessionRef, now time.Time) awareness.Cursor {
@@ -363,7 +388,7 @@ func testConcurrentAppendsDense(t *testing.T, f *fixture) {
 					errs <- err
 					return
 				}
-				op := &awareness.AppendOp{New: ne, Now: now}
+				op := awareness.NewAppendOp(ne, now)
 				if err := f.s.Append(f.ctx, []*awareness.AppendOp{op}); err != nil {
 					errs <- fmt.Errorf("worker %d append %d: %w", w, i, err)
 					return
@@ -1254,6 +1279,79 @@ func testStatsAndPing(t *testing.T, f *fixture) {
 	}
 }
 
+// testReadStatus: ReadStatus is ReadChanges and Session in one read (REC-1), for a
+// session that does not exist, one with a log and no entry, a page of it, and a
+// deleted one (its head stays, Session says not found).
+func testReadStatus(t *testing.T, f *fixture) {
+	target := ref(t, targetKey)
+	if ch, sess := f.status(target, 0, 10); ch.Head.Version != 0 || sess != nil {
+		t.Errorf("unknown session: head %+v, session %+v", ch.Head, sess)
+	}
+	f.append(t0, human(targetKey), human(targetKey), system(targetKey, awareness.Compacted))
+	ch, sess := f.status(target, 1, 1)
+	if ch.Head.Version != 3 || seqs(ch.Events)[0] != 2 || !ch.More || sess == nil || sess.StateVersion != 3 || sess.CompactionCount != 1 {
+		t.Errorf("session with a log: changes %+v, session %+v", ch, sess)
+	}
+	f.status(target, 3, 0)
+	if _, _, err := f.s.DeleteSession(f.ctx, target, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if ch, sess := f.status(target, 0, 10); ch.Head.Version != 3 || ch.Head.PrunedThrough != 3 || sess != nil {
+		t.Errorf("deleted session: head %+v, session %+v", ch.Head, sess)
+	}
+}
+
+// testReadStatusSnapshot: the head, the page and the session row of a ReadStatus come
+// from one snapshot, whatever commits meanwhile: the row's version is the head's, and
+// the page holds every event up to it.
+func testReadStatusSnapshot(t *testing.T, f *fixture) {
+	target := ref(t, targetKey)
+	const appends = 40
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range appends {
+			if err := f.s.Append(f.ctx, []*awareness.AppendOp{f.op(human(targetKey), t0.Add(time.Duration(i)*time.Millisecond))}); err != nil {
+				t.Errorf("Append: %v", err)
+				return
+			}
+		}
+	}()
+	// check returns what is wrong with one ReadStatus, "" when nothing is.
+	check := func() string {
+		ch, sess, err := f.s.ReadStatus(f.ctx, target, 0, appends)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("ReadStatus: %v", err)
+		case ch.Head.Version == 0 && (sess != nil || len(ch.Events) != 0):
+			return fmt.Sprintf("no head, but session %+v and %d events", sess, len(ch.Events))
+		case ch.Head.Version == 0:
+			return ""
+		case sess == nil || sess.StateVersion != ch.Head.Version || !sess.UpdatedAt.Equal(ch.Head.UpdatedAt):
+			return fmt.Sprintf("head %+v, session %+v: not one snapshot", ch.Head, sess)
+		case int64(len(ch.Events)) != ch.Head.Version || ch.More:
+			return fmt.Sprintf("head %d with %d events (more %v): not one snapshot", ch.Head.Version, len(ch.Events), ch.More)
+		}
+		return ""
+	}
+	var bad string
+	for running := true; running && bad == ""; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		bad = check()
+	}
+	<-done // the writer ends before the test does
+	if bad == "" {
+		bad = check()
+	}
+	if bad != "" {
+		t.Error(bad)
+	}
+}
+
 func testClosed(t *testing.T, f *fixture) {
 	if err := f.s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -1271,6 +1369,8 @@ func testClosed(t *testing.T, f *fixture) {
 	check("Append", f.s.Append(f.ctx, []*awareness.AppendOp{f.op(human(targetKey), t0)}))
 	_, err := f.s.ReadChanges(f.ctx, ref(t, targetKey), 0, 10)
 	check("ReadChanges", err)
+	_, _, err = f.s.ReadStatus(f.ctx, ref(t, targetKey), 0, 10)
+	check("ReadStatus", err)
 	_, err = f.s.Pending(f.ctx, "")
 	check("Pending", err)
 }

@@ -437,7 +437,7 @@ func testDeleteSessionDeletesLink(t *testing.T, f *upFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.s.Append(f.ctx, []*awareness.AppendOp{{New: ne, Now: t0}}); err != nil {
+	if err := f.s.Append(f.ctx, []*awareness.AppendOp{awareness.NewAppendOp(ne, t0)}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, err := f.s.DeleteSession(f.ctx, r, t0); err != nil || !ok {
@@ -464,7 +464,7 @@ func testRecordedEnd(t *testing.T, f *upFixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.s.Append(f.ctx, []*awareness.AppendOp{{New: ne, Now: t0}}); err != nil {
+		if err := f.s.Append(f.ctx, []*awareness.AppendOp{awareness.NewAppendOp(ne, t0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

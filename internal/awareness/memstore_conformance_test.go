@@ -1,0 +1,30 @@
+package awareness_test
+
+import (
+	"testing"
+
+	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/models/modeltest"
+	"github.com/awareness/awareness/internal/models/storetest"
+)
+
+// openMem is the suites' open: a new, empty memStore closed by the test's cleanup.
+func openMem(t *testing.T) awareness.Store {
+	s := newMemStore()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestMemStoreConformance(t *testing.T)         { storetest.Run(t, openMem) }
+func TestMemStoreRegistryConformance(t *testing.T) { storetest.RunRegistry(t, openMem) }
+func TestMemStoreActivityConformance(t *testing.T) { storetest.RunActivity(t, openMem) }
+func TestMemStoreUpstreamConformance(t *testing.T) { storetest.RunUpstream(t, openMem) }
+
+// TestMemStoreNoticeModel runs the model-based test of the notice protocol (SPEC §3–4)
+// on the memStore; its restarts reopen the same data.
+func TestMemStoreNoticeModel(t *testing.T) {
+	modeltest.Run(t, func(t *testing.T) modeltest.Database {
+		db := newMemStore()
+		return func() (awareness.Store, error) { return db.reopen(), nil }
+	})
+}
