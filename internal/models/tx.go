@@ -11,15 +11,18 @@ import (
 )
 
 // tx runs the store's SQL: every statement of the package goes through its methods
-// (query, exec, scanRow). It is a write transaction (beginWrite), a read transaction
-// that sees one snapshot (beginRead), or, for a read of one statement, the read pool
-// itself (reader).
+// (query, exec, scanRow; scanAll with a row scanner of rows.go). It is a write
+// transaction (beginWrite), a read transaction that sees one snapshot (beginRead), or
+// a pool itself for statements that need no transaction (onPool: the single reads of
+// reader, and on PostgreSQL the hint sent after a commit and the question about a lost
+// commit).
 //
 // The store's SQL is written with `?` placeholders; GORM binds them in the dialect's
 // syntax ($1, $2, … on PostgreSQL) and expands a slice argument (`IN ?`). That is the
 // one placeholder rule. A statement listed for a pool's statement cache (stmtCache) is
 // rendered by GORM once, when the store opens, and run as that text, prepared on
-// SQLite; every other statement is built by GORM on each run.
+// SQLite, its arguments passed to the driver as they are (so an array argument binds
+// as an array); every other statement is built by GORM on each run.
 type tx struct {
 	ctx   context.Context
 	pool  *gorm.DB   // the pool's GORM handle
