@@ -234,7 +234,7 @@ func (s *Store) sendHintAfter(ctx context.Context, h *hint) {
 	// The caller's context may end as soon as the commit returns; the hint is due anyway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenerOpTimeout)
 	defer cancel()
-	if _, err := onPool(ctx, s.w).exec(s.d.sql.notify, hintChannel, payload); err != nil {
+	if _, err := onPoolQuiet(ctx, s.w).exec(s.d.sql.notify, hintChannel, payload); err != nil {
 		s.log.Warn("hint after commit not sent; other processes find the change at their next rescan", "err", err)
 	}
 }

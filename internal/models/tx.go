@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // tx runs the store's SQL: every statement of the package goes through its methods
@@ -88,6 +89,13 @@ func (s *Store) reader(ctx context.Context) *tx { return onPool(ctx, s.r) }
 // onPool returns a tx that runs each statement on its own on g's pool, outside any
 // transaction.
 func onPool(ctx context.Context, g *gorm.DB) *tx { return &tx{ctx: ctx, pool: g} }
+
+// onPoolQuiet is onPool for statements whose failures the caller handles and logs
+// itself (a hint after commit, the question about a lost commit asked while the server
+// is away): GORM does not log them too.
+func onPoolQuiet(ctx context.Context, g *gorm.DB) *tx {
+	return onPool(ctx, g.Session(&gorm.Session{Logger: logger.Discard}))
+}
 
 // rollback ends the transaction without committing (a read transaction has nothing to
 // commit).
