@@ -73,7 +73,8 @@
 //     nothing on the append path.
 //   - The registry merge of UpsertSessions (REG-1, REG-2) is the core's pure
 //     awareness.MergeSessionWrite; the store reads the rows under the head lock, merges
-//     with it and writes the result back (registry.go). Outside the append, Ack applies awareness.AckExact or AckCursor,
+//     with it and writes the result back (registry.go). Outside the append, Ack
+//     applies awareness.AckExact or AckCursor,
 //     Watch WatchCursor, and Sweep's one UPDATE is RefreezeCursor over the set.
 //
 // Lock order inside a write transaction: session heads, then events, then cursors; a
