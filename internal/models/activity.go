@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"gorm.io/gorm"
-
 	"github.com/awareness/awareness/internal/awareness"
 )
 
@@ -22,7 +20,7 @@ const (
 // forms use the events_occurred_at index.
 func (s *Store) Activity(ctx context.Context, q awareness.ActivityQuery) ([]awareness.ActivityBucket, error) {
 	var out []awareness.ActivityBucket
-	err := s.read(ctx, "Activity", func(tx *gorm.DB) error {
+	err := s.read(ctx, "Activity", func(t *tx) error {
 		out = nil
 		var sb strings.Builder
 		sb.WriteString("SELECT occurred_at / " + minuteNanos + " AS minute, kind, COUNT(*) FROM events WHERE occurred_at >= ? AND occurred_at < ?")
@@ -36,7 +34,7 @@ func (s *Store) Activity(ctx context.Context, q awareness.ActivityQuery) ([]awar
 			args = append(args, q.AgentID)
 		}
 		sb.WriteString(" GROUP BY 1, 2 ORDER BY 1, 2")
-		rows, err := tx.Raw(sb.String(), args...).Rows()
+		rows, err := t.query(sb.String(), args...)
 		if err != nil {
 			return err
 		}

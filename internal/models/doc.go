@@ -1,25 +1,26 @@
 // Package models is the storage adapter of the service: GORM rows (rows.go), versioned
 // SQL migrations, and Store, which implements awareness.Store (with the core's
-// RegistryStore and UpstreamStore) on SQLite, the embedded default, and on
-// PostgreSQL, for several processes sharing one database. Open picks the backend from
-// the --db value: a postgres:// or postgresql:// URL opens PostgreSQL (OpenPostgres),
-// anything else a SQLite file (OpenSQLite). The rules live in internal/awareness; this
-// package makes them atomic and durable.
+// RegistryStore and UpstreamStore) on SQLite, the embedded default, and on PostgreSQL,
+// for several processes sharing one database. Open picks the backend from the --db
+// value: a postgres:// or postgresql:// URL opens PostgreSQL (OpenPostgres), anything
+// else a SQLite file (OpenSQLite). The rules live in internal/awareness; this package
+// makes them atomic and durable.
 //
 // # Dialects
 //
 // One Store type serves both databases; dialect (store.go) holds what differs: row
 // locks (FOR UPDATE on PostgreSQL; SQLite's write transactions begin IMMEDIATE and so
-// already hold the database write lock), the isolation of consistent reads
-// (REPEATABLE READ on PostgreSQL), which errors are UNAVAILABLE and which rerun a
-// transaction, placeholder syntax and prepared statements, and whether a transaction
-// sends a cross-process hint. The shared SQL uses ? placeholders, INSERT … ON CONFLICT
-// … RETURNING and no dialect-specific types. Times are stored as INTEGER unix
-// nanoseconds UTC, so a round trip is exact (a notice's opening time is part of its
-// identity). SQLite (mattn/go-sqlite3) runs in WAL mode with synchronous=FULL and
-// foreign keys, on a write pool of one connection and a read pool of query-only
-// connections (sqlite.go); a Checkpointer keeps WAL checkpoints off the commit path
-// (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
+// already hold the database write lock), the isolation of consistent reads (REPEATABLE
+// READ on PostgreSQL), which errors are UNAVAILABLE and which rerun a transaction, and
+// whether a transaction sends a cross-process hint; a statement whose text differs
+// between the two is one field of dialectSQL (dialectsql.go), both texts side by side.
+// The shared SQL uses ? placeholders, INSERT … ON CONFLICT … RETURNING and no
+// dialect-specific types. Times are stored as INTEGER unix nanoseconds UTC, so a round
+// trip is exact (a notice's opening time is part of its identity). SQLite
+// (mattn/go-sqlite3) runs in WAL mode with synchronous=FULL and foreign keys, on a
+// write pool of one connection and a read pool of query-only connections (sqlite.go);
+// by default a Checkpointer keeps WAL checkpoints off the commit path, with a bound on
+// the WAL's size (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
 // (postgres.go).
 //
 // # Migrations
@@ -32,17 +33,21 @@
 //
 // # Transactions
 //
-// Every method that writes runs one write transaction on the write pool; the append
-// path's statements are prepared once on SQLite's write connection. Reads that must agree with themselves (ReadChanges, Stats) run in
-// one read transaction on the read pool (read.go). On PostgreSQL a write that failed
-// with a deadlock or a serialization failure runs again, at most five times in all, then
-// answers UNAVAILABLE; a COMMIT whose answer is lost is resolved with txid_status on a
-// fresh connection, so a write is never reported failed when it committed (ERR-2;
-// outcome.go). Driver errors are mapped to *awareness.Error without SQL text
-// (errors.go). A write that opens notices or records events sends one NOTIFY hint
-// inside the transaction, delivered only at commit (notify.go); each process's
-// Listener receives the hints and publishes to its hub what its own subscribers wait
-// for (listener.go).
+// Every statement runs through one type, tx (tx.go): a write transaction on the write
+// pool, a read transaction that sees one snapshot on the read pool (ReadChanges,
+// ReadStatus, Stats, Activity: read.go), or a pool itself for a single statement. Its
+// SQL is written with ? placeholders that GORM binds for the dialect, the one
+// placeholder rule; rows are read by typed scanners beside their column lists
+// (rows.go). The hot statements (the append path, the reconciliation read) are in a
+// statement cache per pool: rendered by GORM once when the store opens and, on SQLite,
+// prepared once. On PostgreSQL a write that failed with a deadlock or a serialization
+// failure runs again, at most five times in all, then answers UNAVAILABLE; a COMMIT
+// whose answer is lost is resolved with txid_status on a fresh connection, so a write
+// is never reported failed when it committed (ERR-2; outcome.go). Driver errors are
+// mapped to *awareness.Error without SQL text (errors.go). A write that opens notices
+// or records events sends one NOTIFY hint inside the transaction, delivered only at
+// commit (notify.go); each process's Listener receives the hints and publishes to its
+// hub what its own subscribers wait for (listener.go).
 //
 // # Where the rules of an append live
 //
@@ -62,21 +67,28 @@
 //     from the head (materialSQL, cursorSelect), and one statement opens the notices of
 //     the synced cursors (openNoticesSQL); then ApplyMaterial goes to the
 //     producer-passed watchers one by one; log-only kinds touch none (NTC-4).
-//   - Compaction count (REG-3): here; a recorded compacted event increments the
-//     session's compaction_count in the same head upsert.
-//   - The registry merge of UpsertSessions (REG-1, REG-2) runs in Go under the head lock
-//     (registry.go). Outside the append, Ack applies awareness.AckExact or AckCursor,
+//   - Compaction count (REG-3): in the core (AppendOp.Compactions, set by
+//     awareness.NewAppendOp from the kind's row); the head upsert adds it.
+//   - Keys are parsed once, in the core: NewEvent carries the session's kind, the
+//     actor's session and the producer-passed watchers as refs, so the store parses
+//     nothing on the append path.
+//   - The registry merge of UpsertSessions (REG-1, REG-2) is the core's pure
+//     awareness.MergeSessionWrite; the store reads the rows under the head lock, merges
+//     with it and writes the result back (registry.go). Outside the append, Ack
+//     applies awareness.AckExact or AckCursor,
 //     Watch WatchCursor, and Sweep's one UPDATE is RefreezeCursor over the set.
 //
 // Lock order inside a write transaction: session heads, then events, then cursors; a
-// PostgreSQL batch over several sessions locks all its heads in (agent, key) order, then
-// their cursors in primary-key order, the order Ack and Sweep use (see Store).
+// PostgreSQL batch over several sessions locks all its heads in (agent, key) order,
+// then their cursors in primary-key order, the order Ack and Sweep use (see Store).
 //
 // # Conformance suites
 //
 // Behaviour is tested against real databases, not mocks: storetest is the conformance
 // suite of awareness.Store (Run, RunRegistry, RunActivity, RunUpstream, subtests named
 // after requirement ids), and modeltest is the model-based property test of the watcher
-// and notice protocol. This package's tests run both on each backend; pgtest gives every PostgreSQL test a fresh database on the server named by
-// TEST_DATABASE_URL.
+// and notice protocol. This package's tests run both on each backend, and the core's
+// in-memory store runs them too (internal/awareness/memstore_test.go), which proves
+// that the rules are the core's; pgtest gives every PostgreSQL test a fresh database on
+// the server named by TEST_DATABASE_URL.
 package models

@@ -570,7 +570,7 @@ func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.N
 	var out []awareness.Notice
 	for i := 0; i < len(watchers); i += 500 {
 		chunk := watchers[i:min(i+500, len(watchers))]
-		curs, err := findCursors(s.r.WithContext(ctx), "watcher_key IN ? AND n > l", []any{chunk},
+		curs, err := s.reader(ctx).findCursors("watcher_key IN ? AND n > l", []any{chunk},
 			"opened_at, watcher_key, target_agent_id, target_key", "")
 		if err != nil {
 			return nil, s.wrapErr(err)

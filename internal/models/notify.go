@@ -188,7 +188,7 @@ func (h *hint) encode(origin string) (string, int) {
 
 // sendHint sends the transaction's hint, when the dialect has notifications and there
 // is something to say.
-func (s *Store) sendHint(t *wtx, h *hint) error {
+func (s *Store) sendHint(t *tx, h *hint) error {
 	if !s.d.notify || h.empty() {
 		return nil
 	}
@@ -196,7 +196,7 @@ func (s *Store) sendHint(t *wtx, h *hint) error {
 	if dropped > 0 {
 		s.log.Debug("hint too long: event spans left out", "dropped", dropped)
 	}
-	_, err := t.exec("SELECT pg_notify(?, ?)", hintChannel, payload)
+	_, err := t.exec(s.d.sql.notify, hintChannel, payload)
 	return err
 }
 
@@ -234,7 +234,7 @@ func (s *Store) sendHintAfter(ctx context.Context, h *hint) {
 	// The caller's context may end as soon as the commit returns; the hint is due anyway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenerOpTimeout)
 	defer cancel()
-	if _, err := s.wsql.ExecContext(ctx, "SELECT pg_notify($1, $2)", hintChannel, payload); err != nil {
+	if _, err := onPoolQuiet(ctx, s.w).exec(s.d.sql.notify, hintChannel, payload); err != nil {
 		s.log.Warn("hint after commit not sent; other processes find the change at their next rescan", "err", err)
 	}
 }

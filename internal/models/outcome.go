@@ -64,7 +64,7 @@ func (s *Store) xactStatus(ctx context.Context, xid int64, wait time.Duration) o
 	pause := 20 * time.Millisecond
 	for {
 		var status sql.NullString
-		err := s.wsql.QueryRowContext(ctx, "SELECT txid_status($1)", xid).Scan(&status)
+		_, err := onPoolQuiet(ctx, s.w).scanRow([]any{&status}, s.d.sql.txidStatus, xid)
 		switch {
 		case err == nil && status.String == "committed":
 			return outcomeCommitted

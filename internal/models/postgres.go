@@ -35,16 +35,14 @@ const (
 )
 
 var pgDialect = dialect{
-	name:      "postgres",
-	goose:     goose.DialectPostgres,
-	forUpdate: " FOR UPDATE",
+	name:  "postgres",
+	goose: goose.DialectPostgres,
+	sql:   pgSQL,
 	// ReadChanges and Stats read several statements from one snapshot.
 	readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	unavailable: pgUnavailable,
 	retryable:   pgRetryable,
 	notify:      true,
-	dollar:      true,
-	txid:        "SELECT txid_current()",
 	gorm:        func(db *sql.DB) gorm.Dialector { return postgres.New(postgres.Config{Conn: db}) },
 }
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"gorm.io/gorm"
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models/modeltest"
@@ -235,7 +234,7 @@ func TestWriteRetriesConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		runs := 0
-		err := s.write(ctx, "test", func(tx *gorm.DB) error {
+		err := s.write(ctx, "test", func(*tx) error {
 			runs++
 			if runs <= tt.failures {
 				return &pgconn.PgError{Code: tt.code}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/awareness/awareness/internal/awareness"
 )
 
@@ -54,10 +52,10 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 		return cmp.Or(strings.Compare(a.AgentID, b.AgentID), strings.Compare(a.Key, b.Key))
 	})
 	var out []awareness.Session
-	err := s.write(ctx, "UpsertSessions", func(tx *gorm.DB) error {
+	err := s.write(ctx, "UpsertSessions", func(t *tx) error {
 		rows := make(map[awareness.SessionRef]*regRow, len(refs))
 		for c := range slices.Chunk(refs, registryChunk) {
-			if err := s.lockSessionRows(tx, c, now, rows); err != nil {
+			if err := s.lockSessionRows(t, c, now, rows); err != nil {
 				return err
 			}
 		}
@@ -70,7 +68,7 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 			out = append(out, sess)
 		}
 		for c := range slices.Chunk(refs, registryChunk) {
-			if err := writeSessionRows(tx, c, rows); err != nil {
+			if err := writeSessionRows(t, c, rows); err != nil {
 				return err
 			}
 		}
@@ -82,12 +80,6 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 	return out, nil
 }
 
-// refRow scans a session's primary key.
-type refRow struct {
-	AgentID    string `gorm:"column:agent_id"`
-	SessionKey string `gorm:"column:session_key"`
-}
-
 // regRow is a session row being merged, and whether it starts anew (created by this
 // call, or revived from deletion).
 type regRow struct {
@@ -97,7 +89,7 @@ type regRow struct {
 
 // lockSessionRows creates the missing rows of refs, then reads every row of refs
 // under the head lock into rows.
-func (s *Store) lockSessionRows(tx *gorm.DB, refs []awareness.SessionRef, now time.Time, rows map[awareness.SessionRef]*regRow) error {
+func (s *Store) lockSessionRows(t *tx, refs []awareness.SessionRef, now time.Time, rows map[awareness.SessionRef]*regRow) error {
 	var (
 		values strings.Builder
 		args   = make([]any, 0, 5*len(refs))
@@ -117,9 +109,9 @@ func (s *Store) lockSessionRows(tx *gorm.DB, refs []awareness.SessionRef, now ti
 		}
 		byAgent[r.AgentID] = append(byAgent[r.AgentID], r.Key)
 	}
-	var created []refRow
-	if err := tx.Raw("INSERT INTO sessions (agent_id, session_key, kind, created_at, updated_at) VALUES "+values.String()+
-		" ON CONFLICT (agent_id, session_key) DO NOTHING RETURNING agent_id, session_key", args...).Scan(&created).Error; err != nil {
+	created, err := scanAll(t, scanRef, "INSERT INTO sessions (agent_id, session_key, kind, created_at, updated_at) VALUES "+
+		values.String()+" ON CONFLICT (agent_id, session_key) DO NOTHING RETURNING agent_id, session_key", args...)
+	if err != nil {
 		return err
 	}
 	for i, a := range agents {
@@ -129,9 +121,9 @@ func (s *Store) lockSessionRows(tx *gorm.DB, refs []awareness.SessionRef, now ti
 		where.WriteString("(agent_id = ? AND session_key IN ?)")
 		wargs = append(wargs, a, byAgent[a])
 	}
-	var found []SessionRow
-	if err := tx.Raw("SELECT "+sessionColumns+" FROM sessions WHERE "+where.String()+
-		" ORDER BY agent_id, session_key"+s.d.forUpdate, wargs...).Scan(&found).Error; err != nil {
+	found, err := scanAll(t, scanSessionRow, "SELECT "+sessionColumns+" FROM sessions WHERE "+where.String()+
+		" ORDER BY agent_id, session_key"+s.d.sql.forUpdate, wargs...)
+	if err != nil {
 		return err
 	}
 	if len(found) != len(refs) {
@@ -141,7 +133,7 @@ func (s *Store) lockSessionRows(tx *gorm.DB, refs []awareness.SessionRef, now ti
 		rows[awareness.SessionRef{AgentID: f.AgentID, Key: f.SessionKey}] = &regRow{SessionRow: f}
 	}
 	for _, c := range created {
-		if r := rows[awareness.SessionRef{AgentID: c.AgentID, Key: c.SessionKey}]; r != nil {
+		if r := rows[c]; r != nil {
 			r.fresh = true
 		}
 	}
@@ -192,7 +184,7 @@ func setRegistryColumns(r *SessionRow, s awareness.Session) error {
 // writeSessionRows writes the registry columns of refs' rows back in one statement.
 // Every row exists and is locked, so the INSERT always takes its ON CONFLICT branch;
 // it is the portable multi-row UPDATE.
-func writeSessionRows(tx *gorm.DB, refs []awareness.SessionRef, rows map[awareness.SessionRef]*regRow) error {
+func writeSessionRows(t *tx, refs []awareness.SessionRef, rows map[awareness.SessionRef]*regRow) error {
 	var values strings.Builder
 	args := make([]any, 0, 20*len(refs))
 	for i, ref := range refs {
@@ -207,7 +199,7 @@ func writeSessionRows(tx *gorm.DB, refs []awareness.SessionRef, rows map[awarene
 			r.MemoryFlushAt, r.MemoryFlushCompactionCount, r.ExtraJSON,
 			r.CreatedAt, r.UpdatedAt, r.DeletedAt)
 	}
-	_, err := exec(tx, "INSERT INTO sessions ("+registryWriteColumns+") VALUES "+values.String()+`
+	_, err := t.exec("INSERT INTO sessions ("+registryWriteColumns+") VALUES "+values.String()+`
 ON CONFLICT (agent_id, session_key) DO UPDATE SET
     kind = excluded.kind, registered = excluded.registered, compaction_count = excluded.compaction_count,
     session_id = excluded.session_id, parent_session_key = excluded.parent_session_key,
@@ -232,25 +224,24 @@ func (s *Store) RecordMemoryFlush(ctx context.Context, ref awareness.SessionRef,
 		sess awareness.Session
 		ok   bool
 	)
-	err := s.write(ctx, "RecordMemoryFlush", func(tx *gorm.DB) error {
+	err := s.write(ctx, "RecordMemoryFlush", func(t *tx) error {
 		ok = false
-		n, err := exec(tx, "UPDATE sessions SET memory_flush_at = ?, memory_flush_compaction_count = compaction_count "+
+		n, err := t.exec("UPDATE sessions SET memory_flush_at = ?, memory_flush_compaction_count = compaction_count "+
 			"WHERE agent_id = ? AND session_key = ? AND registered = ? AND deleted_at IS NULL",
 			nanos(now), ref.AgentID, ref.Key, true)
 		if err != nil || n == 0 {
 			return err
 		}
-		var rows []SessionRow
-		if err := tx.Raw("SELECT "+sessionColumns+" FROM sessions WHERE agent_id = ? AND session_key = ?",
-			ref.AgentID, ref.Key).Scan(&rows).Error; err != nil {
+		rows, err := scanAll(t, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE agent_id = ? AND session_key = ?",
+			ref.AgentID, ref.Key)
+		if err != nil {
 			return err
 		}
 		if len(rows) != 1 {
 			return fmt.Errorf("registry: session row of %s/%s vanished", ref.AgentID, ref.Key)
 		}
-		sess, err = rows[0].session()
-		ok = err == nil
-		return err
+		sess, ok = rows[0], true
+		return nil
 	})
 	if err != nil {
 		return awareness.Session{}, false, err

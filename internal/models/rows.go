@@ -1,6 +1,7 @@
 package models
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -83,7 +84,9 @@ type MetaRow struct {
 // TableName implements gorm's tabler.
 func (MetaRow) TableName() string { return "meta" }
 
-// Column lists, in the order of the row structs, for hand-written SQL.
+// Column lists, in the order of the row structs, for hand-written SQL, each with the
+// scanner of its rows: a statement that selects (or returns) sessionColumns is read
+// with scanSession, and so on. A column added to a list is added to its scanner.
 const (
 	sessionColumns = "agent_id, session_key, kind, state_version, pruned_through, compaction_count, registered, " +
 		"session_id, parent_session_key, chat_type, provider, display_name, input_tokens, output_tokens, " +
@@ -93,6 +96,56 @@ const (
 		"payload_json, dedupe_key, recorded_at"
 	cursorColumns = "watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at"
 )
+
+// scanRef scans a row of agent_id, session_key (a session's primary key).
+func scanRef(rows *sql.Rows) (awareness.SessionRef, error) {
+	var r awareness.SessionRef
+	err := rows.Scan(&r.AgentID, &r.Key)
+	return r, err
+}
+
+// columns returns the scan destinations of sessionColumns in r.
+func (r *SessionRow) columns() []any {
+	return []any{&r.AgentID, &r.SessionKey, &r.Kind, &r.StateVersion, &r.PrunedThrough, &r.CompactionCount,
+		&r.Registered, &r.SessionID, &r.ParentSessionKey, &r.ChatType, &r.Provider, &r.DisplayName,
+		&r.InputTokens, &r.OutputTokens, &r.TotalTokens, &r.ContextTokens, &r.MemoryFlushAt,
+		&r.MemoryFlushCompactionCount, &r.ExtraJSON, &r.CreatedAt, &r.UpdatedAt, &r.DeletedAt}
+}
+
+// scanSessionRow scans a row of sessionColumns.
+func scanSessionRow(rows *sql.Rows) (SessionRow, error) {
+	var r SessionRow
+	err := rows.Scan(r.columns()...)
+	return r, err
+}
+
+// scanSession scans a row of sessionColumns into a session.
+func scanSession(rows *sql.Rows) (awareness.Session, error) {
+	r, err := scanSessionRow(rows)
+	if err != nil {
+		return awareness.Session{}, err
+	}
+	return r.session()
+}
+
+// scanEvent scans a row of eventColumns into an event.
+func scanEvent(rows *sql.Rows) (awareness.Event, error) {
+	var r EventRow
+	if err := rows.Scan(&r.AgentID, &r.SessionKey, &r.Sequence, &r.Kind, &r.ActorType, &r.ActorID, &r.Summary,
+		&r.OccurredAt, &r.RunID, &r.PayloadJSON, &r.DedupeKey, &r.RecordedAt); err != nil {
+		return awareness.Event{}, err
+	}
+	return r.event()
+}
+
+// scanCursor scans a row of cursorColumns into a cursor.
+func scanCursor(rows *sql.Rows) (awareness.Cursor, error) {
+	var r CursorRow
+	if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt); err != nil {
+		return awareness.Cursor{}, err
+	}
+	return r.cursor(), nil
+}
 
 // Times are stored as INTEGER unix nanoseconds UTC, so a round trip is exact (a notice's
 // OpenedAt is part of its identity, Notice.ID). Values handed back to callers are

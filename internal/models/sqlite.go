@@ -60,11 +60,10 @@ const (
 var sqliteDialect = dialect{
 	name:        "sqlite",
 	goose:       goose.DialectSQLite3,
-	forUpdate:   "", // the immediate transaction already holds the database write lock
+	sql:         sqliteSQL,
 	readTx:      &sql.TxOptions{ReadOnly: true},
 	unavailable: sqliteUnavailable,
 	gorm:        func(db *sql.DB) gorm.Dialector { return sqlite.New(sqlite.Config{Conn: db}) },
-	gormPrepare: true,
 	prepare:     true,
 
 	detachStatements: true,
@@ -148,19 +147,40 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 }
 
 // openGorm wraps an open pool with the project's GORM discipline: no implicit
-// transactions, prepared statements (GORM's cache on SQLite reads, the store's own on
-// SQLite writes, pgx's own on PostgreSQL),
-// translated errors, slog for slow queries.
+// transactions, prepared statements (GORM's cache on SQLite's single reads, the
+// store's statement caches for the hot statements, pgx's own on PostgreSQL),
+// translated errors, slog for failed and slow statements.
 func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
 	return gorm.Open(d.gorm(db), &gorm.Config{
 		SkipDefaultTransaction: true,
-		PrepareStmt:            d.gormPrepare,
+		PrepareStmt:            d.prepare,
 		TranslateError:         true,
-		Logger: logger.NewSlogLogger(log, logger.Config{
-			SlowThreshold:             200 * time.Millisecond,
+		Logger: quietLogger{logger.NewSlogLogger(log, logger.Config{
+			SlowThreshold:             slowStatement,
 			LogLevel:                  logger.Warn,
 			IgnoreRecordNotFoundError: true,
 			ParameterizedQueries:      true,
-		}),
+		})},
 	})
+}
+
+// slowStatement is the latency above which a statement is logged.
+const slowStatement = 200 * time.Millisecond
+
+// quietLogger passes GORM's trace of a statement on only when the statement failed or
+// was slow, the only ones logged at logger.Warn: GORM's slog logger renders every
+// statement's SQL before it decides, which cost more than building the statement.
+type quietLogger struct{ logger.Interface }
+
+// LogMode implements logger.Interface.
+func (l quietLogger) LogMode(level logger.LogLevel) logger.Interface {
+	return quietLogger{l.Interface.LogMode(level)}
+}
+
+// Trace implements logger.Interface.
+func (l quietLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if err == nil && time.Since(begin) <= slowStatement {
+		return
+	}
+	l.Interface.Trace(ctx, begin, fc, err)
 }

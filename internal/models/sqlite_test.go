@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"gorm.io/gorm"
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models/storetest"
@@ -55,7 +54,7 @@ func TestSQLitePragmas(t *testing.T) {
 			g = db.w
 		}
 		var v string
-		if _, err := scanRow(g.WithContext(ctx), []any{&v}, "PRAGMA "+name); err != nil {
+		if _, err := onPool(ctx, g).scanRow([]any{&v}, "PRAGMA "+name); err != nil {
 			t.Fatalf("PRAGMA %s: %v", name, err)
 		}
 		return v
@@ -169,7 +168,7 @@ func TestSQLiteMigrationsVersioned(t *testing.T) {
 		t.Errorf("versions: got current %d target %d, want %d %d", current, target, latest, latest)
 	}
 	var applied int64
-	if _, err := scanRow(s.r.WithContext(ctx), []any{&applied},
+	if _, err := s.reader(ctx).scanRow([]any{&applied},
 		"SELECT COUNT(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0 AND is_applied"); err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +200,9 @@ func TestSQLiteRefusesMemory(t *testing.T) {
 
 func TestSQLiteErrorsHideSQL(t *testing.T) {
 	s := MustOpenSQLite(t)
-	err := s.write(t.Context(), "test", func(tx *gorm.DB) error {
-		return tx.Exec("INSERT INTO nowhere VALUES (1)").Error
+	err := s.write(t.Context(), "test", func(t *tx) error {
+		_, err := t.exec("INSERT INTO nowhere VALUES (1)")
+		return err
 	})
 	if code := awareness.ErrorCode(err); code != awareness.EINTERNAL {
 		t.Errorf("code: got %q, want %s", code, awareness.EINTERNAL)

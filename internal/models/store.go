@@ -23,16 +23,13 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// dialect holds what differs between the SQLite and PostgreSQL stores. The SQL of this
-// file is written for both: `?` placeholders (GORM rebinds them), INSERT … ON CONFLICT …
-// RETURNING, no scalar MAX/GREATEST, no dialect-specific types.
+// dialect holds what differs between the SQLite and PostgreSQL stores: their SQL
+// where it differs (dialectSQL) and how they behave.
 type dialect struct {
 	name  string
 	goose goose.Dialect
-	// forUpdate is appended to the SELECT that reads a head before deciding on it
-	// (" FOR UPDATE" on PostgreSQL). SQLite needs none: write transactions begin
-	// IMMEDIATE and so already hold the database write lock.
-	forUpdate string
+	// sql holds the statements whose text differs (dialectsql.go).
+	sql dialectSQL
 	// readTx opens the read transactions that must see one snapshot (ReadChanges, Stats).
 	// PostgreSQL needs REPEATABLE READ for that; SQLite gives it to any transaction.
 	readTx *sql.TxOptions
@@ -46,22 +43,16 @@ type dialect struct {
 	notify bool
 	// gorm wraps an open pool in the dialect's GORM dialector.
 	gorm func(*sql.DB) gorm.Dialector
-	// gormPrepare turns on GORM's prepared statement cache of the read pool.
-	// PostgreSQL leaves it off: pgx already prepares every statement once per
-	// connection and reuses it, while GORM re-prepares (and pgx then deallocates) a
+	// prepare prepares statements on the pools: the hot statements of the statement
+	// caches (stmtCache) and, through GORM's PrepareStmt, the read pool's single reads
+	// (tx.reader). PostgreSQL leaves it off: pgx already prepares every statement once
+	// per connection and reuses it, while GORM re-prepares (and pgx then deallocates) a
 	// statement first used inside a transaction on every use, three round trips
 	// instead of one.
-	gormPrepare bool
-	// prepare prepares the append path's statements once on the write pool (see
-	// stmtCache); dollar rewrites the store's ? placeholders for database/sql.
-	prepare, dollar bool
+	prepare bool
 	// detachStatements runs a write transaction's statements under a context that is
 	// never cancelled (see beginWrite): SQLite.
 	detachStatements bool
-	// txid reads the id of the current write transaction, so that a COMMIT whose
-	// answer is lost can be resolved (outcome.go); "" when the database cannot lose
-	// one (SQLite commits in-process).
-	txid string
 }
 
 // Store is the awareness.Store of this package, on SQLite (OpenSQLite) or PostgreSQL
@@ -83,12 +74,15 @@ type dialect struct {
 //
 // Times are INTEGER unix nanoseconds UTC. Reads that must be consistent (ReadChanges,
 // Stats) run in one read transaction on the read pool.
+//
+// All SQL runs through the tx type (tx.go), on GORM sessions over the two pools.
 type Store struct {
 	d      dialect
 	w, r   *gorm.DB // write pool (one connection on SQLite) and read pool
 	wsql   *sql.DB
-	stmts  *stmtCache // the write pool's prepared statements
 	rsql   *sql.DB
+	wstmts *stmtCache      // the write pool's hot statements (the append path)
+	rstmts *stmtCache      // the read pool's (the reconciliation read)
 	status *goose.Provider // migration status, on the read pool, for Ping
 	log    *slog.Logger
 	obs    awareness.Observer
@@ -131,16 +125,17 @@ func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	var prep *sql.DB
-	if d.prepare {
-		prep = wdb
-	}
-	stmts, err := newStmtCache(ctx, prep, d.dollar, hotStatements(d)...)
+	wstmts, err := newStmtCache(ctx, w, wdb, d.prepare, d.sql.writeStatements()...)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, stmts: stmts, status: status, log: log, obs: awareness.ObserverOr(obs), origin: newOrigin(),
-		commitCheckWait: defaultCommitCheckWait}, nil
+	rstmts, err := newStmtCache(ctx, r, rdb, d.prepare, readStatements()...)
+	if err != nil {
+		wstmts.close()
+		return nil, err
+	}
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, wstmts: wstmts, rstmts: rstmts, status: status, log: log,
+		obs: awareness.ObserverOr(obs), origin: newOrigin(), commitCheckWait: defaultCommitCheckWait}, nil
 }
 
 // Dialect returns "sqlite" or "postgres".
@@ -157,15 +152,14 @@ const (
 // write runs fn in one write transaction and maps its error. fn may run more than once
 // (see maxWriteAttempts): it must set its results afresh on every run.
 // name names the transaction for the observer (Observer.Transaction).
-func (s *Store) write(ctx context.Context, name string, fn func(tx *gorm.DB) error) error {
-	return s.writeTx(ctx, name, func(t *wtx, _ *hint) error { return fn(t.gorm()) })
+func (s *Store) write(ctx context.Context, name string, fn func(t *tx) error) error {
+	return s.writeTx(ctx, name, func(t *tx, _ *hint) error { return fn(t) })
 }
 
-// writeTx is write for transactions that use the transaction's database/sql side or
-// wake other processes: fn adds to a fresh hint on every run, and the hint is sent
-// inside the transaction, after fn, so that it is delivered if and only if the
-// transaction commits.
-func (s *Store) writeTx(ctx context.Context, name string, fn func(t *wtx, h *hint) error) (err error) {
+// writeTx is write for transactions that wake other processes: fn adds to a fresh hint
+// on every run, and the hint is sent inside the transaction, after fn, so that it is
+// delivered if and only if the transaction commits.
+func (s *Store) writeTx(ctx context.Context, name string, fn func(t *tx, h *hint) error) (err error) {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
@@ -196,7 +190,7 @@ func (s *Store) writeTx(ctx context.Context, name string, fn func(t *wtx, h *hin
 
 // runWrite runs fn and sends its hint in one write transaction, committed when both
 // succeed and rolled back otherwise (also when fn panics).
-func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (err error) {
+func (s *Store) runWrite(ctx context.Context, fn func(t *tx, h *hint) error) (err error) {
 	t, err := s.beginWrite(ctx)
 	if err != nil {
 		return err
@@ -204,7 +198,7 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 	done := false
 	defer func() {
 		if !done {
-			t.tx.Rollback()
+			t.rollback()
 		}
 	}()
 	var h hint
@@ -221,13 +215,13 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 		return err
 	}
 	var xid int64
-	if s.d.txid != "" {
-		if err := t.tx.QueryRowContext(ctx, s.d.txid).Scan(&xid); err != nil {
+	if s.d.sql.txid != "" {
+		if _, err := t.scanRow([]any{&xid}, s.d.sql.txid); err != nil {
 			return err
 		}
 	}
 	done = true
-	err = t.tx.Commit()
+	err = t.commit()
 	if err == nil {
 		if n := s.commits.Add(1); s.ckpt != nil {
 			s.ckpt.committed(n)
@@ -253,36 +247,18 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *wtx, h *hint) error) (e
 }
 
 // read runs fn in one read transaction (one snapshot) and maps its error.
-func (s *Store) read(ctx context.Context, name string, fn func(tx *gorm.DB) error) (err error) {
+func (s *Store) read(ctx context.Context, name string, fn func(t *tx) error) (err error) {
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
 	ctx, end := s.obs.Transaction(ctx, name)
 	defer func() { end(err) }()
-	return s.wrapErr(s.r.WithContext(ctx).Transaction(fn, s.d.readTx))
-}
-
-// scanRow runs a query and scans its first row into dest. found is false when the
-// query returned no row. (gorm's Row() is avoided: with prepared statements it hides
-// prepare errors behind an empty *sql.Row.)
-func scanRow(tx *gorm.DB, dest []any, q string, args ...any) (found bool, err error) {
-	rows, err := tx.Raw(q, args...).Rows()
+	t, err := s.beginRead(ctx)
 	if err != nil {
-		return false, err
+		return s.wrapErr(err)
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		return false, rows.Err()
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return false, err
-	}
-	return true, rows.Close()
-}
-
-func exec(tx *gorm.DB, q string, args ...any) (int64, error) {
-	res := tx.Exec(q, args...)
-	return res.RowsAffected, res.Error
+	defer t.rollback() // read-only: nothing to commit
+	return s.wrapErr(fn(t))
 }
 
 func checkNow(what string, now time.Time) error {
@@ -292,8 +268,8 @@ func checkNow(what string, now time.Time) error {
 // ---------------------------------------------------------------------------------------
 // Append
 
-// The append path's statements, prepared once on SQLite's write connection (see
-// hotStatements). Cursor reads are built by cursorQuery.
+// The append path's statements, cached by the write pool (dialectSQL.writeStatements).
+// Cursor reads are built by cursorQuery.
 const (
 	headSelectSQL = "SELECT state_version FROM sessions WHERE agent_id = ? AND session_key = ?"
 	headLockSQL   = `
@@ -314,7 +290,7 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
 RETURNING state_version`
 	eventInsertSQL = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	// eventBumpInsertSQL is headBumpSQL and eventInsertSQL in one round trip
-	// (PostgreSQL: SQLite has no data-modifying WITH, and needs no round trips).
+	// (dialectSQL.bumpInsert).
 	eventBumpInsertSQL = "WITH head AS (" + headBumpSQL + ")\n" +
 		"INSERT INTO events (" + eventColumns + ") " +
 		"SELECT ?, ?, state_version, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM head RETURNING sequence"
@@ -326,15 +302,6 @@ ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
     opened_at = excluded.opened_at, updated_at = excluded.updated_at`
 	cursorOfPairWhere = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
 )
-
-// hotStatements lists the statements an append transaction may run, in the dialect's
-// text, for the write pool to prepare up front.
-func hotStatements(d dialect) []string {
-	return []string{
-		headSelectSQL + d.forUpdate, headBumpSQL, eventInsertSQL, dedupeSelectSQL, cursorSaveSQL,
-		cursorQuery(cursorOfPairWhere, "", d.forUpdate), materialSQL, openNoticesSQL, openedNoticesSQL,
-	}
-}
 
 // Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2, WAT-2,
 // WAT-4). It writes what each op says: a recorded op adds its Compactions to the
@@ -359,7 +326,7 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	if err := awareness.CheckAppendOps(ops); err != nil {
 		return err
 	}
-	err := s.writeTx(ctx, "Append", func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Append", func(t *tx, h *hint) error {
 		reset() // a retried transaction starts over
 		if err := s.lockBatch(t, ops); err != nil {
 			return err
@@ -393,9 +360,9 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 // an Ack) that meet the same rows in opposite orders could deadlock. A single-session
 // batch needs none: its first statement locks the head, and a target's cursors are
 // read in primary-key order. A batch of log-only kinds locks no cursor, since it
-// touches none.
-func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
-	if s.d.forUpdate == "" {
+// touches none. The statements are dialectSQL.lockHeads and lockTargetsCursors.
+func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
+	if s.d.sql.lockHeads == "" {
 		return nil
 	}
 	kinds := make(map[awareness.SessionRef]awareness.SessionKind, len(ops))
@@ -418,42 +385,23 @@ func (s *Store) lockBatch(t *wtx, ops []*awareness.AppendOp) error {
 		return strings.Compare(a.Key, b.Key)
 	})
 	now := nanos(normTime(ops[0].Now))
-	// One multi-row upsert per chunk locks its heads in VALUES order, which is the
-	// (agent, key) order; what lockHead does for one head, without a round trip each.
-	for c := range slices.Chunk(refs, 500) {
-		var q strings.Builder
-		q.WriteString("INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at) VALUES ")
-		args := make([]any, 0, 5*len(c))
-		for i, r := range c {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, 0, 0, ?, ?)")
-			args = append(args, r.AgentID, r.Key, string(kinds[r]), now, now)
-		}
-		q.WriteString(" ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version")
-		if _, err := t.exec(q.String(), args...); err != nil {
-			return err
-		}
+	agents, keys, kindNames := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		agents[i], keys[i], kindNames[i] = r.AgentID, r.Key, string(kinds[r])
+	}
+	// One multi-row upsert locks the heads in (agent, key) order: what lockHead does
+	// for one head, without a round trip each.
+	if _, err := t.exec(s.d.sql.lockHeads, now, now, agents, keys, kindNames); err != nil {
+		return err
 	}
 	if !cursors {
 		return nil
 	}
-	pairs := make([][]any, len(refs))
-	for i, r := range refs {
-		pairs[i] = []any{r.AgentID, r.Key}
-	}
-	for c := range slices.Chunk(pairs, 500) {
-		var locked []int64
-		if err := t.gorm().Raw("SELECT 1 FROM cursors WHERE (target_agent_id, target_key) IN ? "+
-			"ORDER BY watcher_key, target_agent_id, target_key"+s.d.forUpdate, c).Scan(&locked).Error; err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := t.exec(s.d.sql.lockTargetsCursors, agents, keys)
+	return err
 }
 
-func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
+func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 	now := normTime(op.Now)
 	ev := op.New.Event
 	ref := ev.Session
@@ -483,8 +431,8 @@ func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 		return err
 	}
 	compactions, kind, at := op.Compactions, string(op.New.SessionKind), nanos(now)
-	if s.d.dollar {
-		found, err := t.scanRow([]any{&ev.Sequence}, eventBumpInsertSQL,
+	if s.d.sql.bumpInsert != "" {
+		found, err := t.scanRow([]any{&ev.Sequence}, s.d.sql.bumpInsert,
 			ref.AgentID, ref.Key, kind, compactions, at, at,
 			row.AgentID, row.SessionKey, row.Kind, row.ActorType, row.ActorID, row.Summary,
 			row.OccurredAt, row.RunID, row.PayloadJSON, row.DedupeKey, row.RecordedAt)
@@ -520,24 +468,20 @@ func (s *Store) appendOne(t *wtx, op *awareness.AppendOp) error {
 }
 
 // dedupe returns the session's event with the dedupe key, if any.
-func (t *wtx) dedupe(ref awareness.SessionRef, key string) (awareness.Event, bool, error) {
-	var r EventRow
-	found, err := t.scanRow([]any{&r.AgentID, &r.SessionKey, &r.Sequence, &r.Kind, &r.ActorType, &r.ActorID,
-		&r.Summary, &r.OccurredAt, &r.RunID, &r.PayloadJSON, &r.DedupeKey, &r.RecordedAt},
-		dedupeSelectSQL, ref.AgentID, ref.Key, key)
-	if err != nil || !found {
+func (t *tx) dedupe(ref awareness.SessionRef, key string) (awareness.Event, bool, error) {
+	evs, err := scanAll(t, scanEvent, dedupeSelectSQL, ref.AgentID, ref.Key, key)
+	if err != nil || len(evs) == 0 {
 		return awareness.Event{}, false, err
 	}
-	ev, err := r.event()
-	return ev, err == nil, err
+	return evs[0], true, nil
 }
 
 // head reads a session's state version (0 when it has no head). lock takes the row lock
 // on dialects that need one.
-func (s *Store) head(t *wtx, ref awareness.SessionRef, lock bool) (version int64, found bool, err error) {
+func (s *Store) head(t *tx, ref awareness.SessionRef, lock bool) (version int64, found bool, err error) {
 	q := headSelectSQL
 	if lock {
-		q += s.d.forUpdate
+		q = s.d.sql.headForUpdate
 	}
 	found, err = t.scanRow([]any{&version}, q, ref.AgentID, ref.Key)
 	return version, found, err
@@ -549,13 +493,13 @@ func (s *Store) head(t *wtx, ref awareness.SessionRef, lock bool) (version int64
 // concurrent first appends of a session find a row to wait on; an existing head is
 // left unchanged (a no-op update takes its row lock). SQLite's immediate transaction
 // already holds the database write lock, so there it only reads.
-func (s *Store) lockHead(t *wtx, ref awareness.SessionRef, kind awareness.SessionKind, now time.Time) (int64, error) {
-	if s.d.forUpdate == "" {
+func (s *Store) lockHead(t *tx, ref awareness.SessionRef, kind awareness.SessionKind, now time.Time) (int64, error) {
+	if s.d.sql.headLock == "" {
 		version, _, err := s.head(t, ref, false)
 		return version, err
 	}
 	var version int64
-	found, err := t.scanRow([]any{&version}, headLockSQL,
+	found, err := t.scanRow([]any{&version}, s.d.sql.headLock,
 		ref.AgentID, ref.Key, string(kind), nanos(now), nanos(now))
 	if err == nil && !found {
 		err = errors.New("head lock upsert returned no row")
@@ -570,7 +514,7 @@ func (s *Store) lockHead(t *wtx, ref awareness.SessionRef, kind awareness.Sessio
 // session and adds the op's compactions.
 
 // seedWatchers applies child_spawned to the producer-passed watchers (WAT-2).
-func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
+func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
 	for _, wr := range op.New.Watchers {
 		w := wr.Key
@@ -601,16 +545,16 @@ func (s *Store) seedWatchers(t *wtx, op *awareness.AppendOp, now time.Time) erro
 // producer-passed watchers then go through ApplyMaterial one by one: a watcher that
 // already holds a cursor on the target was covered by the head (its M reads s), so it
 // changes nothing there, and one that does not gets its cursor created (L = 0).
-func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) error {
+func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
 	at := nanos(now)
 	if _, err := t.exec(materialSQL, ev.ActorID, ev.ActorID, ev.ActorID, ev.Sequence, at,
 		ev.Session.AgentID, ev.Session.Key); err != nil {
 		return err
 	}
-	if s.d.forUpdate != "" {
+	if q := s.d.sql.lockTargetCursors; q != "" {
 		var locked int64
-		if _, err := t.scanRow([]any{&locked}, lockTargetCursorsSQL, ev.Session.AgentID, ev.Session.Key); err != nil {
+		if _, err := t.scanRow([]any{&locked}, q, ev.Session.AgentID, ev.Session.Key); err != nil {
 			return err
 		}
 	}
@@ -619,8 +563,8 @@ func (s *Store) notifyWatchers(t *wtx, op *awareness.AppendOp, now time.Time) er
 		opened sql.NullString
 	)
 	args := []any{at, at, ev.Sequence, ev.Sequence, ev.Session.AgentID, ev.Session.Key, ev.Sequence, ev.ActorID}
-	if s.d.dollar {
-		_, err := t.scanRow([]any{&count, &opened}, openNoticesReturnSQL, args...)
+	if q := s.d.sql.openNotices; q != "" {
+		_, err := t.scanRow([]any{&count, &opened}, q, args...)
 		if err != nil {
 			return err
 		}
@@ -718,12 +662,13 @@ WHERE agent_id = ? AND session_key = ?`
 
 // materialise writes the derived M into the lagging cursors matching where (all when
 // empty); see materialiseSQL.
-func materialise(tx *gorm.DB, where string, args ...any) error {
+func materialise(t *tx, where string, args ...any) error {
 	q := materialiseSQL
 	if where != "" {
 		q += " AND (" + where + ")"
 	}
-	return tx.Exec(q, args...).Error
+	_, err := t.exec(q, args...)
+	return err
 }
 
 // openNoticesSQL is the opening half of the set-based ApplyMaterial of notifyWatchers.
@@ -738,15 +683,15 @@ func materialise(tx *gorm.DB, where string, args ...any) error {
 // it, and a watcher must be an agent-qualified key (every path that writes a cursor
 // checks the full grammar in the core; this keeps a row written by other means from
 // being notified). On PostgreSQL the target's synced cursors are first locked in
-// primary-key order (the order Ack, Sweep and lockBatch use) by lockTargetCursorsSQL,
-// then updated.
+// primary-key order (the order Ack, Sweep and lockBatch use) by
+// dialectSQL.lockTargetCursors, then updated.
 //
 // The notices opened come back as their count and one string (openedList), not as a row each: reading
 // 10,000 rows through database/sql and the SQLite driver costs more than the update
 // itself (a cgo call per row and per column), and SQLite's RETURNING more again.
 // SQLite reads them after the update (openedNoticesSQL: the cursors of the target
 // with N = s and N > L are exactly those it opened, s being new); PostgreSQL returns
-// them from the update (openNoticesReturnSQL).
+// them from the update (openNoticesReturnSQL, dialectSQL.openNotices).
 const (
 	openNoticesSQL = `UPDATE cursors
 SET opened_at = ?, updated_at = ?, n = ?, m = ?
@@ -759,10 +704,6 @@ WHERE target_agent_id = ? AND target_key = ? AND n = l AND m < ? AND watcher_key
 		"WHERE target_agent_id = ? AND target_key = ? AND n = ? AND n > l"
 	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l)\n" +
 		"SELECT count(*), string_agg(" + openedList + ", '') FROM opened"
-	// lockTargetCursorsSQL takes the row locks of a target's synced cursors in
-	// primary-key order (PostgreSQL) and returns one row, however many it locked.
-	lockTargetCursorsSQL = `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ? AND n = l
-ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`
 )
 
 // eachOpened calls f with the watcher and L of every opened cursor in list, a string of
@@ -785,8 +726,8 @@ func eachOpened(list string, f func(watcher string, l int64)) error {
 // ---------------------------------------------------------------------------------------
 // Cursor rows
 
-func (s *Store) getCursor(t *wtx, watcher string, target awareness.SessionRef) (*awareness.Cursor, error) {
-	curs, err := t.findCursors(cursorOfPairWhere, []any{watcher, target.AgentID, target.Key}, "", s.d.forUpdate)
+func (s *Store) getCursor(t *tx, watcher string, target awareness.SessionRef) (*awareness.Cursor, error) {
+	curs, err := scanAll(t, scanCursor, s.d.sql.cursorOfPair, watcher, target.AgentID, target.Key)
 	if err != nil || len(curs) == 0 {
 		return nil, err
 	}
@@ -813,48 +754,13 @@ func cursorQuery(where, orderBy, lock string) string {
 
 // findCursors selects cursors matching where, ordered by orderBy (primary key order
 // when empty). lock is appended to the query: pass the dialect's forUpdate when the
-// cursors are read to be rewritten in the same transaction. GORM expands slice
-// arguments (IN ?).
-func findCursors(tx *gorm.DB, where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
-	rows, err := tx.Raw(cursorQuery(where, orderBy, lock), args...).Rows()
-	if err != nil {
-		return nil, err
-	}
-	return scanCursors(rows)
-}
-
-// findCursors is findCursors on the transaction's database/sql side: no slice
-// arguments.
-func (t *wtx) findCursors(where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
-	rows, err := t.query(cursorQuery(where, orderBy, lock), args...)
-	if err != nil {
-		return nil, err
-	}
-	return scanCursors(rows)
-}
-
-// scanCursors reads rows of cursorColumns and closes them.
-func scanCursors(rows *sql.Rows) ([]awareness.Cursor, error) {
-	defer rows.Close()
-	var out []awareness.Cursor
-	for rows.Next() {
-		var r CursorRow
-		if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, r.cursor())
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = []awareness.Cursor{}
-	}
-	return out, rows.Close()
+// cursors are read to be rewritten in the same transaction.
+func (t *tx) findCursors(where string, args []any, orderBy, lock string) ([]awareness.Cursor, error) {
+	return scanAll(t, scanCursor, cursorQuery(where, orderBy, lock), args...)
 }
 
 // saveCursor writes a cursor, creating it when absent.
-func (t *wtx) saveCursor(c awareness.Cursor) error {
+func (t *tx) saveCursor(c awareness.Cursor) error {
 	if !c.Valid() {
 		return fmt.Errorf("cursor %s on %s/%s breaks L <= N <= M: %d, %d, %d",
 			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M)
@@ -872,20 +778,12 @@ func (s *Store) Session(ctx context.Context, ref awareness.SessionRef) (awarenes
 	if s.closed.Load() {
 		return awareness.Session{}, false, s.wrapErr(errClosed)
 	}
-	var rows []SessionRow
-	err := s.r.WithContext(ctx).Raw("SELECT "+sessionColumns+" FROM sessions "+
-		"WHERE agent_id = ? AND session_key = ? AND deleted_at IS NULL", ref.AgentID, ref.Key).Scan(&rows).Error
-	if err != nil {
+	sess, err := scanAll(s.reader(ctx), scanSession, "SELECT "+sessionColumns+" FROM sessions "+
+		"WHERE agent_id = ? AND session_key = ? AND deleted_at IS NULL", ref.AgentID, ref.Key)
+	if err != nil || len(sess) == 0 {
 		return awareness.Session{}, false, s.wrapErr(err)
 	}
-	if len(rows) == 0 {
-		return awareness.Session{}, false, nil
-	}
-	sess, err := rows[0].session()
-	if err != nil {
-		return awareness.Session{}, false, s.wrapErr(err)
-	}
-	return sess, true, nil
+	return sess[0], true, nil
 }
 
 // ListSessions returns up to q.Limit sessions (all when q.Limit <= 0) strictly after
@@ -932,17 +830,9 @@ func (s *Store) ListSessions(ctx context.Context, q awareness.SessionQuery) ([]a
 		sqlText += " LIMIT ?"
 		args = append(args, q.Limit)
 	}
-	var rows []SessionRow
-	if err := s.r.WithContext(ctx).Raw(sqlText, args...).Scan(&rows).Error; err != nil {
+	out, err := scanAll(s.reader(ctx), scanSession, sqlText, args...)
+	if err != nil {
 		return nil, s.wrapErr(err)
-	}
-	out := make([]awareness.Session, 0, len(rows))
-	for _, r := range rows {
-		sess, err := r.session()
-		if err != nil {
-			return nil, s.wrapErr(err)
-		}
-		out = append(out, sess)
 	}
 	return out, nil
 }
@@ -984,12 +874,11 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		ok     bool
 		closed []awareness.Notice
 	)
-	err := s.writeTx(ctx, "DeleteSession", func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "DeleteSession", func(t *tx, h *hint) error {
 		ok, closed = false, nil
-		tx := t.gorm()
 		var deleted sql.NullInt64
-		found, err := scanRow(tx, []any{&deleted},
-			"SELECT deleted_at FROM sessions WHERE agent_id = ? AND session_key = ?"+s.d.forUpdate, ref.AgentID, ref.Key)
+		found, err := t.scanRow([]any{&deleted},
+			"SELECT deleted_at FROM sessions WHERE agent_id = ? AND session_key = ?"+s.d.sql.forUpdate, ref.AgentID, ref.Key)
 		if err != nil {
 			return err
 		}
@@ -997,22 +886,22 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		if ref.Qualified() {
 			where, args = "(target_agent_id = ? AND target_key = ?) OR watcher_key = ?", append(args, ref.Key)
 		}
-		_, gone, err := deleteCursors(tx, where, args...)
+		_, gone, err := deleteCursors(t, where, args...)
 		if err != nil {
 			return err
 		}
 		closed = gone
 		h.addClosed(closed...)
-		if err := deleteUpstream(tx, ref); err != nil {
+		if err := deleteUpstream(t, ref); err != nil {
 			return err
 		}
 		if !found || deleted.Valid {
 			return nil
 		}
-		if _, err := exec(tx, "DELETE FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+		if _, err := t.exec("DELETE FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
 			return err
 		}
-		if _, err := exec(tx, `
+		if _, err := t.exec(`
 UPDATE sessions SET
     pruned_through = state_version, compaction_count = 0, registered = ?,
     session_id = NULL, parent_session_key = NULL, chat_type = NULL, provider = NULL, display_name = NULL,
@@ -1046,7 +935,7 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 		c       awareness.Cursor
 		created bool
 	)
-	err := s.writeTx(ctx, "Watch", func(t *wtx, _ *hint) error {
+	err := s.write(ctx, "Watch", func(t *tx) error {
 		version, _, err := s.head(t, target, true)
 		if err != nil {
 			return err
@@ -1090,8 +979,8 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 		n      int64
 		closed []awareness.Notice
 	)
-	err := s.writeTx(ctx, "Unwatch", func(t *wtx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t.gorm(), cursorOfPairWhere, watcher, target.AgentID, target.Key)
+	err := s.writeTx(ctx, "Unwatch", func(t *tx, h *hint) (err error) {
+		n, closed, err = deleteCursors(t, cursorOfPairWhere, watcher, target.AgentID, target.Key)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1104,15 +993,11 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 // deleteCursors deletes the cursors matching where and returns how many, and the
 // pending notices among them as closed notices (DELETE … RETURNING: SQLite 3.35 and
 // PostgreSQL both have it).
-func deleteCursors(tx *gorm.DB, where string, args ...any) (int64, []awareness.Notice, error) {
-	if err := materialise(tx, where, args...); err != nil {
+func deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice, error) {
+	if err := materialise(t, where, args...); err != nil {
 		return 0, nil, err
 	}
-	rows, err := tx.Raw("DELETE FROM cursors WHERE "+where+" RETURNING "+cursorColumns, args...).Rows()
-	if err != nil {
-		return 0, nil, err
-	}
-	curs, err := scanCursors(rows)
+	curs, err := scanAll(t, scanCursor, "DELETE FROM cursors WHERE "+where+" RETURNING "+cursorColumns, args...)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -1170,22 +1055,22 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		}
 	}
 	var res awareness.AckResult
-	err := s.writeTx(ctx, "Ack", func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Ack", func(t *tx, h *hint) error {
 		res = awareness.AckResult{}
 		if err := s.lockAckHeads(t, req.Watcher, pairs); err != nil {
 			return err
 		}
 		var curs []awareness.Cursor
 		if pairs == nil {
-			all, err := findCursors(t.gorm(), "watcher_key = ? AND n > l", []any{req.Watcher}, "", s.d.forUpdate)
+			all, err := t.findCursors("watcher_key = ? AND n > l", []any{req.Watcher}, "", s.d.sql.forUpdate)
 			if err != nil {
 				return err
 			}
 			curs = all
 		} else {
 			for c := range slices.Chunk(pairs, 500) {
-				some, err := findCursors(t.gorm(), "watcher_key = ? AND n > l AND (target_agent_id, target_key) IN ?",
-					[]any{req.Watcher, c}, "", s.d.forUpdate)
+				some, err := t.findCursors("watcher_key = ? AND n > l AND (target_agent_id, target_key) IN ?",
+					[]any{req.Watcher, c}, "", s.d.sql.forUpdate)
 				if err != nil {
 					return err
 				}
@@ -1241,23 +1126,22 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 // key) order, before their cursors: a cursor's M is derived from its head, so an
 // append on the target must not commit between the read of M and the write of the
 // acknowledged cursor (it would not open the notice of a cursor it saw pending).
-func (s *Store) lockAckHeads(t *wtx, watcher string, pairs [][]any) error {
-	if s.d.forUpdate == "" {
+func (s *Store) lockAckHeads(t *tx, watcher string, pairs [][]any) error {
+	if s.d.sql.forUpdate == "" {
 		return nil
 	}
 	const q = "SELECT 1 FROM sessions h WHERE %s ORDER BY h.agent_id, h.session_key FOR SHARE"
 	if pairs == nil {
-		var locked []int64
-		return t.gorm().Raw(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN "+
-			"(SELECT target_agent_id, target_key FROM cursors WHERE watcher_key = ?)"), watcher).Scan(&locked).Error
+		_, err := t.exec(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN "+
+			"(SELECT target_agent_id, target_key FROM cursors WHERE watcher_key = ?)"), watcher)
+		return err
 	}
 	sorted := slices.Clone(pairs)
 	slices.SortFunc(sorted, func(a, b []any) int {
 		return cmp.Or(strings.Compare(a[0].(string), b[0].(string)), strings.Compare(a[1].(string), b[1].(string)))
 	})
 	for c := range slices.Chunk(sorted, 500) {
-		var locked []int64
-		if err := t.gorm().Raw(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN ?"), c).Scan(&locked).Error; err != nil {
+		if _, err := t.exec(fmt.Sprintf(q, "(h.agent_id, h.session_key) IN ?"), c); err != nil {
 			return err
 		}
 	}
@@ -1282,7 +1166,7 @@ func (s *Store) Cursors(ctx context.Context, q awareness.CursorQuery) ([]awarene
 	if q.TargetKey != "" {
 		where, args = append(where, "target_key = ?"), append(args, q.TargetKey)
 	}
-	curs, err := findCursors(s.r.WithContext(ctx), strings.Join(where, " AND "), args, "", "")
+	curs, err := s.reader(ctx).findCursors(strings.Join(where, " AND "), args, "", "")
 	return curs, s.wrapErr(err)
 }
 
@@ -1296,7 +1180,7 @@ func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice
 	if watcher != "" {
 		where, args = "watcher_key = ? AND n > l", []any{watcher}
 	}
-	curs, err := findCursors(s.r.WithContext(ctx), where, args, "opened_at, watcher_key, target_agent_id, target_key", "")
+	curs, err := s.reader(ctx).findCursors(where, args, "opened_at, watcher_key, target_agent_id, target_key", "")
 	if err != nil {
 		return nil, s.wrapErr(err)
 	}
@@ -1316,8 +1200,8 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awar
 		n      int64
 		closed []awareness.Notice
 	)
-	err := s.writeTx(ctx, "ResetWatcher", func(t *wtx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t.gorm(), "watcher_key = ?", watcher)
+	err := s.writeTx(ctx, "ResetWatcher", func(t *tx, h *hint) (err error) {
+		n, closed, err = deleteCursors(t, "watcher_key = ?", watcher)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1343,14 +1227,14 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, e
 	}
 	now = normTime(now)
 	var out []awareness.Notice
-	err := s.writeTx(ctx, "Sweep", func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Sweep", func(t *tx, h *hint) error {
 		out = nil
-		if err := materialise(t.gorm(), ""); err != nil {
+		if err := materialise(t, ""); err != nil {
 			return err
 		}
-		if s.d.forUpdate != "" {
+		if s.d.sql.forUpdate != "" {
 			if _, err := t.exec("SELECT 1 FROM cursors WHERE m > l ORDER BY watcher_key, target_agent_id, target_key" +
-				s.d.forUpdate); err != nil {
+				s.d.sql.forUpdate); err != nil {
 				return err
 			}
 		}
@@ -1381,9 +1265,15 @@ WHERE m > l AND (n <> m OR opened_at IS NULL)`, nanos(now), nanos(now)); err != 
 
 // pruneCut is the highest sequence of one session that a retention rule removes.
 type pruneCut struct {
-	AgentID    string `gorm:"column:agent_id"`
-	SessionKey string `gorm:"column:session_key"`
-	Sequence   int64  `gorm:"column:sequence"`
+	ref      awareness.SessionRef
+	sequence int64
+}
+
+// scanPruneCut scans a row of agent_id, session_key, sequence.
+func scanPruneCut(rows *sql.Rows) (pruneCut, error) {
+	var c pruneCut
+	err := rows.Scan(&c.ref.AgentID, &c.ref.Key, &c.sequence)
+	return c, err
 }
 
 // Prune applies retention (SIG-6) and cursor expiry (WAT-5) in one write transaction.
@@ -1408,53 +1298,50 @@ func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time
 	}
 	now = normTime(now)
 	var res awareness.PruneResult
-	err := s.writeTx(ctx, "Prune", func(t *wtx, h *hint) error {
+	err := s.writeTx(ctx, "Prune", func(t *tx, h *hint) error {
 		res = awareness.PruneResult{}
-		tx := t.gorm()
 		stamped := map[awareness.SessionRef]bool{}
 		if p.MaxAge > 0 {
-			var cuts []pruneCut
-			err := tx.Raw(`
+			cuts, err := scanAll(t, scanPruneCut, `
 SELECT agent_id, session_key, MAX(sequence) AS sequence FROM events
 WHERE occurred_at < ?
-GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, nanos(now.Add(-p.MaxAge))).Scan(&cuts).Error
+GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, nanos(now.Add(-p.MaxAge)))
 			if err != nil {
 				return err
 			}
-			if err := prunePrefixes(tx, cuts, stamped, &res); err != nil {
+			if err := prunePrefixes(t, cuts, stamped, &res); err != nil {
 				return err
 			}
 		}
 		if p.MaxRows > 0 {
 			var total int64
-			if _, err := scanRow(tx, []any{&total}, "SELECT COUNT(*) FROM events"); err != nil {
+			if _, err := t.scanRow([]any{&total}, "SELECT COUNT(*) FROM events"); err != nil {
 				return err
 			}
 			if excess := total - int64(p.MaxRows); excess > 0 {
-				var cuts []pruneCut
-				err := tx.Raw(`
+				cuts, err := scanAll(t, scanPruneCut, `
 SELECT agent_id, session_key, MAX(sequence) AS sequence FROM (
     SELECT agent_id, session_key, sequence FROM events
     ORDER BY recorded_at, agent_id, session_key, sequence LIMIT ?
 ) oldest
-GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess).Scan(&cuts).Error
+GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 				if err != nil {
 					return err
 				}
-				if err := prunePrefixes(tx, cuts, stamped, &res); err != nil {
+				if err := prunePrefixes(t, cuts, stamped, &res); err != nil {
 					return err
 				}
 			}
 		}
 		if p.CursorTTL > 0 {
-			n, closed, err := deleteCursors(tx, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+			n, closed, err := deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
 			if err != nil {
 				return err
 			}
 			res.CursorsExpired, res.Closed = n, closed
 			h.addClosed(closed...)
 		}
-		_, err := exec(tx, "UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
+		_, err := t.exec("UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
 		return err
 	})
 	if err != nil {
@@ -1464,19 +1351,19 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess).Scan(&cu
 }
 
 // prunePrefixes stamps each session's watermark, then deletes its prefix.
-func prunePrefixes(tx *gorm.DB, cuts []pruneCut, stamped map[awareness.SessionRef]bool, res *awareness.PruneResult) error {
+func prunePrefixes(t *tx, cuts []pruneCut, stamped map[awareness.SessionRef]bool, res *awareness.PruneResult) error {
 	for _, c := range cuts {
-		n, err := exec(tx, "UPDATE sessions SET pruned_through = ? WHERE agent_id = ? AND session_key = ? AND pruned_through < ?",
-			c.Sequence, c.AgentID, c.SessionKey, c.Sequence)
+		n, err := t.exec("UPDATE sessions SET pruned_through = ? WHERE agent_id = ? AND session_key = ? AND pruned_through < ?",
+			c.sequence, c.ref.AgentID, c.ref.Key, c.sequence)
 		if err != nil {
 			return err
 		}
-		if ref := (awareness.SessionRef{AgentID: c.AgentID, Key: c.SessionKey}); n > 0 && !stamped[ref] {
-			stamped[ref] = true
+		if n > 0 && !stamped[c.ref] {
+			stamped[c.ref] = true
 			res.SessionsStamped++
 		}
-		n, err = exec(tx, "DELETE FROM events WHERE agent_id = ? AND session_key = ? AND sequence <= ?",
-			c.AgentID, c.SessionKey, c.Sequence)
+		n, err = t.exec("DELETE FROM events WHERE agent_id = ? AND session_key = ? AND sequence <= ?",
+			c.ref.AgentID, c.ref.Key, c.sequence)
 		if err != nil {
 			return err
 		}
@@ -1492,7 +1379,7 @@ func prunePrefixes(tx *gorm.DB, cuts []pruneCut, stamped map[awareness.SessionRe
 // not deleted; OldestEvent is the lowest occurred_at (the time age retention uses).
 func (s *Store) Stats(ctx context.Context) (awareness.Stats, error) {
 	var st awareness.Stats
-	err := s.read(ctx, "Stats", func(tx *gorm.DB) error {
+	err := s.read(ctx, "Stats", func(t *tx) error {
 		st = awareness.Stats{}
 		var (
 			oldest, lastPrune sql.NullInt64
@@ -1507,7 +1394,7 @@ func (s *Store) Stats(ctx context.Context) (awareness.Stats, error) {
 			{[]any{&st.PendingNotices}, "SELECT COUNT(*) FROM cursors WHERE n > l"},
 			{[]any{&lastPrune}, "SELECT last_prune_at FROM meta WHERE id = 1"},
 		} {
-			if _, err := scanRow(tx, q.dest, q.sql); err != nil {
+			if _, err := t.scanRow(q.dest, q.sql); err != nil {
 				return err
 			}
 		}
@@ -1556,7 +1443,7 @@ func (s *Store) Close() error {
 		}
 		// Closing the pools closes GORM's prepared statements with their connections.
 		// SQLite checkpoints the log when its last connection closes.
-		s.closeErr = errors.Join(s.rsql.Close(), s.wsql.Close(), ckErr)
+		s.closeErr = errors.Join(s.wstmts.close(), s.rstmts.close(), s.rsql.Close(), s.wsql.Close(), ckErr)
 	})
 	return s.closeErr
 }

@@ -3,32 +3,35 @@ package models
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
-// wtx is one write transaction. The append path runs its statements on it directly with
-// database/sql (query, exec, scanRow: `?` placeholders, no reflection); everything else
-// goes through gorm(), a GORM session whose connection pool is this transaction.
+// tx runs the store's SQL: every statement of the package goes through its methods
+// (query, exec, scanRow; scanAll with a row scanner of rows.go). It is a write
+// transaction (beginWrite), a read transaction that sees one snapshot (beginRead), or
+// a pool itself for statements that need no transaction (onPool: the single reads of
+// reader, and on PostgreSQL the hint sent after a commit and the question about a lost
+// commit).
 //
-// Why not GORM's prepared statement cache: it prepares a statement first used inside a
-// transaction on that transaction, and database/sql prepares it again in the next one,
-// so every append transaction paid a prepare per statement. Here a statement is
-// prepared once on the write connection (stmtCache) and only bound to each transaction.
-type wtx struct {
+// The store's SQL is written with `?` placeholders; GORM binds them in the dialect's
+// syntax ($1, $2, … on PostgreSQL) and expands a slice argument (`IN ?`). That is the
+// one placeholder rule. A statement listed for a pool's statement cache (stmtCache) is
+// rendered by GORM once, when the store opens, and run as that text, prepared on
+// SQLite, its arguments passed to the driver as they are (so an array argument binds
+// as an array); every other statement is built by GORM on each run.
+type tx struct {
 	ctx   context.Context
-	tx    *sql.Tx
-	cache *stmtCache
-	bound map[string]*sql.Stmt // this transaction's handles on the cached statements
-	w     *gorm.DB             // the write pool's GORM handle, for gorm()
-	g     *gorm.DB             // set by the first gorm()
+	pool  *gorm.DB   // the pool's GORM handle
+	g     *gorm.DB   // the GORM session of the statements, made by the first gorm()
+	sqlTx *sql.Tx    // nil for a tx on the pool (onPool)
+	stmts *stmtCache // the pool's cached statements; nil for a tx on the pool
+	bound map[*sql.Stmt]*sql.Stmt
 }
-
-var _ gorm.ConnPool = (*wtx)(nil)
 
 // beginWrite begins a write transaction under ctx: waiting for the write connection
 // and BEGIN end with ctx, and database/sql rolls the transaction back if ctx ends
@@ -39,141 +42,221 @@ var _ gorm.ConnPool = (*wtx)(nil)
 // inside the one serial transaction. A statement on the local database is not worth
 // interrupting; the transaction is still bounded by ctx (a rollback at the next
 // statement or at COMMIT).
-func (s *Store) beginWrite(ctx context.Context) (*wtx, error) {
-	tx, err := s.wsql.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
+func (s *Store) beginWrite(ctx context.Context) (*tx, error) {
 	sctx := ctx
 	if s.d.detachStatements {
 		sctx = context.WithoutCancel(ctx)
 	}
-	return &wtx{ctx: sctx, tx: tx, cache: s.stmts, w: s.w}, nil
+	return begin(ctx, sctx, s.w, s.wsql, nil, s.wstmts)
 }
 
-// gorm returns the transaction's GORM session. It is made on first use: the append
-// path runs on database/sql alone, and on SQLite its transactions run one at a time,
-// so the session's allocations would lengthen the serial part of every group commit.
-func (t *wtx) gorm() *gorm.DB {
+// beginRead begins a read transaction on the read pool that sees one snapshot
+// (dialect.readTx).
+func (s *Store) beginRead(ctx context.Context) (*tx, error) {
+	return begin(ctx, ctx, s.r, s.rsql, s.d.readTx, s.rstmts)
+}
+
+// begin is what gorm.DB.Begin does, keeping the *sql.Tx for the cached statements:
+// BEGIN under ctx, and a GORM session under sctx whose connection pool is the
+// transaction.
+func begin(ctx, sctx context.Context, g *gorm.DB, db *sql.DB, opts *sql.TxOptions, stmts *stmtCache) (*tx, error) {
+	sqlTx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &tx{ctx: sctx, pool: g, sqlTx: sqlTx, stmts: stmts}, nil
+}
+
+// gorm returns the GORM session the tx's statements are built on. A transaction's is
+// made on first use: an append and a reconciliation read run cached statements only,
+// and on SQLite appends run one at a time, so the session's allocations would lengthen
+// the serial part of every group commit.
+func (t *tx) gorm() *gorm.DB {
 	if t.g == nil {
-		// What gorm.DB.Begin does, with this transaction as the pool.
-		t.g = t.w.Session(&gorm.Session{Context: t.ctx, NewDB: true})
-		t.g.Statement.ConnPool = t
+		t.g = t.pool.Session(&gorm.Session{Context: t.ctx, NewDB: true})
+		if t.sqlTx != nil {
+			t.g.Statement.ConnPool = t.sqlTx
+		}
 	}
 	return t.g
 }
 
-// stmt returns the transaction's handle on the prepared statement for q (in the
-// driver's placeholder syntax), or nil when q is not prepared.
-func (t *wtx) stmt(ctx context.Context, q string) *sql.Stmt {
-	if st, ok := t.bound[q]; ok {
-		return st
+// reader returns a tx on the read pool for reads of one statement, which need no
+// snapshot. Its statements run through GORM's own statement cache (PrepareStmt on
+// SQLite).
+func (s *Store) reader(ctx context.Context) *tx { return onPool(ctx, s.r) }
+
+// onPool returns a tx that runs each statement on its own on g's pool, outside any
+// transaction.
+func onPool(ctx context.Context, g *gorm.DB) *tx { return &tx{ctx: ctx, pool: g} }
+
+// onPoolQuiet is onPool for statements whose failures the caller handles and logs
+// itself (a hint after commit, the question about a lost commit asked while the server
+// is away): GORM does not log them too.
+func onPoolQuiet(ctx context.Context, g *gorm.DB) *tx {
+	return onPool(ctx, g.Session(&gorm.Session{Logger: logger.Discard}))
+}
+
+// rollback ends the transaction without committing (a read transaction has nothing to
+// commit).
+func (t *tx) rollback() error { return t.sqlTx.Rollback() }
+
+func (t *tx) commit() error { return t.sqlTx.Commit() }
+
+// cached returns the transaction's handle on the cached statement q: its text in the
+// dialect's syntax, and the statement bound to this transaction when it is prepared.
+func (t *tx) cached(q string) (text string, st *sql.Stmt, ok bool) {
+	if t.stmts == nil {
+		return "", nil, false
 	}
-	st := t.cache.get(q)
-	if st == nil {
-		return nil
+	c, ok := t.stmts.texts[q]
+	if !ok || c.stmt == nil {
+		return c.text, nil, ok
 	}
-	st = t.tx.StmtContext(ctx, st)
+	if st, bound := t.bound[c.stmt]; bound {
+		return c.text, st, true
+	}
+	st = t.sqlTx.StmtContext(t.ctx, c.stmt)
 	if t.bound == nil {
-		t.bound = make(map[string]*sql.Stmt)
+		t.bound = make(map[*sql.Stmt]*sql.Stmt)
 	}
-	t.bound[q] = st
-	return st
+	t.bound[c.stmt] = st
+	return c.text, st, true
 }
 
-// PrepareContext implements gorm.ConnPool.
-func (t *wtx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(ctx, q)
-}
-
-// ExecContext implements gorm.ConnPool.
-func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	st := t.stmt(ctx, q)
-	if st == nil {
-		return t.tx.ExecContext(ctx, q, args...)
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-// QueryContext implements gorm.ConnPool.
-func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	st := t.stmt(ctx, q)
-	if st == nil {
-		return t.tx.QueryContext(ctx, q, args...)
-	}
-	return st.QueryContext(ctx, args...)
-}
-
-// QueryRowContext implements gorm.ConnPool.
-func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	st := t.stmt(ctx, q)
-	if st == nil {
-		return t.tx.QueryRowContext(ctx, q, args...)
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-// query, exec and scanRow run SQL written with `?` placeholders (the SQL of store.go).
-
-func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
-	return t.QueryContext(t.ctx, t.cache.rebind(q), args...)
-}
-
-func (t *wtx) exec(q string, args ...any) (int64, error) {
-	res, err := t.ExecContext(t.ctx, t.cache.rebind(q), args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-// scanRow scans the first row of q into dest; found is false when there is none.
-func (t *wtx) scanRow(dest []any, q string, args ...any) (found bool, err error) {
-	err = t.QueryRowContext(t.ctx, t.cache.rebind(q), args...).Scan(dest...)
-	if err == sql.ErrNoRows {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// stmtCache holds the write pool's prepared statements and the placeholder rewrites of
-// the store's SQL. On SQLite the append path's statements are prepared once, when the
-// store opens, on the pool (one connection), and bound to each transaction; they cannot
-// be prepared lazily, since preparing on the pool needs the connection the transaction
-// holds. Other statements run unprepared, which on SQLite costs no round trip.
-// PostgreSQL prepares nothing here: pgx prepares each statement text once per
-// connection; its SQL needs $1, $2, … placeholders instead.
-type stmtCache struct {
-	stmts  map[string]*sql.Stmt // read-only after newStmtCache
-	dollar bool                 // rewrite ? placeholders into $1, $2, …
-	texts  sync.Map             // SQL with ? → SQL with $n
-}
-
-// newStmtCache prepares qs on db (nil db: none).
-func newStmtCache(ctx context.Context, db *sql.DB, dollar bool, qs ...string) (*stmtCache, error) {
-	c := &stmtCache{stmts: make(map[string]*sql.Stmt), dollar: dollar}
-	if db == nil {
-		return c, nil
-	}
-	for _, q := range qs {
-		st, err := db.PrepareContext(ctx, c.rebind(q))
-		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("prepare %q: %w", firstLine(q), err)
+// query runs q and returns its rows.
+func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
+	if text, st, ok := t.cached(q); ok {
+		if st != nil {
+			return st.QueryContext(t.ctx, args...)
 		}
-		c.stmts[c.rebind(q)] = st
+		return t.sqlTx.QueryContext(t.ctx, text, args...)
+	}
+	return t.gorm().Raw(q, args...).Rows()
+}
+
+// exec runs q and returns the number of rows it affected.
+func (t *tx) exec(q string, args ...any) (int64, error) {
+	if text, st, ok := t.cached(q); ok {
+		var (
+			res sql.Result
+			err error
+		)
+		if st != nil {
+			res, err = st.ExecContext(t.ctx, args...)
+		} else {
+			res, err = t.sqlTx.ExecContext(t.ctx, text, args...)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	res := t.gorm().Exec(q, args...)
+	return res.RowsAffected, res.Error
+}
+
+// scanRow runs q and scans its first row into dest; found is false when there is none.
+// (database/sql's QueryRow is avoided: with prepared statements it hides prepare errors
+// behind an empty *sql.Row.)
+func (t *tx) scanRow(dest []any, q string, args ...any) (found bool, err error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return false, err
+	}
+	return true, rows.Close()
+}
+
+// scanAll runs q and reads every row with scan, closing the rows. It never returns a
+// nil slice without an error.
+func scanAll[T any](t *tx, scan func(*sql.Rows) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scan)
+}
+
+// collect reads every row of rows with scan and closes them.
+func collect[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// stmtCache holds a pool's hot statements: each one's text in the dialect's syntax,
+// rendered once by GORM, and on SQLite its prepared statement. SQLite's are prepared
+// when the store opens, on the pool, and bound to each transaction that runs them
+// (tx.cached), so the driver prepares each once per connection; they cannot be
+// prepared lazily on the write pool, since preparing there needs the one connection
+// the transaction holds. PostgreSQL prepares nothing here: pgx prepares each statement
+// text once per connection and reuses it.
+//
+// Why not GORM's PrepareStmt: it prepares a statement first used inside a transaction
+// on that transaction, and database/sql prepares it again in the next one, so every
+// transaction would pay a prepare per statement.
+type stmtCache struct {
+	texts map[string]cachedStmt // by the store's text; read-only after newStmtCache
+}
+
+type cachedStmt struct {
+	text string    // in the dialect's syntax
+	stmt *sql.Stmt // prepared on the pool; nil when the dialect prepares nothing here
+}
+
+// newStmtCache renders qs with g's dialector and, when prepare is set, prepares them on
+// db.
+func newStmtCache(ctx context.Context, g *gorm.DB, db *sql.DB, prepare bool, qs ...string) (*stmtCache, error) {
+	c := &stmtCache{texts: make(map[string]cachedStmt, len(qs))}
+	dry := g.Session(&gorm.Session{DryRun: true, NewDB: true})
+	for _, q := range qs {
+		if _, dup := c.texts[q]; dup || q == "" {
+			continue
+		}
+		r := dry.Raw(q, make([]any, strings.Count(q, "?"))...)
+		if r.Error != nil {
+			c.close()
+			return nil, fmt.Errorf("render %q: %w", firstLine(q), r.Error)
+		}
+		e := cachedStmt{text: r.Statement.SQL.String()}
+		if prepare {
+			st, err := db.PrepareContext(ctx, e.text)
+			if err != nil {
+				c.close()
+				return nil, fmt.Errorf("prepare %q: %w", firstLine(q), err)
+			}
+			e.stmt = st
+		}
+		c.texts[q] = e
 	}
 	return c, nil
 }
 
-// get returns the pool's statement for q (in the driver's syntax), nil when q is not
-// prepared.
-func (c *stmtCache) get(q string) *sql.Stmt { return c.stmts[q] }
-
-func (c *stmtCache) close() {
-	for _, st := range c.stmts {
-		st.Close()
+func (c *stmtCache) close() error {
+	var errs []error
+	for _, e := range c.texts {
+		if e.stmt != nil {
+			errs = append(errs, e.stmt.Close())
+		}
 	}
+	return errors.Join(errs...)
 }
 
 func firstLine(q string) string {
@@ -182,29 +265,4 @@ func firstLine(q string) string {
 		return q[:i]
 	}
 	return q
-}
-
-// rebind returns q in the driver's placeholder syntax. The store's SQL has no `?` in
-// string literals.
-func (c *stmtCache) rebind(q string) string {
-	if !c.dollar {
-		return q
-	}
-	if r, ok := c.texts.Load(q); ok {
-		return r.(string)
-	}
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(q[i])
-	}
-	r := b.String()
-	c.texts.Store(q, r)
-	return r
 }

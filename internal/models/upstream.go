@@ -8,8 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/awareness/awareness/internal/awareness"
 )
 
@@ -37,8 +35,26 @@ type UpstreamLinkRow struct {
 // TableName implements gorm's tabler.
 func (UpstreamLinkRow) TableName() string { return "upstream_links" }
 
+// upstreamColumns lists the columns of UpstreamLinkRow; scanUpstreamLink reads them.
 const upstreamColumns = "agent_id, session_key, link_id, catalog_id, thread_id, source, marker, " +
 	"consecutive_misses, last_checked_at, blocked_reason, created_at, updated_at"
+
+// scanUpstreamLink scans a row of upstreamColumns into a link.
+func scanUpstreamLink(rows *sql.Rows) (awareness.UpstreamLink, error) {
+	var r UpstreamLinkRow
+	if err := rows.Scan(&r.AgentID, &r.SessionKey, &r.LinkID, &r.CatalogID, &r.ThreadID, &r.Source, &r.Marker,
+		&r.ConsecutiveMisses, &r.LastCheckedAt, &r.BlockedReason, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return awareness.UpstreamLink{}, err
+	}
+	return r.link(), nil
+}
+
+// scanString scans a row of one text column.
+func scanString(rows *sql.Rows) (string, error) {
+	var v string
+	err := rows.Scan(&v)
+	return v, err
+}
 
 // upstreamSaltBytes is the length of the own-prompt salt.
 const upstreamSaltBytes = 32
@@ -61,27 +77,24 @@ func (r UpstreamLinkRow) link() awareness.UpstreamLink {
 
 // deleteUpstream deletes a session's link and own-prompt hashes inside tx. DeleteSession
 // calls it (WAT-5: deleting a session deletes its links).
-func deleteUpstream(tx *gorm.DB, ref awareness.SessionRef) error {
-	if _, err := exec(tx, "DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+func deleteUpstream(t *tx, ref awareness.SessionRef) error {
+	if _, err := t.exec("DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
 		return err
 	}
-	_, err := exec(tx, "DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key)
+	_, err := t.exec("DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key)
 	return err
 }
 
-func (s *Store) getUpstream(tx *gorm.DB, ref awareness.SessionRef, lock bool) (awareness.UpstreamLink, bool, error) {
+func (s *Store) getUpstream(t *tx, ref awareness.SessionRef, lock bool) (awareness.UpstreamLink, bool, error) {
 	q := "SELECT " + upstreamColumns + " FROM upstream_links WHERE agent_id = ? AND session_key = ?"
 	if lock {
-		q += s.d.forUpdate
+		q += s.d.sql.forUpdate
 	}
-	var rows []UpstreamLinkRow
-	if err := tx.Raw(q, ref.AgentID, ref.Key).Scan(&rows).Error; err != nil {
+	links, err := scanAll(t, scanUpstreamLink, q, ref.AgentID, ref.Key)
+	if err != nil || len(links) == 0 {
 		return awareness.UpstreamLink{}, false, err
 	}
-	if len(rows) == 0 {
-		return awareness.UpstreamLink{}, false, nil
-	}
-	return rows[0].link(), true, nil
+	return links[0], true, nil
 }
 
 // AdoptUpstream creates the session's link from l, keeps a same-source link (ID,
@@ -99,11 +112,11 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 		out     awareness.UpstreamLink
 		created bool
 	)
-	err := s.write(ctx, "AdoptUpstream", func(tx *gorm.DB) error {
+	err := s.write(ctx, "AdoptUpstream", func(t *tx) error {
 		// Two rounds at most: on PostgreSQL a concurrent first adoption can win the
 		// insert, and this one then decides again against the winner's row.
 		for range 2 {
-			cur, found, err := s.getUpstream(tx, l.Session, true)
+			cur, found, err := s.getUpstream(t, l.Session, true)
 			if err != nil {
 				return err
 			}
@@ -113,7 +126,7 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 			}
 			next, fresh := awareness.AdoptLink(prev, l, now)
 			if !fresh {
-				if _, err := exec(tx, "UPDATE upstream_links SET consecutive_misses = 0, updated_at = ? WHERE agent_id = ? AND session_key = ?",
+				if _, err := t.exec("UPDATE upstream_links SET consecutive_misses = 0, updated_at = ? WHERE agent_id = ? AND session_key = ?",
 					nanos(now), l.Session.AgentID, l.Session.Key); err != nil {
 					return err
 				}
@@ -121,7 +134,7 @@ func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now
 				return nil
 			}
 			if found {
-				if _, err := exec(tx, `
+				if _, err := t.exec(`
 UPDATE upstream_links SET link_id = ?, catalog_id = ?, thread_id = ?, source = ?, marker = ?,
     consecutive_misses = 0, last_checked_at = NULL, blocked_reason = NULL, created_at = ?, updated_at = ?
 WHERE agent_id = ? AND session_key = ?`,
@@ -130,7 +143,7 @@ WHERE agent_id = ? AND session_key = ?`,
 					return err
 				}
 			} else {
-				n, err := exec(tx, "INSERT INTO upstream_links ("+upstreamColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, NULL, ?, ?) "+
+				n, err := t.exec("INSERT INTO upstream_links ("+upstreamColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, NULL, ?, ?) "+
 					"ON CONFLICT (agent_id, session_key) DO NOTHING",
 					l.Session.AgentID, l.Session.Key, next.ID, next.CatalogID, next.ThreadID, next.Source, next.Marker,
 					nanos(now), nanos(now))
@@ -157,7 +170,7 @@ func (s *Store) UpstreamLink(ctx context.Context, ref awareness.SessionRef) (awa
 	if s.closed.Load() {
 		return awareness.UpstreamLink{}, false, s.wrapErr(errClosed)
 	}
-	l, ok, err := s.getUpstream(s.r.WithContext(ctx), ref, false)
+	l, ok, err := s.getUpstream(s.reader(ctx), ref, false)
 	return l, ok, s.wrapErr(err)
 }
 
@@ -177,13 +190,9 @@ func (s *Store) UpstreamLinks(ctx context.Context, q awareness.UpstreamQuery) ([
 		sqlText += " AND EXISTS (SELECT 1 FROM cursors c WHERE c.target_agent_id = l.agent_id AND c.target_key = l.session_key)"
 	}
 	sqlText += " ORDER BY l.catalog_id, l.agent_id, l.session_key"
-	var rows []UpstreamLinkRow
-	if err := s.r.WithContext(ctx).Raw(sqlText, args...).Scan(&rows).Error; err != nil {
+	out, err := scanAll(s.reader(ctx), scanUpstreamLink, sqlText, args...)
+	if err != nil {
 		return nil, s.wrapErr(err)
-	}
-	out := make([]awareness.UpstreamLink, len(rows))
-	for i, r := range rows {
-		out[i] = r.link()
 	}
 	return out, nil
 }
@@ -199,10 +208,10 @@ func (s *Store) SettleUpstream(ctx context.Context, checks []awareness.UpstreamC
 	if len(checks) == 0 {
 		return applied, nil
 	}
-	err := s.write(ctx, "SettleUpstream", func(tx *gorm.DB) error {
+	err := s.write(ctx, "SettleUpstream", func(t *tx) error {
 		for i, c := range checks {
 			e := c.Expect
-			n, err := exec(tx, `
+			n, err := t.exec(`
 UPDATE upstream_links SET marker = ?, consecutive_misses = ?, last_checked_at = ?, blocked_reason = ?
 WHERE agent_id = ? AND session_key = ? AND link_id = ? AND marker = ? AND consecutive_misses = ? AND updated_at = ?`,
 				c.Marker, c.ConsecutiveMisses, nanos(c.CheckedAt), nullString(c.BlockedReason),
@@ -231,10 +240,9 @@ func (s *Store) UpstreamRecordedEnd(ctx context.Context, ref awareness.SessionRe
 		return 0, false, s.wrapErr(errClosed)
 	}
 	prefix := awareness.UpstreamDedupePrefix(linkID, start)
-	var keys []string
-	err := s.r.WithContext(ctx).Raw(`SELECT dedupe_key FROM events
+	keys, err := scanAll(s.reader(ctx), scanString, `SELECT dedupe_key FROM events
 WHERE agent_id = ? AND session_key = ? AND dedupe_key IS NOT NULL AND substr(dedupe_key, 1, ?) = ?`,
-		ref.AgentID, ref.Key, len(prefix), prefix).Scan(&keys).Error
+		ref.AgentID, ref.Key, len(prefix), prefix)
 	if err != nil {
 		return 0, false, s.wrapErr(err)
 	}
@@ -253,8 +261,8 @@ WHERE agent_id = ? AND session_key = ? AND dedupe_key IS NOT NULL AND substr(ded
 // RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
 func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
 	var n int64
-	err := s.write(ctx, "RemoveUpstream", func(tx *gorm.DB) (err error) {
-		n, err = exec(tx, "DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ? AND link_id = ? AND updated_at = ?",
+	err := s.write(ctx, "RemoveUpstream", func(t *tx) (err error) {
+		n, err = t.exec("DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ? AND link_id = ? AND updated_at = ?",
 			expect.Session.AgentID, expect.Session.Key, expect.ID, nanos(expect.UpdatedAt))
 		return err
 	})
@@ -265,8 +273,8 @@ func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLin
 // counts consecutive checks, and unwatched links are not checked.
 func (s *Store) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.write(ctx, "ForgetUnwatchedMisses", func(tx *gorm.DB) (err error) {
-		n, err = exec(tx, `
+	err := s.write(ctx, "ForgetUnwatchedMisses", func(t *tx) (err error) {
+		n, err = t.exec(`
 UPDATE upstream_links SET consecutive_misses = 0
 WHERE consecutive_misses > 0 AND NOT EXISTS (
     SELECT 1 FROM cursors c WHERE c.target_agent_id = upstream_links.agent_id AND c.target_key = upstream_links.session_key)`)
@@ -278,8 +286,8 @@ WHERE consecutive_misses > 0 AND NOT EXISTS (
 // UpstreamSalt returns the database's own-prompt salt, creating it on first use.
 func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 	var h string
-	err := s.read(ctx, "UpstreamSalt", func(tx *gorm.DB) error {
-		_, err := scanRow(tx, []any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
+	err := s.read(ctx, "UpstreamSalt", func(t *tx) error {
+		_, err := t.scanRow([]any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
 		return err
 	})
 	if err != nil {
@@ -290,12 +298,12 @@ func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 		if _, err := rand.Read(fresh); err != nil {
 			return nil, awareness.Internal(err)
 		}
-		err = s.write(ctx, "UpstreamSalt", func(tx *gorm.DB) error {
-			if _, err := exec(tx, "INSERT INTO upstream_secret (id, salt) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+		err = s.write(ctx, "UpstreamSalt", func(t *tx) error {
+			if _, err := t.exec("INSERT INTO upstream_secret (id, salt) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
 				hex.EncodeToString(fresh)); err != nil {
 				return err
 			}
-			found, err := scanRow(tx, []any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
+			found, err := t.scanRow([]any{&h}, "SELECT salt FROM upstream_secret WHERE id = 1")
 			if err == nil && !found {
 				err = errors.New("upstream salt vanished after its insert")
 			}
@@ -321,22 +329,22 @@ func (s *Store) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, hash
 	}
 	now = normTime(now)
 	var ok bool
-	err := s.write(ctx, "AddOwnPrompt", func(tx *gorm.DB) error {
+	err := s.write(ctx, "AddOwnPrompt", func(t *tx) error {
 		ok = false
-		if _, found, err := s.getUpstream(tx, ref, true); err != nil || !found {
+		if _, found, err := s.getUpstream(t, ref, true); err != nil || !found {
 			return err
 		}
 		var last sql.NullInt64
-		if _, err := scanRow(tx, []any{&last},
+		if _, err := t.scanRow([]any{&last},
 			"SELECT MAX(position) FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
 			return err
 		}
 		pos := last.Int64 + 1
-		if _, err := exec(tx, "INSERT INTO upstream_own_prompts (agent_id, session_key, position, hash, recorded_at) VALUES (?, ?, ?, ?, ?)",
+		if _, err := t.exec("INSERT INTO upstream_own_prompts (agent_id, session_key, position, hash, recorded_at) VALUES (?, ?, ?, ?, ?)",
 			ref.AgentID, ref.Key, pos, hash, nanos(now)); err != nil {
 			return err
 		}
-		if _, err := exec(tx, "DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? AND position <= ?",
+		if _, err := t.exec("DELETE FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? AND position <= ?",
 			ref.AgentID, ref.Key, pos-int64(keep)); err != nil {
 			return err
 		}
@@ -354,9 +362,8 @@ func (s *Store) OwnPrompts(ctx context.Context, ref awareness.SessionRef) ([]str
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)
 	}
-	var hashes []string
-	err := s.r.WithContext(ctx).Raw("SELECT hash FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? ORDER BY position",
-		ref.AgentID, ref.Key).Scan(&hashes).Error
+	hashes, err := scanAll(s.reader(ctx), scanString,
+		"SELECT hash FROM upstream_own_prompts WHERE agent_id = ? AND session_key = ? ORDER BY position", ref.AgentID, ref.Key)
 	if err != nil {
 		return nil, s.wrapErr(err)
 	}

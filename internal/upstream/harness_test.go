@@ -267,6 +267,9 @@ func (e *env) cycle() upstream.CycleStats {
 	if err != nil {
 		e.t.Fatalf("RunOnce: %v", err)
 	}
+	// What the cycle committed is published off the writer's path; a test that then
+	// drains a subscription without waiting must see it all.
+	e.svc.Flush()
 	return st
 }
 
