@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -122,17 +121,7 @@ func negotiate(accept string) (media string, ok bool) {
 		return mediaJSON, true
 	}
 	best, bestQ := "", 0.0
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				q = f
-			}
-		}
+	for mt, q := range edge.AcceptRanges(accept) {
 		var m string
 		switch mt {
 		case mediaGraphQLResp:

@@ -8,6 +8,7 @@ package edge
 
 import (
 	"context"
+	"iter"
 	"mime"
 	"net/http"
 	"strconv"
@@ -83,17 +84,7 @@ func PrefersEventStream(accept string) bool {
 
 func prefersEventStream(accept string) bool {
 	sse, other := -1.0, 0.0
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				q = f
-			}
-		}
+	for mt, q := range AcceptRanges(accept) {
 		switch mt {
 		case mediaEventStream:
 			sse = max(sse, q)
@@ -102,6 +93,28 @@ func prefersEventStream(accept string) bool {
 		}
 	}
 	return sse > 0 && sse > other
+}
+
+// AcceptRanges yields the media ranges of an Accept header with their quality (1
+// when it gives none), in the header's order, skipping the ranges that do not parse.
+func AcceptRanges(accept string) iter.Seq2[string, float64] {
+	return func(yield func(string, float64) bool) {
+		for part := range strings.SplitSeq(accept, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+			if !yield(mt, q) {
+				return
+			}
+		}
+	}
 }
 
 type transportKey struct{}
