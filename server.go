@@ -256,7 +256,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		upInterval      = envFlag(fs, fs.Duration, "upstream-interval", upstream.DefaultInterval, "AWARENESS_UPSTREAM_INTERVAL", "how often adopted sessions' upstream transcripts are checked")
 		authFile        = envFlag(fs, fs.String, "auth-file", "", "AWARENESS_AUTH_FILE", "JSON file of bearer tokens and their roles, mode 600: {\"tokens\":[{\"name\":\"dash\",\"role\":\"admin\" or \"agent:<id>\",\"token\":\"<32+ characters>\"}]}; without it every caller is admin")
 		insecure        = envFlag(fs, fs.Bool, "insecure", false, "AWARENESS_INSECURE", "allow serving without --auth-file on a non-loopback address")
-		wsPing          = envFlag(fs, fs.Duration, "ws-ping-interval", graph.WSPingPongInterval, "AWARENESS_WS_PING_INTERVAL", "WebSocket ping cadence; a client silent for twice this is dropped")
+		wsPing          = envFlag(fs, fs.Duration, "ws-ping-interval", graph.WSPingPongInterval, "AWARENESS_WS_PING_INTERVAL", "WebSocket ping cadence; a client that leaves a ping unanswered for twice this is dropped")
 		wsInit          = envFlag(fs, fs.Duration, "ws-init-timeout", graph.WSInitTimeout, "AWARENESS_WS_INIT_TIMEOUT", "time a WebSocket client has to send connection_init")
 		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")

@@ -39,7 +39,8 @@ func rawInit(t *testing.T, c *websocket.Conn) {
 }
 
 // A silent dead peer (it completed connection_init, then never answers a ping) is
-// dropped by the server within about twice the ping interval (--ws-ping-interval).
+// dropped by the server within about three ping intervals (--ws-ping-interval): the
+// first ping after one, then twice the interval to answer it.
 func TestDeadPeer_PingPongDropsSilentClient(t *testing.T) {
 	t.Parallel()
 	s := startProtocolServer(t)

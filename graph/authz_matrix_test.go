@@ -119,6 +119,10 @@ func (c mxCase) String() string {
 	return [...]string{"own agent", "other agent", "bare key of another agent", "admin"}[c]
 }
 
+// served reports whether the case's calls are to be served. Only these get a trigger:
+// a refused call must write nothing, and the trigger writes.
+func (c mxCase) served() bool { return c == mxOwn || c == mxAsAdmin }
+
 func (c mxCase) token() string {
 	if c == mxAsAdmin {
 		return mxAdmin
@@ -154,7 +158,8 @@ type mxOp struct {
 	field string // "Query.sessionStatus"
 	doc   string
 	vars  func(c mxCase, s mxSubject) map[string]any
-	// trigger, for a subscription, makes something arrive for an allowed caller.
+	// trigger, for a subscription, makes something arrive for an allowed caller (it
+	// runs for served cases only).
 	trigger func(e *authEnv, c mxCase, s mxSubject)
 }
 
@@ -312,7 +317,7 @@ func mxSSE(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]any) gql
 			}
 		}
 	}()
-	d := awaitFirst(t, op.field+" over SSE", data, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil)
+	d := awaitFirst(t, op.field+" over SSE", data, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil && c.served())
 	if err := json.Unmarshal([]byte(d), &r); err != nil {
 		t.Fatalf("%s: SSE data %q: %v", op.field, d, err)
 	}
@@ -396,7 +401,7 @@ func mxWebSocket(t *testing.T, e *authEnv, op mxOp, c mxCase, vars map[string]an
 			}
 		}
 	}()
-	f := awaitFirst(t, op.field+" over WebSocket", frames, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil)
+	f := awaitFirst(t, op.field+" over WebSocket", frames, func() { op.trigger(e, c, c.subject()) }, op.trigger != nil && c.served())
 	var r gqlResponse
 	if f.Type == "error" {
 		if err := json.Unmarshal(f.Payload, &r.Errors); err != nil {

@@ -12,9 +12,12 @@ import (
 // whole of its life (a goroutine stack is several KiB); a timer costs a few hundred
 // bytes, and its function runs on a goroutine only while it sends.
 //
-// The ping follows gqlgen's rules: from connection_init on, the peer must answer
-// within twice the interval (a read deadline, which ends gqlgen's read loop and with
-// it the connection); a pong clears the deadline, and the next ping sets it again.
+// The ping follows gqlgen's rules, counted from the ping rather than from
+// connection_init: once a ping is written, the peer must answer within twice the
+// interval (a read deadline, which ends gqlgen's read loop and with it the
+// connection); a pong clears the deadline, and the next ping sets it again. A first
+// ping written late (a loaded machine) thus leaves the peer its whole deadline, instead
+// of dropping a peer that was never asked.
 type keepAlive struct {
 	c        *Conn
 	interval time.Duration
@@ -23,7 +26,7 @@ type keepAlive struct {
 
 	mu       sync.Mutex
 	timer    *time.Timer
-	pong     bool // a pong arrived since the last ping
+	pong     bool // a pong arrived since the last ping (true before the first ping)
 	stopped  bool
 	deadline time.Duration // 2 × interval
 }
@@ -33,7 +36,7 @@ type keepAlive struct {
 func (i Implementation) newKeepAlive(c *Conn) *keepAlive {
 	switch {
 	case c.proto.name == protoTransportWS && i.PingInterval > 0:
-		return &keepAlive{c: c, interval: i.PingInterval, frame: []byte(`{"type":"ping"}`), pingPong: true, deadline: 2 * i.PingInterval}
+		return &keepAlive{c: c, interval: i.PingInterval, frame: []byte(`{"type":"ping"}`), pingPong: true, pong: true, deadline: 2 * i.PingInterval}
 	case c.proto.name == protoLegacyWS && i.KeepAliveInterval > 0:
 		return &keepAlive{c: c, interval: i.KeepAliveInterval, frame: []byte(`{"type":"ka"}`)}
 	}
@@ -50,14 +53,12 @@ func (k *keepAlive) start() {
 	if k.stopped || k.timer != nil {
 		return
 	}
-	if k.pingPong {
-		_ = k.c.ws.SetReadDeadline(time.Now().Add(k.deadline))
-	}
 	k.timer = time.AfterFunc(k.interval, k.tick)
 }
 
 // tick sends one frame, then re-arms the timer: a write stuck behind a peer that does
-// not read (bounded by WriteTimeout) delays the next frame instead of piling up.
+// not read (bounded by WriteTimeout) delays the next frame instead of piling up. A ping
+// sets the read deadline once written, unless an earlier unanswered ping set it.
 func (k *keepAlive) tick() {
 	_ = k.c.writeText(k.frame)
 	k.mu.Lock()

@@ -93,8 +93,8 @@ type Implementation struct {
 	// hijacked connection are released (see releaseHijacked).
 	ReadBufferSize, WriteBufferSize int
 	// PingInterval, when positive, makes the adapter send a graphql-transport-ws ping
-	// every interval and drop a peer that answers none within twice the interval (a
-	// read deadline), as gqlgen's PingPongInterval does but with a timer instead of a
+	// every interval and drop a peer that answers none within twice the interval of
+	// the ping (a read deadline), as gqlgen's PingPongInterval does but with a timer instead of a
 	// goroutine and a ticker per connection. Leave gqlgen's PingPongInterval at 0 with
 	// it: the adapter consumes the pongs.
 	PingInterval time.Duration

@@ -82,7 +82,10 @@ export class Live {
 
   connect() {
     clearTimeout(this.recreateTimer);
-    if (this.client) this.client.dispose();
+    // dispose waits for a connection still being set up; when the server then refuses
+    // it (a token entered while the last one is checked), the promise rejects. The old
+    // client is done with either way, and its refusal no longer concerns the page.
+    if (this.client) Promise.resolve(this.client.dispose()).catch(() => {});
     const gen = ++this.generation;
     let socket = null;
     let pongTimer = null;
