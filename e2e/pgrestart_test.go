@@ -20,7 +20,7 @@ import (
 	"github.com/awareness/awareness/internal/testenv"
 )
 
-// PostgreSQL restarted under load (issue 9 item 2; SIG-7, ERR-1). The shared server
+// PostgreSQL restarted under load (SIG-7, ERR-1). The shared server
 // of TEST_DATABASE_URL is never touched (other packages use it concurrently): the test
 // runs a private throwaway cluster (initdb + pg_ctl, as the postgres OS user when run
 // as root) on a free port, points the real binary at it, and stops and starts that

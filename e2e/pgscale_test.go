@@ -10,8 +10,8 @@ import (
 )
 
 // Three real processes on one PostgreSQL database, with subscribers on some of them
-// only: every listener reads only what its own process has subscribers for (X5 of
-// issue 20). A has one subscriber per watcher of four; B has a dashboard (every
+// only: every listener reads only what its own process has subscribers for (SCALE.md's
+// X5). A has one subscriber per watcher of four; B has a dashboard (every
 // watcher); C has none, then one of obs1 that leaves and comes back. Appends go
 // round-robin through A, B and C while A's listener connection and then B's are killed
 // (pg_terminate_backend). Every subscriber gets every notice it is owed exactly once:

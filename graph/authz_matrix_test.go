@@ -104,7 +104,7 @@ func (e *authEnv) seed(t *testing.T) {
 	}
 }
 
-// The four callers of the matrix (issue 14): the dev token on its own sessions, on
+// The four callers of the matrix: the dev token on its own sessions, on
 // another agent's, on a bare key of another agent, and the admin token.
 type mxCase int
 
@@ -152,7 +152,7 @@ func (c mxCase) subject() mxSubject {
 
 // mxOp is one operation of the schema in the matrix: its document and the variables of
 // each case. crossWatch makes the other-agent case watch another agent's target from
-// the caller's own watcher (the leak of issue 14), rather than act as another
+// the caller's own watcher (a leak once), rather than act as another
 // agent's watcher.
 type mxOp struct {
 	field string // "Query.sessionStatus"
@@ -211,7 +211,7 @@ func mxOps() []mxOp {
 		{field: "Mutation.recordEvent", vars: func(c mxCase, s mxSubject) map[string]any {
 			in := map[string]any{"sessionKey": s.key, "agentId": s.agent, "kind": "goal_changed", "actorType": "agent"}
 			if c == mxOther {
-				// Dev's own session, credited to ops's: the actorId spoofing of issue 14.
+				// Dev's own session, credited to ops's: actorId spoofing.
 				in = map[string]any{"sessionKey": "agent:dev:main", "kind": "goal_changed", "actorType": "agent", "actorId": "agent:ops:main"}
 			}
 			return map[string]any{"in": in}

@@ -18,7 +18,7 @@ import (
 	"github.com/awareness/awareness/internal/testenv"
 )
 
-// hostileInput is one request the two databases once answered differently (issue 14),
+// hostileInput is one request the two databases once answered differently,
 // or that did silently nothing.
 type hostileInput struct {
 	name  string

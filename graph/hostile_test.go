@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// hostileDoc is one document of the abuse reports (issue 14): small requests that once
+// hostileDoc is one document of the abuse reports: small requests that once
 // cost seconds of CPU or did far more work than their size suggests.
 type hostileDoc struct {
 	name  string

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Tests of issue 13 through the real /query handler: bare targets of two agents
+// Tests of the notice protocol's edges through the real /query handler: bare targets of two agents
 // (NTC-1, KEY-3, NTC-3), producer-passed watchers that cannot watch (WAT-4) and the
 // clamped limit (REC-1).
 

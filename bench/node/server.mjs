@@ -1,4 +1,4 @@
-// The Node peer of the WebSocket runs (issue 19, item 5): the reference stack a user
+// The Node peer of the WebSocket runs: the reference stack a user
 // would pick instead of the service — graphql-js, graphql-ws's server on ws — with the
 // service's staleNotices type, in memory. It speaks bench/cmd/wsbaseline's triggers, so
 // that bench/cmd/wsload drives it with -mode baseline:

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 )
 
-// The tests of issue 15: the dashboard never shows stale or wrong state, closes the
+// The dashboard's tests: the dashboard never shows stale or wrong state, closes the
 // reconcile → acknowledge loop, and shows activity at a glance. Each waits for what
 // it checks with a deadline (poll), never a fixed sleep.
 

@@ -480,7 +480,7 @@ func (r *report) peers(b *strings.Builder) {
 	if r.svc != nil {
 		subs = r.svc.Subs
 	}
-	w("\n## Peers (issue 19): the service beside stock gqlgen, Node graphql-ws and gorilla\n\n")
+	w("\n## Peers: the service beside stock gqlgen, Node graphql-ws and gorilla\n\n")
 	w("The same load generator (bench/cmd/wsload), %d subscribers, the same `staleNotices` subscription; the peers are in memory (bench/cmd/wsgqlgen, bench/node/server.mjs) and answer a trigger before publishing. Ratio = service ÷ peer (above 1 is worse).\n\n", subs)
 	w("| measure |")
 	for _, c := range cols {
