@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"bytes"
 	"context"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -22,43 +21,25 @@ var _ resolvers.FrameWriter = pushFrames{}
 
 // Notices implements resolvers.FrameWriter.
 func (p pushFrames) Notices(ctx context.Context) (func([]byte, *awareness.Notice) ([]byte, gqlerror.List), bool) {
-	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil {
-		return nil, false
-	}
-	it, ok := p.fp.NoticeItems(ctx, fc)
-	if !ok {
-		return nil, false
-	}
-	return itemWriter(it, func(n *awareness.Notice) bool { return n.OpenedAt.IsZero() }), true
+	return appender(ctx, p.fp.NoticeItems)
 }
 
 // Events implements resolvers.FrameWriter.
 func (p pushFrames) Events(ctx context.Context) (func([]byte, *awareness.Event) ([]byte, gqlerror.List), bool) {
+	return appender(ctx, p.fp.EventItems)
+}
+
+// appender returns the item writer of the subscription field of ctx, or false when
+// the fast path does not write its selection.
+func appender[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], bool)) (
+	func([]byte, *T) ([]byte, gqlerror.List), bool) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil || fc.Field.Field == nil {
 		return nil, false
 	}
-	it, ok := p.fp.EventItems(ctx, fc)
+	it, ok := items(ctx, fc)
 	if !ok {
 		return nil, false
 	}
-	return itemWriter(it, func(e *awareness.Event) bool { return e.OccurredAt.IsZero() }), true
-}
-
-// itemWriter returns the function that appends one item with it. mayErr tells the
-// items for which the writer may report errors (a null non-null field): only those
-// are written with a response context that collects them.
-func itemWriter[T any](it *fastpath.Items[T], mayErr func(*T) bool) func([]byte, *T) ([]byte, gqlerror.List) {
-	return func(b []byte, v *T) ([]byte, gqlerror.List) {
-		buf := bytes.NewBuffer(b)
-		if !mayErr(v) {
-			it.Write(context.Background(), buf, v) // no error to report: no context needed
-			return buf.Bytes(), nil
-		}
-		rctx := graphql.WithResponseContext(context.Background(),
-			func(_ context.Context, err error) *gqlerror.Error { return gqlerror.WrapIfUnwrapped(err) }, nil)
-		it.Write(rctx, buf, v)
-		return buf.Bytes(), graphql.GetErrors(rctx)
-	}
+	return it.Append, true
 }

@@ -314,8 +314,11 @@ var staleNoticeTypes = []string{"StaleNotice"}
 // FastPath.NoticeItems or FastPath.EventItems; it is immutable and safe for concurrent
 // use.
 type Items[T any] struct {
-	sh      *shape
-	write   func(context.Context, *bytes.Buffer, *T, []eventColumn)
+	sh    *shape
+	write func(context.Context, *bytes.Buffer, *T, []eventColumn)
+	// nulled tells the items gqlgen writes as null with an error (a non-null field
+	// without a value): only those need a response context to collect it.
+	nulled  func(*T) bool
 	written *atomic.Int64 // FastPath.items
 }
 
@@ -330,6 +333,21 @@ func (it *Items[T]) Write(ctx context.Context, buf *bytes.Buffer, v *T) {
 	buf.WriteByte('}')
 }
 
+// Append appends one item to b as Write does, outside an operation (the WebSocket
+// push path writes it from the publisher), and returns the errors gqlgen would report
+// with it (nil for an item that is not nulled).
+func (it *Items[T]) Append(b []byte, v *T) ([]byte, gqlerror.List) {
+	buf := bytes.NewBuffer(b)
+	if !it.nulled(v) {
+		it.Write(context.Background(), buf, v) // no error to report: no response context
+		return buf.Bytes(), nil
+	}
+	rctx := graphql.WithResponseContext(context.Background(),
+		func(_ context.Context, err error) *gqlerror.Error { return gqlerror.WrapIfUnwrapped(err) }, nil)
+	it.Write(rctx, buf, v)
+	return buf.Bytes(), graphql.GetErrors(rctx)
+}
+
 // NoticeItems returns the writer of a staleNotices field's items for the selection of
 // fc (the field's context inside the operation ctx), or false when the fast path does
 // not write that selection (gqlgen must).
@@ -338,7 +356,8 @@ func (fp *FastPath) NoticeItems(ctx context.Context, fc *graphql.FieldContext) (
 	if !ok {
 		return nil, false
 	}
-	return &Items[awareness.Notice]{sh: sh, write: writeNotice, written: &fp.items}, true
+	return &Items[awareness.Notice]{sh: sh, write: writeNotice, written: &fp.items,
+		nulled: func(n *awareness.Notice) bool { return n.OpenedAt.IsZero() }}, true
 }
 
 // EventItems is NoticeItems for a stateEvents field.
@@ -347,7 +366,8 @@ func (fp *FastPath) EventItems(ctx context.Context, fc *graphql.FieldContext) (*
 	if !ok {
 		return nil, false
 	}
-	return &Items[awareness.Event]{sh: sh, write: writeStreamedEvent, written: &fp.items}, true
+	return &Items[awareness.Event]{sh: sh, write: writeStreamedEvent, written: &fp.items,
+		nulled: func(e *awareness.Event) bool { return e.OccurredAt.IsZero() }}, true
 }
 
 // stream takes over a subscription field: it lets the resolver return its channel,
