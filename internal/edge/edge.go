@@ -53,8 +53,16 @@ func (t Transport) String() string {
 // server ends itself at shutdown: http.Server.Shutdown would wait for it.
 func (t Transport) Stream() bool { return t == WebSocket || t == SSE }
 
-// Of classifies r by its method and its Upgrade and Accept headers.
+// Of classifies r by its method and its Upgrade and Accept headers. A request Mark
+// returned is not classified again: its mark is the answer.
 func Of(r *http.Request) Transport {
+	if t, ok := r.Context().Value(transportKey{}).(Transport); ok {
+		return t
+	}
+	return classify(r)
+}
+
+func classify(r *http.Request) Transport {
 	if up := r.Header.Get("Upgrade"); up != "" {
 		if r.Method == http.MethodGet && strings.EqualFold(up, "websocket") {
 			return WebSocket
@@ -125,7 +133,10 @@ type transportKey struct{}
 // A plain HTTP request is returned as it is (FromContext answers HTTP for it), so the
 // common request pays nothing.
 func Mark(r *http.Request) (*http.Request, Transport) {
-	t := Of(r)
+	if t, marked := r.Context().Value(transportKey{}).(Transport); marked {
+		return r, t
+	}
+	t := classify(r)
 	if t == HTTP {
 		return r, t
 	}
