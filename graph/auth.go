@@ -77,9 +77,7 @@ func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 		}
 		refuse := func(code int, reason string, err error) (context.Context, *transport.InitPayload, error) {
 			log.Info("websocket refused", "close_code", code, "reason", err)
-			ctx = transport.WithWebsocketCloseCode(ctx, code)
-			ctx = transport.AppendCloseReason(ctx, reason)
-			return ctx, nil, err
+			return ctx, nil, &wsgorilla.InitError{Code: code, Reason: reason, Err: err}
 		}
 		creds, malformed := initCredentials(payload)
 		if header, _ := ctx.Value(headerAuthKey{}).(string); header != "" {

@@ -103,7 +103,7 @@ type Config struct {
 	gqlgenEventPages bool
 }
 
-// NewHandler returns the /query handler: gqlgen over the WebSocket (gorilla), SSE
+// NewHandler returns the /query handler: gqlgen over the WebSocket (wsgorilla), SSE
 // (sseTransport), GraphQL over HTTP (httpTransport: POST, GET) and OPTIONS transports,
 // with a query cache, automatic persisted queries, the work budget of cost.go
 // (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
@@ -143,33 +143,28 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	if cfg.WSPingPongInterval > 0 {
 		pingPong = cfg.WSPingPongInterval
 	}
-	// The adapter enforces the init timeout (closing with 4408, as graphql-transport-ws
-	// asks); gqlgen's own InitTimeout stays 0, as it would close with 1002. The adapter
-	// also sends the pings and `ka`s from a timer per connection: gqlgen's
-	// PingPongInterval and KeepAlivePingInterval would each keep a goroutine and a
-	// ticker per connection, so they stay 0.
-	ws := wsgorilla.Implementation{
+	// The transport enforces the init timeout (closing with 4408, as
+	// graphql-transport-ws asks) and sends the pings and `ka`s from a timer per
+	// connection; an idle connection owns only its reader goroutine (wsgorilla).
+	ws := wsgorilla.Transport{
 		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
 		InitTimeout:       initTimeout,
 		PingInterval:      pingPong,
 		KeepAliveInterval: WSKeepAliveInterval,
+		PayloadReadLimit:  MaxRequestBytes,
 		Conns:             cfg.WSConns,
-	}
-	readLimit := int64(MaxRequestBytes)
-
-	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
-	srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{
-		Implementation:   ws,
-		InitFunc:         wsInit(cfg.Auth, log),
-		PayloadReadLimit: &readLimit,
+		InitFunc:          wsInit(cfg.Auth, log),
 		ErrorFunc: func(_ context.Context, err error) {
 			log.Debug("websocket error", "err", err)
 		},
 		CloseFunc: func(_ context.Context, code int) {
 			log.Debug("websocket closed", "code", code)
 		},
-	}})
+	}
+
+	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
+	srv.AddTransport(ws)
 	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
 	srv.AddTransport(sseTransport{})
 	srv.AddTransport(httpTransport{})

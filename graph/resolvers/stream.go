@@ -19,7 +19,8 @@ import (
 // channels close when the stream ends on its own (the subscriber fell behind, the
 // service is shutting down) and a function then tells why. gqlgen only sees a closed
 // channel, which it reports as a normal `complete`; StreamErrors turns the reason into
-// an `error` frame (transport.AddSubscriptionError) without a goroutine per
+// an `error` frame (wsgorilla.AddStreamError on a WebSocket, gqlgen's
+// transport.AddSubscriptionError elsewhere) without a goroutine per
 // subscriber: the resolver registers the reason function with onStreamEnd, and the
 // response interceptor calls it when the stream yields its last (nil) response.
 //
@@ -95,8 +96,7 @@ func onStreamEnd(ctx context.Context, end func() error) {
 const wsOperationKey = "awareness.wsOperation"
 
 // MutateOperationContext implements graphql.OperationContextMutator: it notes the
-// WebSocket id of a subscription, which only the connection's reader knows while
-// gqlgen creates the operation (wsgorilla.OperationID), for the push path.
+// WebSocket id of a subscription (wsgorilla.OperationID), for the push path.
 func (s StreamErrors) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if s.Frames == nil || oc.Operation == nil || oc.Operation.Operation != ast.Subscription || edge.FromContext(ctx) != edge.WebSocket {
 		return nil
@@ -162,8 +162,11 @@ func (s StreamErrors) InterceptResponse(ctx context.Context, next graphql.Respon
 			ends.drop()
 			continue
 		}
-		if err != nil {
-			transport.AddSubscriptionError(ctx, s.Present(ctx, err))
+		if err == nil {
+			continue
+		}
+		if e := s.Present(ctx, err); !wsgorilla.AddStreamError(ctx, e) {
+			transport.AddSubscriptionError(ctx, e)
 		}
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/testserver"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/jsontext"
@@ -23,7 +22,7 @@ import (
 func TestCloseAllSends1012(t *testing.T) {
 	t.Parallel()
 	conns := new(wsgorilla.Conns)
-	_, url := newServer(t, wsgorilla.Implementation{Conns: conns}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{Conns: conns}, false)
 	a := initialised(t, url)
 	b := dial(t, url, nil, "graphql-ws")
 	send(t, b, frame{Type: "connection_init"})
@@ -53,10 +52,10 @@ func TestCloseAllSends1012(t *testing.T) {
 // later), which default graphql-ws clients retry, and never blocks its caller.
 func TestDropSlowSends1013(t *testing.T) {
 	t.Parallel()
-	impl := wsgorilla.Implementation{}
+	impl := wsgorilla.Transport{}
 	var ctx atomic.Pointer[context.Context]
 	srv := testserver.New()
-	srv.AddTransport(transport.Websocket{Implementation: impl})
+	srv.AddTransport(impl)
 	hs := httptest.NewServer(impl.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := r.Context()
 		ctx.Store(&c)
@@ -86,7 +85,7 @@ func TestDropSlowSends1013(t *testing.T) {
 // connection outlives the timeout, an uninitialised one is closed with 4408.
 func TestLegacyInitStopsInitTimeout(t *testing.T) {
 	t.Parallel()
-	srv, url := newServer(t, wsgorilla.Implementation{InitTimeout: 100 * time.Millisecond}, transport.Websocket{}, false)
+	srv, url := newServer(t, wsgorilla.Transport{InitTimeout: 100 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-ws")
 	send(t, c, frame{Type: "connection_init"})
 	if f := next(t, c); f.Type != "connection_ack" {
@@ -111,7 +110,7 @@ func TestLoneSurrogateRefused(t *testing.T) {
 	t.Parallel()
 	bad := `{"query":"subscription { name(x: \"a\ud800\") }"}`
 	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
-		srv, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+		srv, url := newServer(t, wsgorilla.Transport{}, false)
 		c := dial(t, url, nil, proto)
 		send(t, c, frame{Type: "connection_init"})
 		if f := next(t, c); f.Type != "connection_ack" {
@@ -131,7 +130,7 @@ func TestLoneSurrogateRefused(t *testing.T) {
 			t.Fatalf("%s: got %+v, want the next subscription served", proto, f)
 		}
 	}
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{}, false)
 	c := initialised(t, url)
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping","payload":{"k":"\udc00"}}`)); err != nil {
 		t.Fatal(err)

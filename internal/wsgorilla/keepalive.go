@@ -7,14 +7,14 @@ import (
 
 // keepAlive sends the connection's keep-alive frames from a timer: the
 // graphql-transport-ws ping, whose missing pong drops the peer, or the legacy
-// graphql-ws `ka`. gqlgen's PingPongInterval and KeepAlivePingInterval do the same
-// with a goroutine and a ticker per connection, which an idle subscriber pays for the
-// whole of its life (a goroutine stack is several KiB); a timer costs a few hundred
+// graphql-ws `ka`. gqlgen's transport.Websocket (PingPongInterval,
+// KeepAlivePingInterval) does the same with a goroutine and a ticker per connection,
+// which an idle subscriber pays for the whole of its life (a goroutine stack is several KiB); a timer costs a few hundred
 // bytes, and its function runs on a goroutine only while it sends.
 //
 // The ping follows gqlgen's rules, counted from the ping rather than from
 // connection_init: once a ping is written, the peer must answer within twice the
-// interval (a read deadline, which ends gqlgen's read loop and with it the
+// interval (a read deadline, which ends the connection's reader and with it the
 // connection); a pong clears the deadline, and the next ping sets it again. A first
 // ping written late (a loaded machine) thus leaves the peer its whole deadline, instead
 // of dropping a peer that was never asked.
@@ -33,12 +33,12 @@ type keepAlive struct {
 
 // newKeepAlive returns the keep-alive of c for the negotiated subprotocol, or nil when
 // its interval is not set.
-func (i Implementation) newKeepAlive(c *Conn) *keepAlive {
+func (t Transport) newKeepAlive(c *Conn) *keepAlive {
 	switch {
-	case c.proto.name == protoTransportWS && i.PingInterval > 0:
-		return &keepAlive{c: c, interval: i.PingInterval, frame: []byte(`{"type":"ping"}`), pingPong: true, pong: true, deadline: 2 * i.PingInterval}
-	case c.proto.name == protoLegacyWS && i.KeepAliveInterval > 0:
-		return &keepAlive{c: c, interval: i.KeepAliveInterval, frame: []byte(`{"type":"ka"}`)}
+	case c.proto.name == protoTransportWS && t.PingInterval > 0:
+		return &keepAlive{c: c, interval: t.PingInterval, frame: []byte(`{"type":"ping"}`), pingPong: true, pong: true, deadline: 2 * t.PingInterval}
+	case c.proto.name == protoLegacyWS && t.KeepAliveInterval > 0:
+		return &keepAlive{c: c, interval: t.KeepAliveInterval, frame: []byte(`{"type":"ka"}`)}
 	}
 	return nil
 }
@@ -75,8 +75,12 @@ func (k *keepAlive) tick() {
 	k.timer.Reset(k.interval)
 }
 
-// gotPong notes the peer's pong and clears the read deadline.
+// gotPong notes the peer's pong and clears the read deadline. A nil keepAlive does
+// nothing.
 func (k *keepAlive) gotPong() {
+	if k == nil {
+		return
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.pong = true

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/wsgorilla"
@@ -16,7 +15,7 @@ import (
 // The adapter's own pings (PingInterval, gqlgen's PingPongInterval left at 0): a
 // graphql-transport-ws client that never answers is dropped.
 func TestAdapterPingDropsSilentPeer(t *testing.T) {
-	_, url := newServer(t, wsgorilla.Implementation{PingInterval: 50 * time.Millisecond}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{PingInterval: 50 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "connection_init"})
 	pings := 0
@@ -43,7 +42,7 @@ func TestAdapterPingDropsSilentPeer(t *testing.T) {
 // subscription still works: the pongs clear the deadline. (The interval leaves the
 // client 400 ms to answer each ping, ample even on a loaded machine.)
 func TestAdapterPingAnsweredKeepsConnection(t *testing.T) {
-	srv, url := newServer(t, wsgorilla.Implementation{PingInterval: 200 * time.Millisecond}, transport.Websocket{}, false)
+	srv, url := newServer(t, wsgorilla.Transport{PingInterval: 200 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "connection_init"})
 	if f := next(t, c); f.Type != "connection_ack" {
@@ -80,7 +79,7 @@ func nextSkippingPings(t *testing.T, c *websocket.Conn) frame {
 
 // The legacy graphql-ws `ka` comes from the adapter (KeepAliveInterval).
 func TestAdapterLegacyKeepAlive(t *testing.T) {
-	_, url := newServer(t, wsgorilla.Implementation{KeepAliveInterval: 10 * time.Millisecond}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{KeepAliveInterval: 10 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-ws")
 	send(t, c, frame{Type: "connection_init"})
 	kas := 0

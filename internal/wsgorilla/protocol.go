@@ -3,7 +3,6 @@ package wsgorilla
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -20,8 +19,7 @@ import (
 const MaxSubscriptionsPerConn = 100
 
 // Close codes of graphql-transport-ws (enisdenjo/graphql-ws, PROTOCOL.md and the
-// CloseCode enum) that the adapter sends itself, because gqlgen v0.17.98 sends 1000 or
-// 1002, or nothing, instead.
+// CloseCode enum) that the transport sends.
 const (
 	CloseBadRequest          = 4400 // invalid message
 	CloseUnauthorized        = 4401 // subscribe before connection_init
@@ -30,7 +28,7 @@ const (
 	CloseTooManyInitRequests = 4429 // a second connection_init
 )
 
-// Close codes of RFC 6455 (IANA registry) the adapter sends on both subprotocols
+// Close codes of RFC 6455 (IANA registry) the transport sends on both subprotocols
 // when the server, not the client, ends a healthy connection. graphql-ws 6.x (and so
 // Apollo Client's GraphQLWsLink and urql's subscriptionExchange on it) reconnects on
 // both with its default options and subscribes again; a code of 1000 would make it
@@ -54,7 +52,7 @@ const (
 // the cap (ERR-1: a code of the service's fixed list).
 const overCapCode = "INVALID_ARGUMENT"
 
-// CloseError is returned by NextReader after the adapter closed the connection because
+// CloseError is the reader's error after the transport closed the connection because
 // the peer broke the protocol.
 type CloseError struct {
 	Code   int
@@ -65,7 +63,7 @@ func (e *CloseError) Error() string {
 	return fmt.Sprintf("wsgorilla: closed the connection with %d: %s", e.Code, e.Reason)
 }
 
-// protocolState is what the adapter tracks of one connection's protocol: whether
+// protocolState is what the transport tracks of one connection's protocol: whether
 // connection_init arrived, and the ids of the operations active between a client's
 // subscribe and the complete or error that ends them (from either side).
 type protocolState struct {
@@ -75,24 +73,26 @@ type protocolState struct {
 	mu     sync.Mutex
 	inited bool
 	active map[string]struct{}
-	// delivering is the id of the last subscribe (start) handed to gqlgen, whose
-	// operation gqlgen creates before it reads the next message (OperationID).
-	delivering string
-	timer      *time.Timer // the init timeout; nil when none
+	timer  *time.Timer // the init timeout; nil when none
 }
 
-func (i Implementation) newConn(ws *websocket.Conn) *Conn {
-	c := &Conn{ws: ws}
+func (t Transport) newConn(ws *websocket.Conn) *Conn {
+	c := &Conn{ws: ws, initFunc: t.InitFunc, errorFunc: t.ErrorFunc, closeFunc: t.CloseFunc}
 	c.watch = newWriteWatch(WriteTimeout, c.abort)
 	c.proto.name = ws.Subprotocol()
-	c.proto.maxSubs = i.MaxSubscriptions
+	if c.proto.name == "" {
+		// A client that asks for no subprotocol speaks the legacy one (as gqlgen
+		// assumes, for compatibility with older clients).
+		c.proto.name = protoLegacyWS
+	}
+	c.proto.maxSubs = t.MaxSubscriptions
 	if c.proto.maxSubs <= 0 {
 		c.proto.maxSubs = MaxSubscriptionsPerConn
 	}
 	c.proto.active = map[string]struct{}{}
-	c.keep = i.newKeepAlive(c)
-	if i.InitTimeout > 0 {
-		c.proto.timer = time.AfterFunc(i.InitTimeout, func() {
+	c.keep = t.newKeepAlive(c)
+	if t.InitTimeout > 0 {
+		c.proto.timer = time.AfterFunc(t.InitTimeout, func() {
 			c.proto.mu.Lock()
 			inited := c.proto.inited
 			c.proto.mu.Unlock()
@@ -113,9 +113,9 @@ func (p *protocolState) stop() {
 }
 
 // closeWith sends a close frame with code and closes the connection. The read that is
-// waiting (gqlgen's) fails at once, which ends the connection's operations.
+// waiting (the reader's) fails at once, which ends the connection's operations.
 func (c *Conn) closeWith(code int, reason string) error {
-	_ = c.WriteClose(code, reason)
+	_ = c.writeClose(code, reason)
 	_ = c.Close()
 	return &CloseError{Code: code, Reason: reason}
 }
@@ -128,25 +128,24 @@ type clientFrame struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// inspect checks one client message against the negotiated protocol. It returns
-// deliver=false for a message the adapter handled itself, and a *CloseError when it
-// closed the connection.
-func (c *Conn) inspect(typ int, data []byte) (deliver bool, err error) {
-	switch c.proto.name {
-	case protoTransportWS:
-		return c.inspectTransportWS(typ, data)
-	case protoLegacyWS:
-		return c.inspectLegacy(data)
+// inspect checks one client message against the negotiated protocol and returns it
+// parsed. It returns deliver=false for a message it handled itself, and a *CloseError
+// when it closed the connection. A legacy message that is not a JSON object with a
+// type is delivered unparsed (f.Type nil): the reader refuses it.
+func (c *Conn) inspect(typ int, data []byte) (f clientFrame, deliver bool, err error) {
+	if c.proto.name == protoTransportWS {
+		deliver, err = c.inspectTransportWS(typ, data, &f)
+	} else {
+		deliver, err = c.inspectLegacy(data, &f)
 	}
-	return true, nil
+	return f, deliver, err
 }
 
-func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
+func (c *Conn) inspectTransportWS(typ int, data []byte, f *clientFrame) (bool, error) {
 	if typ != websocket.TextMessage {
 		return false, c.closeWith(CloseBadRequest, "Invalid message: binary messages are not part of graphql-transport-ws")
 	}
-	var f clientFrame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(data, f); err != nil {
 		return false, c.closeWith(CloseBadRequest, "Invalid message: not a JSON object")
 	}
 	if f.Type == nil {
@@ -174,15 +173,14 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 			return false, c.closeWith(CloseBadRequest, "Invalid message: "+*f.Type+" payload must be an object")
 		}
 		if !p.inited {
-			// gqlgen only accepts connection_init first; the protocol allows a ping at
-			// any time, so the adapter answers it.
+			// The protocol allows a ping at any time, before connection_init too.
 			if *f.Type == "ping" {
 				_ = c.writeText([]byte(`{"type":"pong"}`))
 			}
 			return false, nil
 		}
-		if *f.Type == "pong" && c.keep != nil {
-			c.keep.gotPong() // the adapter's ping; gqlgen sent none
+		if *f.Type == "pong" {
+			c.keep.gotPong() // nil-safe: without PingInterval nothing waits for it
 			return false, nil
 		}
 		return true, nil
@@ -205,7 +203,6 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 			return false, nil
 		}
 		p.active[id] = struct{}{}
-		p.delivering = id
 		return true, nil
 	case "complete":
 		if f.ID == nil || *f.ID == "" {
@@ -224,11 +221,11 @@ func (c *Conn) inspectTransportWS(typ int, data []byte) (bool, error) {
 }
 
 // inspectLegacy applies the operation cap to the legacy graphql-ws protocol, stops the
-// init timeout and starts the `ka` keep-alive at connection_init; its other rules stay
-// gqlgen's.
-func (c *Conn) inspectLegacy(data []byte) (bool, error) {
-	var f clientFrame
-	if json.Unmarshal(data, &f) != nil || f.Type == nil {
+// init timeout and starts the `ka` keep-alive at connection_init; its other rules are
+// the reader's (serve.go).
+func (c *Conn) inspectLegacy(data []byte, f *clientFrame) (bool, error) {
+	if json.Unmarshal(data, f) != nil || f.Type == nil {
+		f.Type = nil
 		return true, nil
 	}
 	p := &c.proto
@@ -254,7 +251,6 @@ func (c *Conn) inspectLegacy(data []byte) (bool, error) {
 			return false, nil
 		}
 		p.active[*f.ID] = struct{}{}
-		p.delivering = *f.ID
 	case "stop":
 		delete(p.active, *f.ID)
 		p.mu.Unlock() // as for graphql-transport-ws's complete
@@ -286,30 +282,6 @@ func (c *Conn) refuseText(data []byte) error {
 		}
 	}
 	return c.closeWith(CloseBadRequest, "Invalid message: "+jsontext.Message)
-}
-
-// sent notes the server's end of an operation (a complete or an error frame for its
-// id), so that the client may reuse the id and the slot is free again. gqlgen writes
-// its own unexported message struct, read here through its exported Type and ID
-// fields.
-func (c *Conn) sent(v any) {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
-		if rv.IsNil() {
-			return
-		}
-		rv = rv.Elem()
-	}
-	if rv.Kind() != reflect.Struct {
-		return
-	}
-	t, id := rv.FieldByName("Type"), rv.FieldByName("ID")
-	if !t.IsValid() || !id.IsValid() || t.Kind() != reflect.String || id.Kind() != reflect.String {
-		return
-	}
-	if typ := t.String(); typ == "complete" || typ == "error" {
-		c.ended(id.String())
-	}
 }
 
 // ended frees the slot of operation id.

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/wsgorilla"
@@ -25,7 +24,7 @@ func initialised(t *testing.T, url string) *websocket.Conn {
 // The graphql-transport-ws close codes gqlgen does not send itself (PROTOCOL.md).
 func TestTransportWSCloseCodes(t *testing.T) {
 	t.Parallel()
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{}, false)
 	raw := func(s string) func(*testing.T, *websocket.Conn) {
 		return func(t *testing.T, c *websocket.Conn) {
 			if err := c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
@@ -80,7 +79,7 @@ func TestTransportWSCloseCodes(t *testing.T) {
 
 func TestInitTimeoutCloses4408(t *testing.T) {
 	t.Parallel()
-	_, url := newServer(t, wsgorilla.Implementation{InitTimeout: 100 * time.Millisecond}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{InitTimeout: 100 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	start := time.Now()
 	if got, want := closeCode(t, c), wsgorilla.CloseInitTimeout; got != want {
@@ -102,7 +101,7 @@ func TestInitTimeoutCloses4408(t *testing.T) {
 // gqlgen alone would close the connection.
 func TestPingBeforeInitIsAnswered(t *testing.T) {
 	t.Parallel()
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "ping"})
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -119,7 +118,7 @@ func TestPingBeforeInitIsAnswered(t *testing.T) {
 // Ids are reusable once their operation ended, whichever side ended it.
 func TestIDReusableAfterComplete(t *testing.T) {
 	t.Parallel()
-	srv, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	srv, url := newServer(t, wsgorilla.Transport{}, false)
 	c := initialised(t, url)
 	// The server ends a query by itself.
 	for range 3 {
@@ -152,7 +151,7 @@ func TestIDReusableAfterComplete(t *testing.T) {
 // other operations stay; a completed one frees a slot.
 func TestSubscriptionCap(t *testing.T) {
 	t.Parallel()
-	srv, url := newServer(t, wsgorilla.Implementation{MaxSubscriptions: 2}, transport.Websocket{}, false)
+	srv, url := newServer(t, wsgorilla.Transport{MaxSubscriptions: 2}, false)
 	c := initialised(t, url)
 	for _, id := range []string{"a", "b"} {
 		send(t, c, frame{Type: "subscribe", ID: id, Payload: subscribePayload()})
@@ -192,7 +191,7 @@ func TestSubscriptionCap(t *testing.T) {
 
 func TestLegacySubscriptionCap(t *testing.T) {
 	t.Parallel()
-	_, url := newServer(t, wsgorilla.Implementation{MaxSubscriptions: 1}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{MaxSubscriptions: 1}, false)
 	c := dial(t, url, nil, "graphql-ws")
 	send(t, c, frame{Type: "connection_init"})
 	if f := next(t, c); f.Type != "connection_ack" {

@@ -2,24 +2,20 @@ package wsgorilla
 
 import (
 	"context"
-	"net/http"
-	"strings"
 	"sync"
-
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 )
 
 // This file is the push path of subscriptions: an operation the application adopts
-// (Adopt) is served by the connection itself instead of by gqlgen's goroutine per
-// operation. gqlgen still creates and executes the operation (parsing, validation,
-// authentication, the cost and depth limits, the resolver); the resolver then hands
-// the operation's stream to the connection and lets gqlgen's part end at once. The
+// (Adopt) is served by the connection itself instead of by a goroutine running gqlgen's
+// response loop. gqlgen's executor still creates and executes the operation (parsing,
+// validation, authentication, the cost and depth limits, the resolver); the resolver
+// then hands the operation's stream to the connection and lets gqlgen's part end at
+// once. The
 // publisher pushes each value into the connection's queue (Stream.Push, which never
 // blocks), and one writer goroutine per connection, started when the queue becomes
 // non-empty and gone when it is empty again, encodes and writes the frames. An idle
 // subscription therefore costs no goroutine: a connection with any number of them
-// holds only gqlgen's reader (and its cancel watcher).
+// holds only its reader.
 
 // Encoder appends the payload of one `next` frame (graphql-transport-ws; `data` on
 // graphql-ws) for a value pushed with Stream.Push: a GraphQL response, such as
@@ -37,8 +33,8 @@ type Stream struct {
 	// Guarded by c.pushMu.
 	queued int    // live frames in c.queue
 	unsub  func() // ends the application's subscription; nil until Start
-	// gqlgen is true until gqlgen's own part of the operation ended (its `complete`,
-	// which the connection swallows: the operation goes on).
+	// gqlgen is true until gqlgen's own part of the operation ended (its response
+	// loop's end, whose `complete` the connection swallows: the operation goes on).
 	gqlgen bool
 	// done is set when the stream ended: by the client's complete, the connection's
 	// end, Fail, End or Abandon. byClient marks the client's complete.
@@ -54,21 +50,16 @@ type pushFrame struct {
 	payload []byte // the error frame's payload
 }
 
-// OperationID returns the id of the operation gqlgen is creating on ctx's connection
-// (the id of the subscribe message, or legacy start, that NextReader returned last).
-// It is only meaningful while gqlgen creates that operation on the connection's
-// reader goroutine, i.e. from an OperationParameterMutator or OperationContextMutator:
-// by the time the operation runs, the reader may have delivered the next message. ok
-// is false when ctx is not the context of a connection accepted through Guard.
+// OperationID returns the WebSocket id of ctx's operation (the id of its subscribe
+// message, or legacy start): ctx is the context the transport creates the operation
+// with, or one derived from it (a mutator's, an interceptor's, a resolver's). ok is
+// false outside an operation of a Transport's connection.
 func OperationID(ctx context.Context) (id string, ok bool) {
-	c := connOf(ctx)
-	if c == nil {
-		return "", false
-	}
-	c.proto.mu.Lock()
-	defer c.proto.mu.Unlock()
-	return c.proto.delivering, c.proto.delivering != ""
+	id, ok = ctx.Value(opIDKey{}).(string)
+	return id, ok
 }
+
+type opIDKey struct{}
 
 func connOf(ctx context.Context) *Conn {
 	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
@@ -83,9 +74,9 @@ func connOf(ctx context.Context) *Conn {
 // limit of them waiting (the values pushed with replay are not counted). The
 // operation's resolver calls it, then subscribes with Push as its sink and calls
 // Start with the unsubscribe function (or Abandon when the subscription failed), and
-// lets gqlgen's part of the operation end: the `complete` gqlgen then writes for id is
-// not sent. The stream ends when the client completes it (the connection answers
-// with `complete`, as gqlgen does), when the connection ends, or when the application
+// lets gqlgen's part of the operation end (its response stream yields nil): the
+// `complete` that would end the operation then is not sent. The stream ends when the
+// client completes it (the connection answers with `complete`, as for any operation), when the connection ends, or when the application
 // ends it (Fail, End); in the first two cases the unsubscribe function is called.
 // ok is false when ctx is not a connection's, when the client completed id already,
 // or when the connection is closing: the caller then serves the operation as usual.
@@ -256,7 +247,7 @@ func (c *Conn) flush() {
 	}
 }
 
-// appendNext encodes one value frame of s as appendMessage encodes gqlgen's.
+// appendNext encodes one value frame of s as appendMessage encodes a message.
 func appendNext(b []byte, s *Stream, v any) []byte {
 	b = append(b, `{"payload":`...)
 	b = s.enc(b, v)
@@ -268,9 +259,9 @@ func appendNext(b []byte, s *Stream, v any) []byte {
 	return append(b, `,"type":"next"}`...)
 }
 
-// swallow reports whether a frame gqlgen writes for operation id must not be sent:
-// the `complete` that ends gqlgen's part of an adopted operation that goes on. An
-// `error` from gqlgen ends the stream (it is sent). Either ends gqlgen's part.
+// swallow reports whether a frame ending operation id must not be sent: the
+// `complete` that ends gqlgen's part of an adopted operation that goes on. An `error`
+// from gqlgen's part ends the stream (it is sent). Either ends gqlgen's part.
 func (c *Conn) swallow(id, kind string) bool {
 	c.pushMu.Lock()
 	s := c.streams[id]
@@ -295,7 +286,8 @@ func (c *Conn) swallow(id, kind string) bool {
 
 // completeStream ends adopted operation id on the client's complete (stop): the
 // application's subscription is ended and, when gqlgen's part of the operation is
-// over, the connection answers with `complete` itself (gqlgen answers otherwise).
+// over, the connection answers with `complete` itself (the end of gqlgen's part
+// answers otherwise).
 // The caller holds no lock.
 func (c *Conn) completeStream(id string) {
 	c.pushMu.Lock()
@@ -348,90 +340,4 @@ type pushState struct {
 	queue      []pushFrame
 	flushing   bool // a flush goroutine runs
 	pushClosed bool // the connection closed: nothing is queued any more
-}
-
-// Transport is gqlgen's WebSocket transport with the connection served on a
-// goroutine of its own. net/http runs a handler on the goroutine that read the
-// request, whose stack holds the whole handler chain (the middleware, gqlgen's
-// handler) and grew with everything it ran: for a WebSocket that goroutine is the
-// connection's reader for the connection's whole life, an idle subscriber's largest
-// cost. Transport starts a fresh goroutine for gqlgen's transport (the handshake, the
-// init, the read loop), whose stack holds only what reading needs once the GC shrinks
-// it, and lets the handler return as soon as the connection is hijacked.
-//
-// Once the handshake is done, the operations see only the Upgrade header of the
-// handshake (see trimHeader): the middleware in front of gqlgen has read the others.
-//
-// The connection's context is then the request's without its cancellation (net/http
-// cancels it when the handler returns): the connection ends when the peer or the
-// server closes it. So Transport serves connections this way only when the
-// Implementation tracks them in Conns, whose CloseAll the server calls at shutdown;
-// otherwise it runs gqlgen's transport on the handler's goroutine, as gqlgen does.
-type Transport struct {
-	transport.Websocket
-}
-
-var _ graphql.Transport = Transport{}
-
-// handoff tells the handler's goroutine that it may return: the connection is
-// hijacked, or the handshake failed and its answer is written.
-type handoff struct {
-	once sync.Once
-	done chan struct{}
-	w    *handedWriter
-}
-
-func (h *handoff) release() { h.once.Do(func() { close(h.done) }) }
-
-// handedWriter is the ResponseWriter gqlgen's transport gets from Transport. It lets
-// go of net/http's writer once the connection is hijacked: gqlgen's transport keeps
-// its argument for the connection's life, and net/http's writer holds the request
-// and the connection's server-side state, none of which a hijacked connection needs.
-type handedWriter struct {
-	http.ResponseWriter
-}
-
-// Unwrap lets http.ResponseController (Accept's hijack) reach net/http's writer.
-func (w *handedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-type handoffKey struct{}
-
-// handOver lets the handler of a request Transport handed over return, once its
-// header is trimmed (trimHeader); other requests are left alone.
-func handOver(r *http.Request) {
-	if h, ok := r.Context().Value(handoffKey{}).(*handoff); ok {
-		trimHeader(r)
-		h.w.ResponseWriter = nil // hijacked: gqlgen writes no HTTP answer any more
-		h.release()
-	}
-}
-
-// trimHeader replaces the header of a request Transport handed over, once its
-// handshake is done, with the one field the operations read (Upgrade, which tells a
-// WebSocket operation from others): gqlgen keeps the request's header for the
-// connection's whole life, as every operation's Headers. The request is Transport's
-// own shallow copy; the caller's is not changed.
-func trimHeader(r *http.Request) {
-	// A copy: net/http carves every value of a header from one allocation.
-	r.Header = http.Header{"Upgrade": {strings.Clone(r.Header.Get("Upgrade"))}}
-}
-
-// Do implements graphql.Transport.
-func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	impl, ok := t.Implementation.(Implementation)
-	if !ok || impl.Conns == nil {
-		t.Websocket.Do(w, r, exec)
-		return
-	}
-	h := &handoff{done: make(chan struct{}), w: &handedWriter{ResponseWriter: w}}
-	// No cancellation at all: gqlgen's own contexts under it (the connection's, each
-	// operation's) then register with no parent, which would keep a map of them.
-	r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), handoffKey{}, h))
-	go t.serve(h, r, exec) // arguments, not a closure's: nothing keeps them but gqlgen
-	<-h.done
-}
-
-func (t Transport) serve(h *handoff, r *http.Request, exec graphql.GraphExecutor) {
-	defer h.release() // the handshake failed: gqlgen answered on h.w
-	t.Websocket.Do(h.w, r, exec)
 }

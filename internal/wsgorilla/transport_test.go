@@ -11,7 +11,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/testserver"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/wsgorilla"
@@ -20,17 +19,17 @@ import (
 // With Conns, Transport serves a connection on a goroutine of its own: the HTTP
 // handler returns once the connection is hijacked, the connection goes on serving
 // subscriptions, and CloseAll still ends it with 1012. Without Conns the handler
-// serves the connection itself, as gqlgen's transport does.
+// serves the connection itself.
 func TestTransportServesConnectionsOffTheHandler(t *testing.T) {
 	t.Parallel()
 	for _, tracked := range []bool{true, false} {
 		conns := new(wsgorilla.Conns)
-		impl := wsgorilla.Implementation{}
+		impl := wsgorilla.Transport{}
 		if tracked {
 			impl.Conns = conns
 		}
 		srv := testserver.New()
-		srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{Implementation: impl}})
+		srv.AddTransport(impl)
 		var headers atomic.Pointer[http.Header]
 		srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 			h := graphql.GetOperationContext(ctx).Headers
@@ -75,9 +74,9 @@ func TestTransportServesConnectionsOffTheHandler(t *testing.T) {
 // A handshake that fails answers 400 through the handler as before.
 func TestTransportHandshakeFailure(t *testing.T) {
 	t.Parallel()
-	impl := wsgorilla.Implementation{Conns: new(wsgorilla.Conns)}
+	impl := wsgorilla.Transport{Conns: new(wsgorilla.Conns)}
 	srv := testserver.New()
-	srv.AddTransport(wsgorilla.Transport{Websocket: transport.Websocket{Implementation: impl}})
+	srv.AddTransport(impl)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	req, _ := http.NewRequest(http.MethodGet, hs.URL, nil)

@@ -2,7 +2,6 @@ package wsgorilla
 
 import (
 	"encoding/json"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,9 +10,9 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// This file is the server's write path: every frame gqlgen sends to every subscriber
-// goes through WriteJSON, so it is kept to one encoding pass, one pooled buffer and no
-// timer operation per frame.
+// This file is the server's write path: every frame to every subscriber goes through
+// writeText, so it is kept to one encoding pass, one pooled buffer and no timer
+// operation per frame.
 
 // DefaultSendBuffer is the socket send buffer (SO_SNDBUF) requested for an accepted
 // connection when Implementation.SendBufferSize is 0. Left to itself, Linux grows the
@@ -57,92 +56,18 @@ func writeBufferPool(size int) websocket.BufferPool {
 	return p.(*sync.Pool)
 }
 
-// messageLayout locates the fields of gqlgen's server message struct
-// (graphqltransportwsMessage and graphqlwsMessage, unexported, identical in shape):
-// Payload json.RawMessage `json:"payload,omitempty"`, ID string `json:"id,omitempty"`,
-// Type (a string type) `json:"type"`, in that order (appendMessage writes them in it, as
-// encoding/json does). It is checked field by field; a struct of another shape is
-// encoded with encoding/json instead. gqlgen exports no message type to use instead:
-// gqlgen_pin_test.go pins the version this was checked against.
-type messageLayout struct {
-	t                 reflect.Type
-	payload, id, kind int
-	ok                bool
-}
-
-func layoutOf(t reflect.Type) *messageLayout {
-	l := &messageLayout{t: t, payload: -1, id: -1, kind: -1}
-	exported := 0
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		exported++
-		switch {
-		case f.Name == "Payload" && f.Tag.Get("json") == "payload,omitempty" && f.Type == reflect.TypeFor[json.RawMessage]():
-			l.payload = i
-		case f.Name == "ID" && f.Tag.Get("json") == "id,omitempty" && f.Type.Kind() == reflect.String:
-			l.id = i
-		case f.Name == "Type" && f.Tag.Get("json") == "type" && f.Type.Kind() == reflect.String && textIsString(f.Type):
-			l.kind = i
-		}
-	}
-	l.ok = exported == 3 && l.payload >= 0 && l.id > l.payload && l.kind > l.id
-	return l
-}
-
-// textIsString reports whether a string type encodes as itself: either it has no
-// MarshalText or MarshalText returns the string (gqlgen's message types do that).
-func textIsString(t reflect.Type) bool {
-	v := reflect.New(t).Elem()
-	v.SetString("next")
-	m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) })
-	if !ok {
-		return true
-	}
-	b, err := m.MarshalText()
-	return err == nil && string(b) == "next"
-}
-
-// message is one server message read out of gqlgen's struct.
+// message is one server message: its payload is JSON already.
 type message struct {
 	payload  []byte
 	id, kind string
 }
 
-// decompose reads v through the cached layout; ok is false for anything else.
-func (c *Conn) decompose(v any) (m message, ok bool) {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
-		if rv.IsNil() {
-			return m, false
-		}
-		rv = rv.Elem()
-	}
-	if rv.Kind() != reflect.Struct {
-		return m, false
-	}
-	l := c.layout.Load()
-	if l == nil || l.t != rv.Type() {
-		// One protocol per connection, so this runs once per connection.
-		l = layoutOf(rv.Type())
-		c.layout.Store(l)
-	}
-	if !l.ok {
-		return m, false
-	}
-	return message{
-		payload: rv.Field(l.payload).Bytes(),
-		id:      rv.Field(l.id).String(),
-		kind:    rv.Field(l.kind).String(),
-	}, true
-}
-
-// appendMessage encodes m exactly as encoding/json encodes gqlgen's struct (same field
-// order, same omitempty) without encoding the payload again: gqlgen's payload is the
-// output of json.Marshal (compact, valid, HTML-escaped), which json.Marshal would only
-// have scanned and copied a second time.
+// appendMessage encodes m as gqlgen's transport.Websocket writes its messages
+// (encoding/json of a struct with Payload json.RawMessage `json:"payload,omitempty"`,
+// ID `json:"id,omitempty"`, Type `json:"type"`, in that order), so that clients see the
+// same frames, byte for byte, without encoding the payload again: it is the output of
+// json.Marshal (compact, valid, HTML-escaped), which json.Marshal would only have
+// scanned and copied a second time.
 func appendMessage(b []byte, m message) []byte {
 	b = append(b, '{')
 	if len(m.payload) > 0 {

@@ -1,65 +1,68 @@
-// Package wsgorilla adapts github.com/gorilla/websocket to gqlgen's WebSocket transport
-// (transport.WebsocketImplementation). gqlgen ≥ v0.17.92 ships only a coder/websocket
-// adapter; this one adds what the service needs on top of the interface:
+// Package wsgorilla is the service's GraphQL-over-WebSocket transport: a
+// graphql.Transport (Transport) that frames with github.com/gorilla/websocket and runs
+// every operation through gqlgen's executor (graphql.GraphExecutor: parsing,
+// validation, the handler's extensions, error presenter and recover function), and
+// implements only the two subprotocols' message state machines itself:
+// graphql-transport-ws (preferred) and the legacy graphql-ws.
+//
+// Why its own protocol code: gqlgen's transport.Websocket serves each connection with
+// a goroutine that only waits for the connection's context to end (closeOnCancel),
+// beside its reader, and that cannot be removed from outside; an idle subscriber then
+// pays two goroutine stacks. Here an idle connection owns exactly one goroutine, its
+// reader: the connection's context is watched with context.AfterFunc, the init
+// timeout, pings and `ka`s run from timers (keepalive.go), and subscriptions the
+// application writes itself (Adopt, push.go) park nothing. An operation the push path
+// does not take (a query or mutation sent over the socket, a selection the push path
+// cannot write) runs gqlgen's response loop on a goroutine of its own while it is
+// active, as gqlgen's transport does.
+//
+// On top of the protocols, the transport gives:
 //
 //   - a bound on every write (WriteTimeout), so a client that stops reading cannot
 //     hold a writer forever, and a capped socket send buffer (DefaultSendBuffer), so
 //     that a stalled client is found early and costs bounded memory (write.go);
-//   - the read limit (transport.WebsocketReadLimiter, fed from PayloadReadLimit) and
-//     read deadlines (transport.WebsocketReadDeadliner), so PingPongInterval detects
+//   - the read limit (PayloadReadLimit) and read deadlines, so PingInterval detects
 //     dead peers;
-//   - its own pings and legacy `ka`s from a timer per connection (PingInterval,
-//     KeepAliveInterval, keepalive.go) instead of gqlgen's goroutine and ticker per
-//     connection, a small read buffer, pooled write buffers and net/http's hijacked
-//     buffers released, so that an idle connection costs little memory;
-//   - subscriptions the connection writes itself (Adopt, push.go): gqlgen executes
-//     the operation, then its goroutine for it ends and the publisher's values go
-//     to the connection's queue, written by a goroutine that runs only while the
-//     queue is not empty; and Transport, which serves a tracked connection on a
-//     fresh goroutine instead of the HTTP handler's, whose stack holds the whole
-//     handler chain. An idle subscription thus costs no goroutine and a connection
-//     two small ones (gqlgen's reader and its cancel watcher);
+//   - pings and legacy `ka`s from a timer per connection (PingInterval,
+//     KeepAliveInterval, keepalive.go), a small read buffer, pooled write buffers and
+//     net/http's hijacked buffers released, so that an idle connection costs little
+//     memory; a tracked connection (Conns) is read on a fresh goroutine, not the HTTP
+//     handler's, whose stack holds the whole handler chain;
 //   - DropSlow, for the application to end a connection one of whose subscriptions
 //     fell behind (close code 1013, or at once when its write is stuck), and Conns,
 //     to close every connection with 1012 at shutdown, before any stream is
 //     cancelled, so that default graphql-ws clients reconnect;
-//   - a normal close (1000, 1001, 1005) mapped to transport.ErrWebsocketClosed;
 //   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
 //     with 1007;
-//   - the subprotocols graphql-transport-ws (preferred) and graphql-ws;
 //   - an origin allow-list with coder/websocket's rules (see OriginAllowed);
-//   - the close codes of graphql-transport-ws that gqlgen does not send (see
-//     protocol.go): 4400 invalid message, 4401 subscribe before connection_init,
-//     4408 initialisation timeout, 4409 duplicate subscription id, 4429 second
-//     connection_init; and a cap on the operations active on one connection
-//     (MaxSubscriptionsPerConn).
+//   - the close codes of graphql-transport-ws (see protocol.go): 4400 invalid message,
+//     4401 subscribe before connection_init, 4408 initialisation timeout, 4409
+//     duplicate subscription id, 4429 second connection_init, and the code an InitFunc
+//     refuses a connection with (InitError); and a cap on the operations active on one
+//     connection (MaxSubscriptionsPerConn).
 package wsgorilla
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/edge"
-	"github.com/awareness/awareness/internal/jsontext"
 )
 
 const (
@@ -76,9 +79,10 @@ const (
 // Subprotocols are the GraphQL subprotocols offered, in order of preference.
 var Subprotocols = []string{"graphql-transport-ws", "graphql-ws"}
 
-// Implementation accepts WebSocket connections for gqlgen with gorilla/websocket. The
-// zero value accepts requests without an Origin header and same-host origins only.
-type Implementation struct {
+// Transport serves GraphQL over WebSocket (a graphql.Transport: add it to gqlgen's
+// handler with AddTransport). The zero value accepts requests without an Origin
+// header and same-host origins only.
+type Transport struct {
 	// AllowedOrigins are extra origins a browser may connect from. A pattern is matched
 	// with path.Match, case-insensitively, against the Origin's host ("*.example.com",
 	// "localhost:*"), or against scheme://host when it contains "://"
@@ -92,19 +96,15 @@ type Implementation struct {
 	// none; 0 means DefaultWriteBufferSize. Either way net/http's own buffers of the
 	// hijacked connection are released (see releaseHijacked).
 	ReadBufferSize, WriteBufferSize int
-	// PingInterval, when positive, makes the adapter send a graphql-transport-ws ping
-	// every interval and drop a peer that answers none within twice the interval of
-	// the ping (a read deadline), as gqlgen's PingPongInterval does but with a timer instead of a
-	// goroutine and a ticker per connection. Leave gqlgen's PingPongInterval at 0 with
-	// it: the adapter consumes the pongs.
+	// PingInterval, when positive, makes the transport send a graphql-transport-ws
+	// ping every interval and drop a peer that answers none within twice the interval
+	// of the ping (a read deadline), from a timer per connection.
 	PingInterval time.Duration
-	// KeepAliveInterval, when positive, makes the adapter send the legacy graphql-ws
-	// `ka` every interval (gqlgen's KeepAlivePingInterval, without its goroutine);
-	// leave gqlgen's at 0 with it.
+	// KeepAliveInterval, when positive, makes the transport send the legacy
+	// graphql-ws `ka` every interval, from a timer per connection.
 	KeepAliveInterval time.Duration
 	// InitTimeout is how long a client has to send connection_init before the
-	// connection is closed with 4408; 0 waits forever. Leave gqlgen's own
-	// transport.Websocket.InitTimeout at 0: it would close with 1002 instead.
+	// connection is closed with 4408; 0 waits forever.
 	InitTimeout time.Duration
 	// MaxSubscriptions caps the operations active at once on one connection; 0 means
 	// MaxSubscriptionsPerConn.
@@ -112,32 +112,115 @@ type Implementation struct {
 	// SendBufferSize is the socket send buffer requested for each connection; 0 means
 	// DefaultSendBuffer, a negative value leaves the kernel's autotuning alone.
 	SendBufferSize int
+	// PayloadReadLimit is the largest client message accepted, in bytes; a larger one
+	// closes the connection with 1009. 0 means DefaultPayloadReadLimit, a negative
+	// value sets no limit.
+	PayloadReadLimit int64
 	// Conns, when set, tracks every open connection so that the server can close them
-	// all with a close code of its choice at shutdown (Conns.CloseAll).
+	// all with a close code of its choice at shutdown (Conns.CloseAll). A tracked
+	// connection is served on a goroutine of its own and outlives its HTTP handler
+	// (see Do).
 	Conns *Conns
+
+	// InitFunc, when set, is called with the connection_init payload, on the
+	// connection's reader. The context it returns is the connection's from then on
+	// (every operation runs under it, and its end closes the connection with 1000);
+	// the payload it returns, when not nil, is connection_ack's. An error refuses the
+	// connection: on graphql-ws it is sent as connection_error first, and the
+	// connection closes with the *InitError's code and reason (1000 "terminated" for
+	// any other error).
+	InitFunc transport.WebsocketInitFunc
+	// ErrorFunc, when set, is told of read errors (other than the peer's close) and
+	// failed writes, as gqlgen's transport.WebsocketError.
+	ErrorFunc transport.WebsocketErrorFunc
+	// CloseFunc, when set, is called once when the connection closes, with the close
+	// code the server sent (or would have sent, when the peer was gone).
+	CloseFunc transport.WebsocketCloseFunc
 }
 
-var _ transport.WebsocketImplementation = Implementation{}
+// DefaultPayloadReadLimit is the read limit when Transport.PayloadReadLimit is 0
+// (gqlgen's default too).
+const DefaultPayloadReadLimit = 1 << 20
 
-// ErrOriginNotAllowed is returned by Accept when the request's Origin is refused.
+// InitError is what an InitFunc returns to refuse a connection with a close code of
+// its choice (4401 for a missing token, 4403 …). Its message is Err's.
+type InitError struct {
+	Code   int    // the close code
+	Reason string // the close reason
+	Err    error
+}
+
+func (e *InitError) Error() string { return e.Err.Error() }
+func (e *InitError) Unwrap() error { return e.Err }
+
+var _ graphql.Transport = Transport{}
+
+// ErrOriginNotAllowed is the handshake error of a request whose Origin is refused.
 var ErrOriginNotAllowed = errors.New("wsgorilla: request origin not allowed")
 
-// Accept upgrades the request. On failure nothing has been written to w: gqlgen
-// answers the request itself (400 "unable to upgrade"). Put Guard in front of the
-// handler to refuse foreign origins with 403 before gqlgen sees them.
-func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
-	if err := i.checkOrigin(r); err != nil {
-		i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
+// Supports implements graphql.Transport: any request with an Upgrade header (the
+// handler in front refuses other upgrades).
+func (t Transport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+
+// Do implements graphql.Transport: it upgrades the request and serves the connection.
+// A failed handshake is answered with 400 "unable to upgrade" (put Guard in front to
+// refuse foreign origins with 403 instead).
+//
+// With Conns set, the connection is read on a fresh goroutine and Do returns at once:
+// net/http runs a handler on the goroutine that read the request, whose stack holds
+// the whole handler chain and grew with everything it ran, an idle subscriber's
+// largest cost if it became the connection's reader. The connection's context is
+// then the request's without its cancellation (net/http cancels it when the handler
+// returns): the connection ends when the peer or the server closes it (CloseAll), and
+// its operations see only the Upgrade header of the handshake (the middleware in
+// front has read the others; see trimHeader). Without Conns the handler's goroutine
+// reads the connection, under the request's context.
+func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	slot, ok := r.Context().Value(connSlotKey{}).(*connSlot)
+	if !ok {
+		slot = new(connSlot)
+		r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, slot))
+	}
+	c, err := t.accept(w, r)
+	if err != nil {
+		transport.SendErrorf(w, http.StatusBadRequest, "unable to upgrade")
+		return
+	}
+	slot.c.Store(c)
+	c.exec = exec
+	if t.Conns == nil {
+		c.ctx, c.headers = r.Context(), r.Header
+		c.serve()
+		return
+	}
+	// No cancellation at all: the contexts of the operations under it then register
+	// with no parent.
+	c.ctx, c.headers = context.WithoutCancel(r.Context()), trimHeader(r.Header)
+	if !t.Conns.add(c) {
+		// Shutting down: the connection opened after CloseAll ran. It is closed at
+		// once; its reader ends at the peer's close frame.
+		c.closeWithin(CloseServiceRestart, "service restart", closeFrameTimeout)
+	}
+	go c.serve()
+}
+
+// trimHeader returns the header the operations of a tracked connection see: the one
+// field they read (Upgrade, which tells a WebSocket operation from others), instead of
+// the handshake's whole header, which the connection would otherwise keep for its
+// whole life.
+func trimHeader(h http.Header) http.Header {
+	// A copy: net/http carves every value of a header from one allocation.
+	return http.Header{"Upgrade": {strings.Clone(h.Get("Upgrade"))}}
+}
+
+// accept upgrades the request; on failure nothing has been written to w.
+func (t Transport) accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
+	if err := t.checkOrigin(r); err != nil {
+		t.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
 		return nil, err
 	}
-	protocols := slices.Clone(Subprotocols)
-	for _, p := range opts.Subprotocols {
-		if !slices.Contains(protocols, p) {
-			protocols = append(protocols, p)
-		}
-	}
 	var handshakeErr error
-	readSize, writeSize := i.ReadBufferSize, i.WriteBufferSize
+	readSize, writeSize := t.ReadBufferSize, t.WriteBufferSize
 	if readSize <= 0 {
 		readSize = DefaultReadBufferSize
 	}
@@ -149,42 +232,38 @@ func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts tran
 		ReadBufferSize:   readSize,
 		WriteBufferSize:  writeSize,
 		WriteBufferPool:  writeBufferPool(writeSize),
-		Subprotocols:     protocols,
+		Subprotocols:     Subprotocols,
 		CheckOrigin:      func(*http.Request) bool { return true }, // checked above
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			// gqlgen writes the response after Accept fails; writing here too would
-			// produce a superfluous WriteHeader.
+			// Do answers the request itself.
 			handshakeErr = fmt.Errorf("wsgorilla: handshake failed (%d): %w", status, reason)
 		},
 	}
 	h := &hijacker{ResponseWriter: w}
-	ws, err := up.Upgrade(h, r, opts.ResponseHeader)
+	ws, err := up.Upgrade(h, r, nil)
 	if err != nil {
 		if handshakeErr != nil {
 			err = handshakeErr
 		}
-		i.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
+		t.logger().Debug("websocket handshake failed", "remote", r.RemoteAddr, "err", err)
 		return nil, err
 	}
 	releaseHijacked(h.brw)
-	i.capSendBuffer(ws)
-	c := i.newConn(ws)
-	if i.Conns != nil && !i.Conns.add(c) {
-		// Shutting down: the connection opened after CloseAll ran. It is returned
-		// closed (gqlgen's first read fails), as the handshake response is written.
-		c.closeWithin(CloseServiceRestart, "service restart", closeFrameTimeout)
+	t.capSendBuffer(ws)
+	limit := t.PayloadReadLimit
+	if limit == 0 {
+		limit = DefaultPayloadReadLimit
 	}
-	if slot, ok := r.Context().Value(connSlotKey{}).(*connSlot); ok {
-		slot.c.Store(c)
+	if limit > 0 {
+		ws.SetReadLimit(limit)
 	}
-	handOver(r) // hijacked: the handler may return (Transport)
-	return c, nil
+	return t.newConn(ws), nil
 }
 
 // capSendBuffer applies SendBufferSize (see DefaultSendBuffer). A connection that is
 // not a socket keeps its buffering.
-func (i Implementation) capSendBuffer(ws *websocket.Conn) {
-	n := i.SendBufferSize
+func (t Transport) capSendBuffer(ws *websocket.Conn) {
+	n := t.SendBufferSize
 	if n == 0 {
 		n = DefaultSendBuffer
 	}
@@ -193,21 +272,21 @@ func (i Implementation) capSendBuffer(ws *websocket.Conn) {
 	}
 	if s, ok := ws.NetConn().(interface{ SetWriteBuffer(int) error }); ok {
 		if err := s.SetWriteBuffer(n); err != nil {
-			i.logger().Debug("websocket send buffer not set", "err", err)
+			t.logger().Debug("websocket send buffer not set", "err", err)
 		}
 	}
 }
 
-// Guard refuses WebSocket upgrades from origins Accept would refuse, with 403 and a
+// Guard refuses WebSocket upgrades from origins Do would refuse, with 403 and a
 // GraphQL-shaped JSON body, before next runs. Other requests pass through. An upgrade
-// it lets through carries a slot in its context that Accept fills with the connection,
+// it lets through carries a slot in its context that Do fills with the connection,
 // so that code running under the request's context can reach it (DropSlow).
-func (i Implementation) Guard(next http.Handler) http.Handler {
+func (t Transport) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if edge.Of(r) == edge.WebSocket {
 			r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, new(connSlot)))
-			if err := i.checkOrigin(r); err != nil {
-				i.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
+			if err := t.checkOrigin(r); err != nil {
+				t.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
 				type gqlError struct {
 					Message    string         `json:"message"`
 					Extensions map[string]any `json:"extensions"`
@@ -225,16 +304,16 @@ func (i Implementation) Guard(next http.Handler) http.Handler {
 	})
 }
 
-func (i Implementation) logger() *slog.Logger {
-	if i.Logger == nil {
+func (t Transport) logger() *slog.Logger {
+	if t.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return i.Logger
+	return t.Logger
 }
 
-func (i Implementation) checkOrigin(r *http.Request) error {
+func (t Transport) checkOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
-	if OriginAllowed(origin, r.Host, i.AllowedOrigins) {
+	if OriginAllowed(origin, r.Host, t.AllowedOrigins) {
 		return nil
 	}
 	return fmt.Errorf("%w: origin %q may not connect to host %q", ErrOriginNotAllowed, origin, r.Host)
@@ -282,122 +361,41 @@ func ValidateOriginPatterns(patterns []string) error {
 	return nil
 }
 
-// Conn is one accepted connection. gqlgen serialises its writes; Conn serialises them
-// again (gorilla allows one concurrent writer) so that it is safe on its own.
+// Conn is one accepted connection: its reader (serve.go), its writes (one at a time,
+// as gorilla allows) and the operations it serves.
 type Conn struct {
 	ws    *websocket.Conn
 	mu    sync.Mutex // guards data-frame writes
 	watch *writeWatch
-	// layout is where gqlgen's message struct keeps its fields (write.go).
-	layout atomic.Pointer[messageLayout]
 
-	closeSent atomic.Bool // a close frame was written; later ones are dropped
+	closeSent atomic.Bool  // a close frame was written; later ones are dropped
+	closeCode atomic.Int32 // the code of the first close frame; 0 before it
 	proto     protocolState
 	keep      *keepAlive // nil without PingInterval / KeepAliveInterval
 	conns     *Conns     // the registry that tracks the connection; nil when none
 	pushState            // the operations the connection writes itself (push.go)
+	opState              // the operations gqlgen's response loop serves (serve.go)
+
+	// Set before the reader starts and only read after.
+	exec      graphql.GraphExecutor
+	headers   http.Header // every operation's Headers
+	errorFunc transport.WebsocketErrorFunc
+	closeFunc transport.WebsocketCloseFunc
+	initFunc  transport.WebsocketInitFunc
+	// ctx is the connection's context: the request's, then InitFunc's. Written by the
+	// reader at connection_init, before any operation starts.
+	ctx context.Context
 }
-
-var (
-	_ transport.WebsocketConn          = (*Conn)(nil)
-	_ transport.WebsocketReadLimiter   = (*Conn)(nil)
-	_ transport.WebsocketReadDeadliner = (*Conn)(nil)
-)
-
-// NextReader returns the next message, read whole (the read limit bounds its size). A
-// normal close by the peer (1000, 1001 going away, 1005 no status) returns
-// transport.ErrWebsocketClosed. A text message that is not valid UTF-8 closes the
-// connection with 1007.
-//
-// Every message is checked against the negotiated protocol before gqlgen sees it
-// (protocol.go): a message that breaks graphql-transport-ws closes the connection with
-// the protocol's close code and NextReader returns a *CloseError; a message the
-// adapter answers itself (a ping before connection_init, a subscribe over the cap) is
-// not returned.
-func (c *Conn) NextReader() (int, io.Reader, error) {
-	for {
-		typ, r, err := c.ws.NextReader()
-		if err != nil {
-			if _, ok := errors.AsType[*websocket.CloseError](err); ok && c.closeSent.Load() {
-				return typ, nil, transport.ErrWebsocketClosed // the peer answered our close
-			}
-			return typ, nil, mapReadError(err)
-		}
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return typ, nil, mapReadError(err)
-		}
-		if typ == websocket.TextMessage && !utf8.Valid(data) {
-			return typ, nil, c.closeWith(websocket.CloseInvalidFramePayloadData, "text message is not valid UTF-8")
-		}
-		if typ == websocket.TextMessage && !jsontext.Valid(data) {
-			if err := c.refuseText(data); err != nil {
-				return typ, nil, err
-			}
-			continue
-		}
-		deliver, err := c.inspect(typ, data)
-		if err != nil {
-			return typ, nil, err
-		}
-		if deliver {
-			return typ, bytes.NewReader(data), nil
-		}
-	}
-}
-
-func mapReadError(err error) error {
-	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
-		return transport.ErrWebsocketClosed
-	}
-	return err
-}
-
-// WriteJSON writes v as one text message, within WriteTimeout. A failed write closes
-// the connection: gorilla's write errors are permanent (a timed-out write may have
-// sent half a frame), and gqlgen only reports write errors, so without the close the
-// connection would stay open, dropping every later frame, until the ping/pong read
-// deadline. Closing ends gqlgen's read loop at once, which cancels every operation of
-// the connection; the client sees the connection end and resubscribes from durable
-// state (NTC-5).
-//
-// gqlgen's messages are written without a second json.Marshal: their payload is
-// already JSON (see appendMessage). Anything else is encoded with encoding/json.
-func (c *Conn) WriteJSON(v any) error {
-	m, ok := c.decompose(v)
-	if !ok {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		c.sent(v)
-		return c.writeText(data)
-	}
-	if m.kind == "complete" || m.kind == "error" {
-		if c.swallow(m.id, m.kind) {
-			return nil // an adopted operation goes on (push.go)
-		}
-		c.ended(m.id)
-	}
-	b := frames.Get().(*[]byte)
-	*b = appendMessage((*b)[:0], m)
-	err := c.writeText(*b)
-	if cap(*b) <= maxPooledFrame {
-		frames.Put(b)
-	}
-	return err
-}
-
-// frames reuses frame encodings across connections (a sync.Pool, as encoding/json and
-// fmt keep theirs: it holds no state a caller can observe).
-var frames = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeText writes one text message within WriteTimeout; a failed write closes the
-// connection (see WriteJSON), with a reset (abort): what failed is a write timeout or
-// a peer that is gone, and the frames queued before it are not for anyone any more. A
-// write after the close frame (gorilla refuses it) leaves the connection to the
-// closing handshake, which ends it: closing here would queue a FIN behind the backlog
-// ahead of the close frame, where the handshake's cut-off can no longer discard it.
+// connection, with a reset (abort): gorilla's write errors are permanent (a timed-out
+// write may have sent half a frame), what failed is a write timeout or a peer that is
+// gone, and the frames queued before it are not for anyone any more. Closing ends the
+// reader at once, which cancels every operation of the connection; the client sees
+// the connection end and resubscribes from durable state (NTC-5). A write after the
+// close frame (gorilla refuses it) leaves the connection to the closing handshake,
+// which ends it: closing here would queue a FIN behind the backlog ahead of the close
+// frame, where the handshake's cut-off can no longer discard it.
 func (c *Conn) writeText(data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -410,21 +408,23 @@ func (c *Conn) writeText(data []byte) error {
 	return err
 }
 
-// WriteClose sends a close frame, within WriteTimeout. It does not wait for the peer's
-// reply: gqlgen closes the connection right after. Only the first close frame is
-// sent: when the adapter closed the connection with a protocol code, gqlgen's own
-// close (1000 or 1002) that follows is dropped.
-func (c *Conn) WriteClose(code int, reason string) error {
+// writeClose sends a close frame, within WriteTimeout. It does not wait for the peer's
+// reply. Only the first close frame is sent: when the transport closed the connection
+// with a protocol code, a later close (1000 at the reader's end) is dropped.
+func (c *Conn) writeClose(code int, reason string) error {
 	if !c.closeSent.CompareAndSwap(false, true) {
 		return nil
 	}
+	c.closeCode.Store(int32(code))
 	if len(reason) > maxCloseReason {
 		reason = strings.ToValidUTF8(reason[:maxCloseReason], "")
 	}
 	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(WriteTimeout))
 }
 
-// Close closes the underlying network connection.
+// Close closes the network connection: the reader's next read fails, the timers stop,
+// and every operation of the connection ends (the adopted ones unsubscribe, the
+// others' contexts are cancelled).
 func (c *Conn) Close() error {
 	if c.conns != nil {
 		c.conns.remove(c)
@@ -434,20 +434,12 @@ func (c *Conn) Close() error {
 	c.keep.stop()
 	err := c.ws.Close()
 	c.closeStreams()
+	c.cancelOps()
 	return err
 }
 
 // Subprotocol returns the negotiated subprotocol.
 func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }
-
-// SetReadLimit sets the largest message accepted; a larger one closes the connection
-// with 1009.
-func (c *Conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
-
-// SetReadDeadline sets the read deadline; the zero time clears it. After a deadline
-// passes the connection is unusable, which is how gqlgen's PingPongInterval ends a
-// dead peer.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
 // hijacker makes sure gorilla finds an http.Hijacker even behind middleware that
 // wraps the ResponseWriter (gorilla only asserts the interface, while
@@ -482,7 +474,7 @@ func releaseHijacked(brw *bufio.ReadWriter) {
 	}
 }
 
-// connSlot carries the Conn of an upgraded request (see Guard).
+// connSlot carries the Conn of an upgraded request (see Guard and Do).
 type connSlot struct{ c atomic.Pointer[Conn] }
 
 type connSlotKey struct{}
@@ -499,7 +491,7 @@ type connSlotKey struct{}
 // abort; the client sees 1006, which it retries too). The function does not block (it
 // runs on the publishing goroutine); the close frame is written on a goroutine of its
 // own within closeFrameTimeout. It returns nil when ctx is not the context of a
-// request upgraded through Guard and Accept.
+// request upgraded through Do (or of one of its operations).
 func DropSlow(ctx context.Context) func() {
 	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
 	if !ok {
@@ -524,7 +516,7 @@ const closeFrameTimeout = time.Second
 
 // closeWithin starts the closing handshake of RFC 6455 §7.1: it sends a close frame
 // with code within d and leaves the connection open for the peer's close frame, which
-// ends gqlgen's read loop and with it the connection; a peer that does not answer
+// ends the connection's reader and with it the connection; a peer that does not answer
 // within d more is cut off (abort). Closing the socket at once instead would let a
 // frame the peer sent meanwhile (a pong) arrive at a closed socket, whose RST can make
 // the peer lose the close frame and see 1006.
@@ -532,6 +524,7 @@ func (c *Conn) closeWithin(code int, reason string, d time.Duration) {
 	if !c.closeSent.CompareAndSwap(false, true) {
 		return
 	}
+	c.closeCode.Store(int32(code))
 	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(d)); err != nil {
 		c.abort()
 		_ = c.Close()
@@ -564,7 +557,7 @@ func (c *Conn) abort() {
 	_ = c.ws.Close()
 }
 
-// Conns tracks open connections (Implementation.Conns). The zero value is ready to
+// Conns tracks open connections (Transport.Conns). The zero value is ready to
 // use; it belongs to the server that shuts the connections down.
 type Conns struct {
 	mu     sync.Mutex
@@ -603,7 +596,7 @@ func (s *Conns) Len() int {
 // shutdown), each close frame written within closeFrameTimeout and all at once, waits
 // for the peers' close frames (at most closeFrameTimeout more: then the connection is
 // cut off, see abort) and closes connections accepted after it the same way. The end of a
-// connection ends gqlgen's read loop, which cancels the connection's operations: the
+// connection ends its reader, which ends the connection's operations: the
 // close frame is on the wire before any stream learns it ended. It returns the number
 // of connections it closed.
 func (s *Conns) CloseAll(code int, reason string) int {

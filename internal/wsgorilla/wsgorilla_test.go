@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/testserver"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
@@ -27,15 +26,14 @@ type frame struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// newServer serves gqlgen's test schema (Subscription.name) over the gorilla adapter.
-func newServer(t *testing.T, impl wsgorilla.Implementation, ws transport.Websocket, guard bool) (*testserver.TestServer, string) {
+// newServer serves gqlgen's test schema (Subscription.name) over tr.
+func newServer(t *testing.T, tr wsgorilla.Transport, guard bool) (*testserver.TestServer, string) {
 	t.Helper()
-	ws.Implementation = impl
 	srv := testserver.New()
-	srv.AddTransport(ws)
+	srv.AddTransport(tr)
 	var h http.Handler = srv
 	if guard {
-		h = impl.Guard(srv)
+		h = tr.Guard(srv)
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
@@ -92,7 +90,7 @@ func subscribePayload() json.RawMessage {
 }
 
 func TestSubscribeGraphQLTransportWS(t *testing.T) {
-	srv, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	srv, url := newServer(t, wsgorilla.Transport{}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	if got, want := c.Subprotocol(), "graphql-transport-ws"; got != want {
 		t.Fatalf("subprotocol = %q, want %q", got, want)
@@ -126,7 +124,7 @@ func TestSubscribeGraphQLTransportWS(t *testing.T) {
 }
 
 func TestSubscribeLegacyGraphQLWS(t *testing.T) {
-	srv, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{KeepAlivePingInterval: 10 * time.Millisecond}, false)
+	srv, url := newServer(t, wsgorilla.Transport{KeepAliveInterval: 10 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-ws")
 	if got, want := c.Subprotocol(), "graphql-ws"; got != want {
 		t.Fatalf("subprotocol = %q, want %q", got, want)
@@ -149,7 +147,7 @@ func TestSubscribeLegacyGraphQLWS(t *testing.T) {
 }
 
 func TestSubprotocolPreference(t *testing.T) {
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{}, false)
 	c := dial(t, url, nil, "graphql-ws", "graphql-transport-ws")
 	if got, want := c.Subprotocol(), "graphql-transport-ws"; got != want {
 		t.Errorf("subprotocol = %q, want %q (the server prefers the maintained protocol)", got, want)
@@ -157,7 +155,7 @@ func TestSubprotocolPreference(t *testing.T) {
 }
 
 func TestOriginAllowList(t *testing.T) {
-	impl := wsgorilla.Implementation{AllowedOrigins: []string{"dash.example.com", "https://*.example.org", "localhost:*"}}
+	impl := wsgorilla.Transport{AllowedOrigins: []string{"dash.example.com", "https://*.example.org", "localhost:*"}}
 	tests := []struct {
 		name   string
 		origin string
@@ -176,7 +174,7 @@ func TestOriginAllowList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, url := newServer(t, impl, transport.Websocket{}, tt.guard)
+			_, url := newServer(t, impl, tt.guard)
 			h := http.Header{}
 			if tt.origin != "" {
 				h.Set("Origin", strings.Replace(tt.origin, "HOST", strings.TrimPrefix(url, "ws://"), 1))
@@ -253,7 +251,7 @@ func closeCode(t *testing.T, c *websocket.Conn) int {
 
 func TestReadLimit(t *testing.T) {
 	limit := int64(1024)
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{PayloadReadLimit: &limit}, false)
+	_, url := newServer(t, wsgorilla.Transport{PayloadReadLimit: limit}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "connection_init"})
 	if f := next(t, c); f.Type != "connection_ack" {
@@ -269,7 +267,7 @@ func TestReadLimit(t *testing.T) {
 }
 
 func TestInvalidUTF8TextMessage(t *testing.T) {
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{}, false)
+	_, url := newServer(t, wsgorilla.Transport{}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "connection_init"})
 	if f := next(t, c); f.Type != "connection_ack" {
@@ -287,7 +285,7 @@ func TestInvalidUTF8TextMessage(t *testing.T) {
 // TestPingPongDeadPeer checks the read deadline: a graphql-transport-ws client that
 // never answers the server's ping is dropped after about twice PingPongInterval.
 func TestPingPongDeadPeer(t *testing.T) {
-	_, url := newServer(t, wsgorilla.Implementation{}, transport.Websocket{PingPongInterval: 50 * time.Millisecond}, false)
+	_, url := newServer(t, wsgorilla.Transport{PingInterval: 50 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-transport-ws")
 	send(t, c, frame{Type: "connection_init"})
 	start := time.Now()
@@ -308,7 +306,7 @@ func TestPingPongDeadPeer(t *testing.T) {
 // deadlines when gorilla hijacks the connection).
 func TestServerReadTimeoutDoesNotEndStreams(t *testing.T) {
 	srv := testserver.New()
-	srv.AddTransport(transport.Websocket{Implementation: wsgorilla.Implementation{}})
+	srv.AddTransport(wsgorilla.Transport{})
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.ReadTimeout = 100 * time.Millisecond
 	hs.Start()
