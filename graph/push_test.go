@@ -69,6 +69,57 @@ func TestPushIdleSubscriptionsHoldNoGoroutine(t *testing.T) {
 	}
 }
 
+// wsGoroutines returns how many goroutines run, and how many of them are a WebSocket
+// connection's (its reader, or an operation's response loop, in package wsgorilla).
+func wsGoroutines() (total, conn int) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "internal/wsgorilla.(*Conn).") {
+			conn++
+		}
+	}
+	return runtime.NumGoroutine(), conn
+}
+
+// An idle WebSocket connection with subscriptions on the push path owns exactly one
+// goroutine, its reader, whether the server tracks it (WSConns: read on a goroutine
+// of its own) or not (read on the HTTP handler's): nothing waits for the connection's
+// context, for its subscriptions, or for its pings (timers). Counted as the change in
+// runtime.NumGoroutine once the connections' goroutines settled.
+func TestWSIdleConnectionOwnsOneGoroutine(t *testing.T) {
+	for _, tracked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tracked=%v", tracked), func(t *testing.T) {
+			e := newEnv(t, func(c *graph.Config) {
+				if tracked {
+					c.WSConns = new(wsgorilla.Conns)
+				}
+			})
+			var total, conn int
+			waitUntil(t, "the connections of earlier tests end", func() bool { total, conn = wsGoroutines(); return conn == 0 })
+			before := total
+			const n = 10
+			for i := range n {
+				w := e.dialWS(t, []string{"graphql-transport-ws", "graphql-ws"}[i%2])
+				w.subscribe("n", `subscription { staleNotices(watcher: "agent:main:main") { watcher target text } }`)
+				w.subscribe("e", `subscription { stateEvents(sessionKey: "`+child+`") { sequence summary } }`)
+			}
+			waitUntil(t, "every subscription registered", func() bool { nt, ev := e.hub.Subscribers(); return nt == n && ev == n })
+			waitUntil(t, fmt.Sprintf("%d idle connections own %d goroutines", n, n), func() bool {
+				total, conn = wsGoroutines()
+				return total-before == n && conn == n
+			})
+		})
+	}
+}
+
 // Pending notices first, then the live ones, with notices opening while the
 // subscription starts: every notice exactly once, none lost (NTC-5, NTC-7).
 func TestPushReplayThenLiveConcurrent(t *testing.T) {

@@ -51,6 +51,14 @@ type opState struct {
 // the connection ends. It is the one goroutine an idle connection owns.
 func (c *Conn) serve() {
 	defer c.finish()
+	defer func() {
+		// A panic while an operation is created (an extension's) ends the connection,
+		// not the process: a tracked connection's reader has no HTTP handler around it.
+		if r := recover(); r != nil {
+			c.reportError(fmt.Errorf("wsgorilla: panic serving the connection: %v", r), true)
+			c.close(websocket.CloseInternalServerErr, "internal error")
+		}
+	}()
 	if !c.init() {
 		return
 	}
