@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +16,13 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/telemetry"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -404,4 +409,36 @@ func closedTryAgain(err error) bool {
 		return ce.Code == websocket.CloseTryAgainLater || ce.Code == websocket.CloseAbnormalClosure
 	}
 	return errors.Is(err, syscall.ECONNRESET)
+}
+
+// The handler's extensions see every operation sent over the WebSocket, as over HTTP:
+// the OpenTelemetry tracing extension (Config.Extensions) starts one server span per
+// operation, a query's and a push-path subscription's alike, on both subprotocols.
+func TestWSOperationsAreTraced(t *testing.T) {
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(proto, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			e := newEnv(t, func(c *graph.Config) {
+				c.Extensions = append(c.Extensions, telemetry.GraphQLTracing{Tracer: tp.Tracer("test")})
+			})
+			w := e.dialWS(t, proto)
+			w.subscribe("q", `query Sessions { sessionsList(first: 10) { sessions { sessionKey } } }`)
+			if f := w.next(); f.ID != "q" || (f.Type != "next" && f.Type != "data") {
+				t.Fatalf("got %+v, want the query's result", f)
+			}
+			w.subscribe("s", `subscription Events { stateEvents(sessionKey: "`+child+`") { sequence } }`)
+			waitUntil(t, "the subscription registered", func() bool { _, ev := e.hub.Subscribers(); return ev == 1 })
+			waitUntil(t, "both operations traced", func() bool {
+				names := map[string]bool{}
+				for _, s := range rec.Ended() {
+					if s.SpanKind() == trace.SpanKindServer {
+						names[s.Name()] = true
+					}
+				}
+				return names["query Sessions"] && names["subscription Events"]
+			})
+		})
+	}
 }
