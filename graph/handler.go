@@ -76,7 +76,7 @@ type Config struct {
 	Service *awareness.Service
 	Logger  *slog.Logger
 	// AllowedOrigins are the extra browser origins allowed to call /query, over HTTP
-	// (CORS) and WebSocket alike (patterns as wsgorilla.Implementation.AllowedOrigins);
+	// (CORS) and WebSocket alike (patterns as wsgorilla.Transport.AllowedOrigins);
 	// requests without Origin and same-host origins are always allowed.
 	AllowedOrigins []string
 	// WSConns, when set, tracks the open WebSocket connections, for the server to close

@@ -39,7 +39,7 @@ const (
 // operation gets RATE_LIMITED with the time to wait, before anything runs; on a
 // WebSocket that is an error message for the operation, and the connection stays
 // (graphql-transport-ws closes with 4429 only for a second connection_init, which the
-// adapter does).
+// transport does).
 type RateLimit struct {
 	limit rate.Limit
 	burst int

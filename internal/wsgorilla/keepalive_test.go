@@ -12,7 +12,7 @@ import (
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
-// The adapter's own pings (PingInterval, gqlgen's PingPongInterval left at 0): a
+// The transport's own pings (PingInterval): a
 // graphql-transport-ws client that never answers is dropped.
 func TestAdapterPingDropsSilentPeer(t *testing.T) {
 	_, url := newServer(t, wsgorilla.Transport{PingInterval: 50 * time.Millisecond}, false)
@@ -61,7 +61,7 @@ func TestAdapterPingAnsweredKeepsConnection(t *testing.T) {
 	}
 }
 
-// nextSkippingPings is next that answers pings, so the adapter keeps the connection.
+// nextSkippingPings is next that answers pings, so the transport keeps the connection.
 func nextSkippingPings(t *testing.T, c *websocket.Conn) frame {
 	t.Helper()
 	for {
@@ -77,13 +77,13 @@ func nextSkippingPings(t *testing.T, c *websocket.Conn) frame {
 	}
 }
 
-// The legacy graphql-ws `ka` comes from the adapter (KeepAliveInterval).
+// The legacy graphql-ws `ka` comes from a timer (KeepAliveInterval).
 func TestAdapterLegacyKeepAlive(t *testing.T) {
 	_, url := newServer(t, wsgorilla.Transport{KeepAliveInterval: 10 * time.Millisecond}, false)
 	c := dial(t, url, nil, "graphql-ws")
 	send(t, c, frame{Type: "connection_init"})
 	kas := 0
-	for kas < 3 { // gqlgen's one after the ack, then the adapter's
+	for kas < 3 { // one after the ack, then the timer's
 		if f := readFrame(t, c, strconv.Itoa(kas)+" ka"); f.Type == "ka" {
 			kas++
 		}

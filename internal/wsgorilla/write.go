@@ -15,7 +15,7 @@ import (
 // operation per frame.
 
 // DefaultSendBuffer is the socket send buffer (SO_SNDBUF) requested for an accepted
-// connection when Implementation.SendBufferSize is 0. Left to itself, Linux grows the
+// connection when Transport.SendBufferSize is 0. Left to itself, Linux grows the
 // send buffer of a socket whose peer stops reading up to net.ipv4.tcp_wmem's maximum
 // (4 MiB by default): a stalled subscriber then costs that much kernel memory, and the
 // server keeps building and writing frames for it until those megabytes are full.
@@ -30,13 +30,13 @@ const DefaultSendBuffer = 64 << 10
 const maxPooledFrame = 64 << 10
 
 // DefaultReadBufferSize is the read buffer of a connection when
-// Implementation.ReadBufferSize is 0. Every idle connection holds it while it waits
+// Transport.ReadBufferSize is 0. Every idle connection holds it while it waits
 // for the next message, so it is small: client messages (connection_init, subscribe,
 // pong) are a few hundred bytes, and a larger one is read in several pieces.
 const DefaultReadBufferSize = 512
 
 // DefaultWriteBufferSize is the size of the pooled write buffers when
-// Implementation.WriteBufferSize is 0. gorilla's server writes a message as one frame:
+// Transport.WriteBufferSize is 0. gorilla's server writes a message as one frame:
 // the header and the message's first bytes from this buffer, the rest from the
 // message itself, in one writev. So the buffer need not hold a frame, and small
 // buffers keep a broadcast (every subscriber's writer takes one at once, and the pool

@@ -444,7 +444,7 @@ func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }
 // hijacker makes sure gorilla finds an http.Hijacker even behind middleware that
 // wraps the ResponseWriter (gorilla only asserts the interface, while
 // http.ResponseController also follows Unwrap), and keeps the buffers net/http hands
-// over with the connection so that Accept can release them.
+// over with the connection so that the transport can release them.
 type hijacker struct {
 	http.ResponseWriter
 	brw *bufio.ReadWriter
@@ -457,7 +457,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // releaseHijacked drops the 4 KiB read and write buffers net/http hands over with a
-// hijacked connection. gorilla uses neither (the adapter gives it its own read buffer
+// hijacked connection. gorilla uses neither (the transport gives it its own read buffer
 // and a write buffer pool) once it has written the handshake response, but net/http's
 // connection struct keeps pointing at both for as long as the handler runs, that is
 // the WebSocket's whole life: 8 KiB per idle connection. Zeroing the bufio values
