@@ -39,7 +39,7 @@ var errBadMessage = errors.New("wsgorilla: invalid message")
 // serves, each with the function that cancels its context.
 type opState struct {
 	opMu     sync.Mutex
-	ops      map[string]context.CancelFunc
+	ops      map[string]*operation
 	opsEnded bool // the connection closed: every operation was cancelled
 	// stopWatch ends the watch of the connection's context (context.AfterFunc).
 	stopWatch func() bool
@@ -104,8 +104,8 @@ func (c *Conn) cancelOps() {
 	ops := c.ops
 	c.ops, c.opsEnded = nil, true
 	c.opMu.Unlock()
-	for _, cancel := range ops {
-		cancel()
+	for _, op := range ops {
+		op.cancel()
 	}
 }
 
@@ -233,10 +233,10 @@ func (c *Conn) handle(start time.Time, f clientFrame) bool {
 		c.subscribe(start, id, f.Payload)
 	case t == "complete" && !c.legacy(), t == "stop" && c.legacy():
 		c.opMu.Lock()
-		cancel := c.ops[id]
+		op := c.ops[id]
 		c.opMu.Unlock()
-		if cancel != nil {
-			cancel()
+		if op != nil {
+			op.cancel()
 		}
 	case t == "ping" && !c.legacy():
 		c.send(message{kind: "pong", payload: f.Payload})
@@ -302,17 +302,21 @@ func (c *Conn) subscribe(start time.Time, id string, payload json.RawMessage) {
 		return
 	}
 	if c.ops == nil {
-		c.ops = map[string]context.CancelFunc{}
+		c.ops = map[string]*operation{}
 	}
-	c.ops[id] = cancel
+	op := &operation{cancel: cancel}
+	c.ops[id] = op
 	c.opMu.Unlock()
-	go c.run(ctx, cancel, id, rc)
+	go c.run(ctx, op, id, rc)
 }
+
+// operation is one operation served by gqlgen's response loop.
+type operation struct{ cancel context.CancelFunc }
 
 // run is gqlgen's response loop of one operation: every response is a `next` (legacy
 // `data`) frame; the stream's errors (AddStreamError) or a recovered panic end it with
 // an `error` frame, anything else with `complete` (unless the connection ended).
-func (c *Conn) run(ctx context.Context, cancel context.CancelFunc, id string, rc *graphql.OperationContext) {
+func (c *Conn) run(ctx context.Context, op *operation, id string, rc *graphql.OperationContext) {
 	ctx = context.WithValue(ctx, streamErrorsKey{}, new(streamErrors))
 	defer func() {
 		if r := recover(); r != nil {
@@ -334,9 +338,11 @@ func (c *Conn) run(ctx context.Context, cancel context.CancelFunc, id string, rc
 			c.complete(id)
 		}
 		c.opMu.Lock()
-		delete(c.ops, id)
+		if c.ops[id] == op { // the client may have reused the id already
+			delete(c.ops, id)
+		}
 		c.opMu.Unlock()
-		cancel()
+		op.cancel()
 	}()
 	responses, ctx := c.exec.DispatchOperation(ctx, rc)
 	for {
