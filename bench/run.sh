@@ -66,7 +66,7 @@ step "machine facts"
 
 # -count would run each sub-benchmark's repetitions back to back; separate runs
 # interleave raw and svc, so that the machine's drift hits both alike.
-step "Go benchmarks: append (B1, B3), sessionStatus (B4), notice to 10k watchers (P2), $count interleaved runs"
+step "Go benchmarks: append (B1, B3 and its writer sweep, the raw append's latency and CPU for P3/P4), sessionStatus (B4), notice to 10k watchers (P2), $count interleaved runs"
 : >"$out/bench.txt"
 for i in $(seq "$count"); do
   (cd "$out" && ./bench.test -test.run '^$' -test.bench '^Benchmark(AppendOne|AppendConcurrent|SessionStatus|NotifyWide)$' \
@@ -116,10 +116,14 @@ frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | gre
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
 
 # The peers: the same load and subscription type, -mode baseline (the
-# wsbaseline triggers), between the service and gorilla.
+# wsbaseline triggers), between the service and gorilla. Every run ends with b_none,
+# the big broadcast's triggers with no subscriber connected (P6's baseline).
 step "WebSocket: stock-gqlgen peer (bench/cmd/wsgqlgen)"
 "$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 \
   -out "$out/ws-gqlgen.json" -server-log "$out/server-gqlgen.log" -timeout 4m || echo "wsload gqlgen failed (see above)"
+step "WebSocket: stock gqlgen + the raw durable append per trigger (bench/cmd/wsgqlgen -durable)"
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -server-args "-durable $out/db/ws-gqlgen-durable.db" -subs "$subs" -small "$small" -rounds-small 6 \
+  -out "$out/ws-gqlgen-durable.json" -server-log "$out/server-gqlgen-durable.log" -timeout 4m || echo "wsload gqlgen -durable failed (see above)"
 if [ -n "$nodepeer" ]; then
   step "WebSocket: Node graphql-ws peer (bench/node)"
   "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 \
@@ -154,7 +158,7 @@ if command -v benchstat >/dev/null 2>&1; then
 fi
 elapsed=$(( $(date +%s) - start ))
 "$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
-  -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
+  -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -gqlgen-durable "$out/ws-gqlgen-durable.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
 if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGSCALE:-1}" = 1 ]; then
