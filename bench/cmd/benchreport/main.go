@@ -298,7 +298,7 @@ func (r *report) render(facts, stat, runInfo string) string {
 	sqliteRows := r.goals("sqlite")
 	w("## Goals (SQLite, the default store)\n\n")
 	r.table(&b, sqliteRows)
-	w("\nB3 is met at 16 writers (its first reading) or, when the raw floor says 16 appends per transaction cannot reach 5× B1, at the writer count where the sweep reaches it (its second); the floor is a least-squares fit of the raw appender's time per transaction at 1, 16, 32, 64 and 100 appends per transaction (BenchmarkAppendOne/impl=raw and BenchmarkAppendConcurrent/impl=raw-txN, impl=raw).\n")
+	w("\nB3 is met at 16 writers (its first reading) or, when the raw floor says 16 appends per transaction cannot reach 5× B1, at the writer count where the sweep reaches it (its second); the floor is a least-squares fit of the raw appender's time per append at k = 1, 16, 32, 64 and 100 appends per transaction, as (per append) + (per transaction) / k (BenchmarkAppendOne/impl=raw and BenchmarkAppendConcurrent/impl=raw-txN, impl=raw).\n")
 	if r.svc != nil || r.gqlgen != nil {
 		w("\n## Goals on the notice path, against the peers (SQLite, one run)\n\n")
 		r.table(&b, r.peerGoals())

@@ -191,8 +191,8 @@ type b3Sweep struct {
 	// svc is the service's rate and mean batch by writer count (16, 32, 64).
 	svc []sweepPoint
 	// perOpUS and perTxUS: the raw floor, a least-squares fit of the raw appender's time
-	// per transaction against its appends per transaction (1, 16, 32, 64, 100):
-	// perTxUS + k × perOpUS. perOpUS bounds any batch to 1e6/perOpUS appends/s.
+	// per append at k appends per transaction (k = 1, 16, 32, 64, 100) as
+	// perOpUS + perTxUS / k. perOpUS bounds any batch to 1e6/perOpUS appends/s.
 	perOpUS, perTxUS float64
 	fitOK            bool
 	// rawNeeds is the smallest batch at which the raw floor reaches target (0: none can,
@@ -210,18 +210,19 @@ type sweepPoint struct {
 // sweepB3 computes the sweep from B1's rate, the service's points and the raw points.
 func sweepB3(b1 float64, svc, raw []sweepPoint) b3Sweep {
 	s := b3Sweep{target: 5 * b1, svc: svc}
-	// y = k × (µs per append) = µs per transaction, against x = k.
+	// y = µs per append against x = 1/k: intercept perOpUS, slope perTxUS (each point
+	// weighs the same in the unit the floor is stated in).
 	var n, sx, sy, sxx, sxy float64
 	for _, p := range raw {
 		if p.rate <= 0 || p.n <= 0 {
 			continue
 		}
-		x, y := float64(p.n), float64(p.n)*1e6/p.rate
+		x, y := 1/float64(p.n), 1e6/p.rate
 		n, sx, sy, sxx, sxy = n+1, sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
 	if d := n*sxx - sx*sx; n >= 2 && d > 0 {
-		s.perOpUS = (n*sxy - sx*sy) / d
-		s.perTxUS = (sy - s.perOpUS*sx) / n
+		s.perTxUS = (n*sxy - sx*sy) / d
+		s.perOpUS = (sy - s.perTxUS*sx) / n
 		s.fitOK = s.perOpUS > 0
 	}
 	if s.fitOK && b1 > 0 {
