@@ -24,9 +24,10 @@ import (
 // disconnected. For the service the cursors are first brought back to that state: every
 // watcher acknowledges its notices on those targets over the API (ackNotices, which
 // sets L = N, a synced cursor, as the setup left it), so that each trigger again opens
-// n notices — the same UPDATE of the same rows — with nobody to deliver them to. The
-// trigger's answer says how many it opened, and the service's /metrics the Append
-// transaction's duration, in both phases (Phase.StoreAppendMS).
+// n notices — the same UPDATE of the same rows — with nobody to deliver them to; then
+// the phase waits until the server is quiet (settleIdle). The trigger's answer says how
+// many it opened, and the service's /metrics the Append transaction's duration, in both
+// phases (Phase.StoreAppendMS).
 
 // noSubscriberPhase closes every client, waits until the server has no subscription,
 // restores the cursors of set's targets (service), and sends rounds broadcast triggers,
@@ -49,16 +50,19 @@ func (r *runner) noSubscriberPhase(ctx context.Context, name string, set byte, r
 	if subs != 0 {
 		return fmt.Errorf("%s: the server still counts %d subscriptions 30 s after every client closed", name, subs)
 	}
+	least := 3 * time.Second // as b_big starts after the connections settle
 	if r.cfg.mode == "service" {
 		followUps, err := r.ackAll(ctx, set, rounds, n)
 		if err != nil {
 			return fmt.Errorf("%s: acknowledging: %w", name, err)
 		}
 		pr.Mismatch += followUps
+		// The acknowledgements leave background work behind (the checkpoint of their
+		// commits), which b_big's triggers did not have beside them: wait it out.
+		// Without this wait the first triggers' Append transactions took up to 4× b_big's.
+		least = 8 * time.Second
 	}
-	// As b_big starts after the connections settle: background work of the
-	// acknowledgements (checkpoints) is done before the first trigger.
-	settle(ctx, 2*time.Second)
+	logf("server quiet after %v", r.settleIdle(ctx, least, 30*time.Second).Round(time.Millisecond))
 	var trig, commits []int64
 	var cpu time.Duration
 	for round := range rounds {
@@ -92,6 +96,25 @@ func (r *runner) noSubscriberPhase(ctx context.Context, name string, set byte, r
 	logf("phase %s: trigger p50 %.2fms p99 %.2fms, Append transaction p50 %.2fms, %d notices opened", name,
 		pr.TriggerMS.P50, pr.TriggerMS.P99, pr.StoreAppendMS.P50, pr.Opened)
 	return ctx.Err()
+}
+
+// settleIdle waits at least least, then until the server used under 5% of a core in
+// each of two consecutive half seconds, or most has passed; it returns the time waited.
+func (r *runner) settleIdle(ctx context.Context, least, most time.Duration) time.Duration {
+	t0 := time.Now()
+	settle(ctx, least)
+	const window = 500 * time.Millisecond
+	quiet := 0
+	for quiet < 2 && time.Since(t0) < most && ctx.Err() == nil {
+		c0 := r.srv.CPU()
+		settle(ctx, window)
+		if r.srv.CPU()-c0 < window/20 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	return time.Since(t0)
 }
 
 // waitNoSubscribers polls the server's subscription count (the service's /metrics,
