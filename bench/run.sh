@@ -10,6 +10,8 @@
 #                  directory under /var/tmp, kept and printed at the end)
 #   BENCH_COUNT    runs of the Go benchmarks, interleaved (4)   BENCH_TIME  -benchtime (1s)
 #   BENCH_SUBS     WebSocket subscribers (10000)          BENCH_SMALL small broadcast (1000)
+#   BENCH_ROUNDS_BIG  rounds of the broadcast to all, the first a warm-up (6); as many
+#                  again with no subscriber connected (b_none, P6's baseline)
 #   BENCH_PROFILE  0 skips the profiling pass of the WebSocket runs (1)
 #   BENCH_RESULTS  where to write the report (bench/RESULTS.md)
 #   BENCH_PGSCALE  0 skips the PostgreSQL scale-out run (bench/cmd/pgscale) (1)
@@ -25,6 +27,7 @@ count=${BENCH_COUNT:-4}
 btime=${BENCH_TIME:-1s}
 subs=${BENCH_SUBS:-10000}
 small=${BENCH_SMALL:-1000}
+rbig=${BENCH_ROUNDS_BIG:-6}
 results=${BENCH_RESULTS:-$root/bench/RESULTS.md}
 export BENCH_DIR="$out/db"
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -110,7 +113,7 @@ fi
 
 step "WebSocket: service (real binary), L1 L2 L3"
 "$out/wsload" -mode service -bin "$out/awareness" -db "$out/db/ws-service.db" -subs "$subs" -small "$small" \
-  -rounds-small 6 -save-template "$out/db/ws-template.db" \
+  -rounds-small 6 -rounds-big "$rbig" -save-template "$out/db/ws-template.db" \
   -out "$out/ws-service.json" -server-log "$out/server-service.log" -timeout 6m || echo "wsload service failed (see above)"
 frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
@@ -119,19 +122,19 @@ frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | gre
 # wsbaseline triggers), between the service and gorilla. Every run ends with b_none,
 # the big broadcast's triggers with no subscriber connected (P6's baseline).
 step "WebSocket: stock-gqlgen peer (bench/cmd/wsgqlgen)"
-"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 \
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
   -out "$out/ws-gqlgen.json" -server-log "$out/server-gqlgen.log" -timeout 4m || echo "wsload gqlgen failed (see above)"
 step "WebSocket: stock gqlgen + the raw durable append per trigger (bench/cmd/wsgqlgen -durable)"
-"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -server-args "-durable $out/db/ws-gqlgen-durable.db" -subs "$subs" -small "$small" -rounds-small 6 \
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -server-args "-durable $out/db/ws-gqlgen-durable.db" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
   -out "$out/ws-gqlgen-durable.json" -server-log "$out/server-gqlgen-durable.log" -timeout 4m || echo "wsload gqlgen -durable failed (see above)"
 if [ -n "$nodepeer" ]; then
   step "WebSocket: Node graphql-ws peer (bench/node)"
-  "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 \
+  "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
     -out "$out/ws-node.json" -server-log "$out/server-node.log" -timeout 4m || echo "wsload node failed (see above)"
 fi
 
 step "WebSocket: bare gorilla baseline, frames of $frame bytes"
-"$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 \
+"$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
   -out "$out/ws-baseline.json" -server-log "$out/server-baseline.log" -timeout 4m || echo "wsload baseline failed (see above)"
 
 profjson=""
