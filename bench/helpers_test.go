@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,16 +14,15 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/awareness/awareness/bench/internal/rawappend"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
 )
 
-// SQLite connection settings, copied from internal/models/sqlite.go so that the raw
-// baselines run on exactly the store's pragmas (WAL, synchronous=FULL, immediate write
-// transactions; deferred, query-only reads).
+// SQLite connection settings of the raw baselines: the store's (see rawappend).
 const (
-	sqliteWriteParams = "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_synchronous=FULL&_txlock=immediate"
-	sqliteReadParams  = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
+	sqliteWriteParams = rawappend.SQLiteWriteParams
+	sqliteReadParams  = rawappend.SQLiteReadParams
 )
 
 // backend is one database the store and the raw baselines run on.
@@ -62,10 +60,7 @@ func benchDir(tb testing.TB) string {
 	return tb.TempDir()
 }
 
-func sqliteURI(path, params string) string {
-	abs, _ := filepath.Abs(path)
-	return "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + params
-}
+func sqliteURI(path, params string) string { return rawappend.SQLiteURI(path, params) }
 
 func freshSQLite(tb testing.TB) dbHandle { return freshSQLiteWith(tb, benchCheckpoint()) }
 
@@ -129,16 +124,8 @@ func openRaw(tb testing.TB, driver, dsn string) *sql.DB {
 // checkSQLitePragmas fails unless the raw write pool runs WAL with synchronous=FULL.
 func checkSQLitePragmas(tb testing.TB, db *sql.DB) {
 	tb.Helper()
-	var mode string
-	var sync int
-	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := rawappend.CheckSQLitePragmas(db); err != nil {
 		tb.Fatal(err)
-	}
-	if err := db.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil {
-		tb.Fatal(err)
-	}
-	if mode != "wal" || sync != 2 {
-		tb.Fatalf("raw SQLite pool: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
 	}
 }
 
@@ -198,7 +185,36 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[i]
 }
 
+// opMeter measures the ops of one benchmark run: each op's duration (p50-ns, p99-ns)
+// and the process's CPU time over the run per op (cpu-ns/op: the op's own CPU, the
+// database's included, and whatever runs beside it in the process, GC and background
+// checkpoints).
+type opMeter struct {
+	lat  latencies
+	cpu0 time.Duration
+}
+
+// start begins the run; call it right after b.ResetTimer.
+func (m *opMeter) start(b *testing.B) {
+	m.lat = make(latencies, 0, b.N)
+	m.cpu0 = processCPU(b)
+}
+
+// op runs f as one measured op.
+func (m *opMeter) op(f func() error) error {
+	t0 := time.Now()
+	err := f()
+	m.lat = append(m.lat, time.Since(t0))
+	return err
+}
+
+// report adds the metrics; call it after the loop.
+func (m *opMeter) report(b *testing.B) {
+	b.ReportMetric(float64(processCPU(b)-m.cpu0)/float64(b.N), "cpu-ns/op")
+	m.lat.report(b)
+}
+
 // benchKey is the i-th session of the append benchmarks.
 func benchKey(i int) string { return "agent:bench:s" + strconv.Itoa(i) }
 
-var benchActor = "agent:bench:main"
+var benchActor = rawappend.Actor

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awareness/awareness/bench/internal/rawappend"
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
 )
@@ -47,7 +48,7 @@ func seedQuery(tb testing.TB, h dbHandle) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ins, err := tx.Prepare(h.rebind(rawEventInsert))
+	ins, err := tx.Prepare(h.rebind(rawappend.EventInsert))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -10,6 +10,8 @@
 #                  directory under /var/tmp, kept and printed at the end)
 #   BENCH_COUNT    runs of the Go benchmarks, interleaved (4)   BENCH_TIME  -benchtime (1s)
 #   BENCH_SUBS     WebSocket subscribers (10000)          BENCH_SMALL small broadcast (1000)
+#   BENCH_ROUNDS_BIG  rounds of the broadcast to all, the first a warm-up (6); as many
+#                  again with no subscriber connected (b_none, P6's baseline)
 #   BENCH_PROFILE  0 skips the profiling pass of the WebSocket runs (1)
 #   BENCH_RESULTS  where to write the report (bench/RESULTS.md)
 #   BENCH_PGSCALE  0 skips the PostgreSQL scale-out run (bench/cmd/pgscale) (1)
@@ -25,6 +27,7 @@ count=${BENCH_COUNT:-4}
 btime=${BENCH_TIME:-1s}
 subs=${BENCH_SUBS:-10000}
 small=${BENCH_SMALL:-1000}
+rbig=${BENCH_ROUNDS_BIG:-6}
 results=${BENCH_RESULTS:-$root/bench/RESULTS.md}
 export BENCH_DIR="$out/db"
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -66,7 +69,7 @@ step "machine facts"
 
 # -count would run each sub-benchmark's repetitions back to back; separate runs
 # interleave raw and svc, so that the machine's drift hits both alike.
-step "Go benchmarks: append (B1, B3), sessionStatus (B4), notice to 10k watchers (P2), $count interleaved runs"
+step "Go benchmarks: append (B1, B3 and its writer sweep, the raw append's latency and CPU for P3/P4), sessionStatus (B4), notice to 10k watchers (P2), $count interleaved runs"
 : >"$out/bench.txt"
 for i in $(seq "$count"); do
   (cd "$out" && ./bench.test -test.run '^$' -test.bench '^Benchmark(AppendOne|AppendConcurrent|SessionStatus|NotifyWide)$' \
@@ -110,24 +113,28 @@ fi
 
 step "WebSocket: service (real binary), L1 L2 L3"
 "$out/wsload" -mode service -bin "$out/awareness" -db "$out/db/ws-service.db" -subs "$subs" -small "$small" \
-  -rounds-small 6 -save-template "$out/db/ws-template.db" \
+  -rounds-small 6 -rounds-big "$rbig" -save-template "$out/db/ws-template.db" \
   -out "$out/ws-service.json" -server-log "$out/server-service.log" -timeout 6m || echo "wsload service failed (see above)"
 frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
 
 # The peers: the same load and subscription type, -mode baseline (the
-# wsbaseline triggers), between the service and gorilla.
+# wsbaseline triggers), between the service and gorilla. Every run ends with b_none,
+# the big broadcast's triggers with no subscriber connected (P6's baseline).
 step "WebSocket: stock-gqlgen peer (bench/cmd/wsgqlgen)"
-"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 \
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
   -out "$out/ws-gqlgen.json" -server-log "$out/server-gqlgen.log" -timeout 4m || echo "wsload gqlgen failed (see above)"
+step "WebSocket: stock gqlgen + the raw durable append per trigger (bench/cmd/wsgqlgen -durable)"
+"$out/wsload" -mode baseline -bin "$out/wsgqlgen" -server-args "-durable $out/db/ws-gqlgen-durable.db" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
+  -out "$out/ws-gqlgen-durable.json" -server-log "$out/server-gqlgen-durable.log" -timeout 4m || echo "wsload gqlgen -durable failed (see above)"
 if [ -n "$nodepeer" ]; then
   step "WebSocket: Node graphql-ws peer (bench/node)"
-  "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 \
+  "$out/wsload" -mode baseline -bin "$nodepeer" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
     -out "$out/ws-node.json" -server-log "$out/server-node.log" -timeout 4m || echo "wsload node failed (see above)"
 fi
 
 step "WebSocket: bare gorilla baseline, frames of $frame bytes"
-"$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 \
+"$out/wsload" -mode baseline -bin "$out/wsbaseline" -frame-bytes "$frame" -subs "$subs" -small "$small" -rounds-small 6 -rounds-big "$rbig" \
   -out "$out/ws-baseline.json" -server-log "$out/server-baseline.log" -timeout 4m || echo "wsload baseline failed (see above)"
 
 profjson=""
@@ -154,7 +161,7 @@ if command -v benchstat >/dev/null 2>&1; then
 fi
 elapsed=$(( $(date +%s) - start ))
 "$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
-  -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
+  -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -gqlgen-durable "$out/ws-gqlgen-durable.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"
 if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGSCALE:-1}" = 1 ]; then

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awareness/awareness/bench/internal/rawappend"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
 )
@@ -19,45 +20,23 @@ import (
 // appendSessions is how many sessions the append benchmarks rotate over.
 const appendSessions = 64
 
-// The raw baseline runs the store's own statements (internal/models/store.go, Append
-// of a log-only kind): the head upsert that assigns the sequence, then the event
-// insert, in one write transaction; prepared once, as database/sql code would.
-const (
-	rawHeadUpsert = `
-INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
-VALUES (?, ?, ?, 1, ?, ?, ?)
-ON CONFLICT (agent_id, session_key) DO UPDATE SET
-    kind = excluded.kind,
-    state_version = sessions.state_version + 1,
-    compaction_count = sessions.compaction_count + excluded.compaction_count,
-    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
-    updated_at = excluded.updated_at,
-    deleted_at = NULL
-RETURNING state_version`
-	rawEventInsert = `INSERT INTO events (agent_id, session_key, sequence, kind, actor_type, actor_id, summary,
-occurred_at, run_id, payload_json, dedupe_key, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-)
-
-// rawAppender appends with database/sql only.
+// rawAppender is the raw baseline (rawappend: the store's own head upsert and event
+// insert in one write transaction, prepared once, with database/sql only) over the
+// bench sessions.
 type rawAppender struct {
-	db             *sql.DB
-	upsert, insert *sql.Stmt
-	kinds          []string // session kind of each bench session
+	*rawappend.Appender
+	sessions []rawappend.Session // the bench sessions, with their session kinds
 }
 
 func newRawAppender(tb testing.TB, h dbHandle) *rawAppender {
-	db := h.rawWrite(tb)
-	up, err := db.Prepare(h.rebind(rawHeadUpsert))
+	a, err := rawappend.New(h.rawWrite(tb), h.rebind)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ins, err := db.Prepare(h.rebind(rawEventInsert))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ra := &rawAppender{db: db, upsert: up, insert: ins}
+	ra := &rawAppender{Appender: a}
 	for i := range appendSessions {
-		ra.kinds = append(ra.kinds, string(awareness.ClassifyKey(benchKey(i))))
+		key := benchKey(i)
+		ra.sessions = append(ra.sessions, rawappend.Session{Agent: "bench", Key: key, Kind: string(awareness.ClassifyKey(key))})
 	}
 	return ra
 }
@@ -65,26 +44,7 @@ func newRawAppender(tb testing.TB, h dbHandle) *rawAppender {
 // appendBatch appends n log-only events, to sessions first, first+1, …, in one
 // transaction.
 func (ra *rawAppender) appendBatch(ctx context.Context, first, n int) error {
-	tx, err := ra.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	up, ins := tx.Stmt(ra.upsert), tx.Stmt(ra.insert)
-	for k := range n {
-		i := (first + k) % appendSessions
-		key := benchKey(i)
-		now := time.Now().UnixNano()
-		var seq int64
-		if err := up.QueryRowContext(ctx, "bench", key, ra.kinds[i], 0, now, now).Scan(&seq); err != nil {
-			return err
-		}
-		if _, err := ins.ExecContext(ctx, "bench", key, seq, "run_completed", "agent", benchActor,
-			"child run completed", now, nil, nil, nil, now); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+	return ra.Append(ctx, n, func(k int) rawappend.Session { return ra.sessions[(first+k)%appendSessions] })
 }
 
 // recordInput is the service's append: log-only (run_completed, the same rows the raw
@@ -109,18 +69,25 @@ func reportAppends(b *testing.B, cs *countingStore) {
 // BenchmarkAppendOne is B1: durable appends from one writer, one transaction each.
 // impl=raw is database/sql (head upsert + event insert, prepared); impl=svc is
 // Service.RecordEvent of a log-only event (the same rows); impl=svc-notify is a
-// notifying event on a target nobody watches; impl=store is Store.Append alone.
+// notifying event on a target nobody watches; impl=store is Store.Append alone. Each
+// reports its latency per append (p50-ns, p99-ns) and the process's CPU per append
+// (cpu-ns/op): raw's are the floor of a durable append that P3 and P4 state beside the
+// in-memory peers.
 func BenchmarkAppendOne(b *testing.B) {
 	ctx := context.Background()
 	for _, be := range backends {
 		b.Run("impl=raw/db="+be.name, func(b *testing.B) {
 			ra := newRawAppender(b, be.fresh(b))
+			var m opMeter
 			b.ResetTimer()
+			m.start(b)
 			for i := range b.N {
-				if err := ra.appendBatch(ctx, i, 1); err != nil {
+				if err := m.op(func() error { return ra.appendBatch(ctx, i, 1) }); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			m.report(b)
 			reportAppends(b, nil)
 		})
 		for _, notify := range []bool{false, true} {
@@ -130,28 +97,39 @@ func BenchmarkAppendOne(b *testing.B) {
 			}
 			b.Run(name+"/db="+be.name, func(b *testing.B) {
 				svc, cs := newService(be.fresh(b).store(b))
+				var m opMeter
 				b.ResetTimer()
+				m.start(b)
 				for i := range b.N {
-					if _, err := svc.RecordEvent(ctx, recordInput(i, notify)); err != nil {
+					if err := m.op(func() error { _, err := svc.RecordEvent(ctx, recordInput(i, notify)); return err }); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.StopTimer()
+				m.report(b)
 				reportAppends(b, cs)
 			})
 		}
 		b.Run("impl=store/db="+be.name, func(b *testing.B) {
 			store := be.fresh(b).store(b)
+			var m opMeter
 			b.ResetTimer()
+			m.start(b)
 			for i := range b.N {
-				now := time.Now()
-				ne, err := awareness.ValidateRecord(recordInput(i, false), now)
+				err := m.op(func() error {
+					now := time.Now()
+					ne, err := awareness.ValidateRecord(recordInput(i, false), now)
+					if err != nil {
+						return err
+					}
+					return store.Append(ctx, []*awareness.AppendOp{{New: ne, Now: now}})
+				})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := store.Append(ctx, []*awareness.AppendOp{{New: ne, Now: now}}); err != nil {
-					b.Fatal(err)
-				}
 			}
+			b.StopTimer()
+			m.report(b)
 			reportAppends(b, nil)
 		})
 	}
@@ -201,31 +179,47 @@ func BenchmarkAppendOneInterleaved(b *testing.B) {
 // concurrentWriters is B3's number of concurrent appenders.
 const concurrentWriters = 16
 
+// The writer sweep of B3: the service with more writers, and the raw appender with as
+// many appends per transaction (the most a group commit of that many writers can put
+// in one), so that the report can say where 5× B1 is reached and what bounds it.
+var (
+	sweepWriters = []int{32, 64}
+	sweepBatches = []int{16, 32, 64}
+)
+
 // BenchmarkAppendConcurrent is B3: durable appends under concurrency. impl=raw is the
 // ceiling: one database/sql writer batching 100 appends per transaction; impl=svc is
 // 16 goroutines calling Service.RecordEvent, batched by the group committer (ops/tx
-// is the mean batch).
+// is the mean batch). The sweep: impl=svc-wN is N goroutines (32, 64); impl=raw-txN is
+// the raw writer with N appends per transaction (16, 32, 64). Every case reports
+// cpu-ns/op (the process's CPU per append).
 func BenchmarkAppendConcurrent(b *testing.B) {
 	ctx := context.Background()
-	for _, be := range backends {
-		b.Run("impl=raw/db="+be.name, func(b *testing.B) {
+	raw := func(be backend, perTx int) func(b *testing.B) {
+		return func(b *testing.B) {
 			ra := newRawAppender(b, be.fresh(b))
 			b.ResetTimer()
-			for done := 0; done < b.N; done += 100 {
-				if err := ra.appendBatch(ctx, done, min(100, b.N-done)); err != nil {
+			cpu0 := processCPU(b)
+			for done := 0; done < b.N; done += perTx {
+				if err := ra.appendBatch(ctx, done, min(perTx, b.N-done)); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			reportAppends(b, nil)
-			b.ReportMetric(100, "ops/tx")
-		})
-		b.Run(fmt.Sprintf("impl=svc/db=%s", be.name), func(b *testing.B) {
+			b.ReportMetric(float64(perTx), "ops/tx")
+		}
+	}
+	svc := func(be backend, writers int) func(b *testing.B) {
+		return func(b *testing.B) {
 			svc, cs := newService(be.fresh(b).store(b))
 			var next atomic.Int64
 			var failed atomic.Value
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			for range concurrentWriters {
+			cpu0 := processCPU(b)
+			for range writers {
 				wg.Go(func() {
 					for {
 						i := int(next.Add(1) - 1)
@@ -244,8 +238,19 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			if err, _ := failed.Load().(error); err != nil {
 				b.Fatal(err)
 			}
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			reportAppends(b, cs)
-		})
+		}
+	}
+	for _, be := range backends {
+		b.Run("impl=raw/db="+be.name, raw(be, 100))
+		b.Run("impl=svc/db="+be.name, svc(be, concurrentWriters))
+		for _, w := range sweepWriters {
+			b.Run(fmt.Sprintf("impl=svc-w%d/db=%s", w, be.name), svc(be, w))
+		}
+		for _, n := range sweepBatches {
+			b.Run(fmt.Sprintf("impl=raw-tx%d/db=%s", n, be.name), raw(be, n))
+		}
 	}
 }
 

@@ -19,7 +19,14 @@
 // Both triggers answer first (flushed) and then publish, as the service answers
 // recordEvent once committed and publishes afterwards.
 //
-// Usage: wsgqlgen -addr 127.0.0.1:PORT   (-frame-bytes is accepted and ignored)
+// With -durable FILE it is "stock gqlgen + a durable append", what a user would
+// assemble from stock parts: each trigger first performs the raw durable append of
+// the benchmarks (bench/internal/rawappend, B1's raw baseline: SQLite WAL,
+// synchronous=FULL, the head upsert and the event insert on the trigger's target, one
+// transaction per trigger, one write connection), answers once it is committed, then
+// publishes.
+//
+// Usage: wsgqlgen -addr 127.0.0.1:PORT [-durable FILE]   (-frame-bytes is accepted and ignored)
 package main
 
 import (
@@ -34,6 +41,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/awareness/awareness/bench/internal/loadkeys"
+	"github.com/awareness/awareness/bench/internal/rawappend"
 	"github.com/awareness/awareness/bench/internal/serve"
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/resolvers"
@@ -49,11 +57,13 @@ func (memStore) Pending(context.Context, string) ([]awareness.Notice, error) { r
 type server struct {
 	hub     *awareness.Hub
 	version atomic.Int64
+	durable *rawappend.Appender // nil: in memory
 }
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8091", "listen address")
 	flag.Int("frame-bytes", 0, "ignored (wsbaseline's flag)")
+	durable := flag.String("durable", "", "SQLite file: each trigger performs a raw durable append before it answers (created; default: in memory)")
 	flag.Parse()
 
 	hub := awareness.NewHub()
@@ -64,6 +74,14 @@ func main() {
 	srv.AddTransport(transport.POST{})
 
 	s := &server{hub: hub}
+	if *durable != "" {
+		a, db, err := rawappend.OpenSQLite(context.Background(), *durable)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer db.Close()
+		s.durable = a
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/query", srv)
 	serve.Triggers{Notify: s.notify, Broadcast: s.broadcast}.Register(mux)
@@ -83,10 +101,23 @@ func (s *server) notice(watcher string, target awareness.SessionRef, now time.Ti
 		Text: awareness.NoticeText(target.Key, 0), Wake: awareness.WakeFor(watcher), OpenedAt: now}
 }
 
+// commit is the durable append of a trigger on target (none in memory).
+func (s *server) commit(ctx context.Context, target awareness.SessionRef) error {
+	if s.durable == nil {
+		return nil
+	}
+	return s.durable.Append(ctx, 1, func(int) rawappend.Session {
+		return rawappend.Session{Agent: target.AgentID, Key: target.Key, Kind: string(awareness.ClassifyKey(target.Key))}
+	})
+}
+
 // notify prepares the notice of watcher on target.
 func (s *server) notify(watcher int, target string) (int, func(), error) {
 	ref, err := awareness.ResolveSession(target, nil)
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.commit(context.Background(), ref); err != nil {
 		return 0, nil, err
 	}
 	n := s.notice(loadkeys.Watcher(watcher), ref, time.Now().UTC())
@@ -97,6 +128,9 @@ func (s *server) notify(watcher int, target string) (int, func(), error) {
 func (s *server) broadcast(target string, count int) (int, func(), error) {
 	ref, err := awareness.ResolveSession(target, nil)
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.commit(context.Background(), ref); err != nil {
 		return 0, nil, err
 	}
 	now := time.Now().UTC()

@@ -46,7 +46,7 @@ func parseConfig() config {
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long to wait for the frames of one round or phase")
 	flag.DurationVar(&c.timeout, "timeout", 9*time.Minute, "hard limit of the whole run")
 	flag.BoolVar(&c.noA2, "no-l3", false, "skip the L1(a)+L3 phase")
-	phases := flag.String("phases", "b_small,b_big,a,a_l3", "phases to run")
+	phases := flag.String("phases", "b_small,b_big,a,a_l3,b_none", "phases to run")
 	flag.Parse()
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {

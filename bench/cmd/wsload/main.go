@@ -22,7 +22,12 @@
 //  6. L1(a): -rate appends per second, each on the own target of one subscriber, in a
 //     random order, every subscriber once;
 //  7. L1(a) again on fresh targets with L3 alongside: sessionStatus(changesSince)
-//     returning 200 events at -status-rate per second over HTTP (service only).
+//     returning 200 events at -status-rate per second over HTTP (service only);
+//  8. b_none, P6's baseline: every client disconnects; once the server counts no
+//     subscription, the service's watchers acknowledge their notices on the big
+//     broadcast's targets (ackNotices), and -rounds-big broadcast triggers go to the
+//     same targets again, each opening the same -subs notices as in step 5 with
+//     nobody to deliver them to (nosub.go).
 //
 // Latency is measured in this process on one clock, to the moment the subscriber's
 // ReadMessage returns the frame, from the first sign this process sees that the append
@@ -45,7 +50,7 @@ import (
 // The files of this command: config.go (flags), run.go (the sequence above),
 // server.go (the server under test), http.go (GraphQL and the baseline's triggers),
 // setup.go (the service's cursors), clients.go (the WebSocket clients), recorder.go
-// (frame arrivals), phases.go (the measured phases); the result type is
+// (frame arrivals), phases.go (the measured phases), nosub.go (b_none); the result type is
 // bench/internal/wsresult, shared with bench/cmd/benchreport.
 
 func main() {

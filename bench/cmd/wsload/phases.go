@@ -21,10 +21,11 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 	r.res.Phases[name] = pr
 	t0 := time.Now()
 	dupes0, mism0 := r.rec.dupes.Load(), r.rec.mismatch.Load()
-	var fromCommit, fromResp, fromSend, trig []int64
+	var fromCommit, fromResp, fromSend, trig, commits []int64
 	r.profile(ctx, "start", name)
 	var cpu time.Duration
 	for round := range rounds {
+		m0 := r.appendTx(ctx)
 		cpu0 := r.srv.CPU()
 		sent, answered, opened, err := r.trigger(ctx, loadkeys.Target(set, round), 0, n)
 		if err != nil {
@@ -38,12 +39,17 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 		if round > 0 {
 			cpu += r.srv.CPU() - cpu0
 		}
+		commit, commitOK := r.appendTx(ctx).since(m0)
 		got := r.rec.counts[set][round].Load()
-		logf("  round %d: trigger %v, %d/%d frames", round, answered.Sub(sent).Round(time.Microsecond), got, n)
+		logf("  round %d: trigger %v, %d/%d frames, opened %d%s", round, answered.Sub(sent).Round(time.Microsecond), got, n, opened, txNote(commit, commitOK))
 		if round == 0 {
 			continue // warm-up
 		}
 		trig = append(trig, answered.Sub(sent).Nanoseconds())
+		pr.Opened += opened
+		if commitOK {
+			commits = append(commits, commit.Nanoseconds())
+		}
 		pr.Expected += n
 		committed := answered.UnixNano()
 		for i := range n {
@@ -67,6 +73,7 @@ func (r *runner) broadcastPhase(ctx context.Context, name string, set byte, roun
 	r.profile(ctx, "stop", name)
 	pr.Seconds = time.Since(t0).Seconds()
 	pr.FromCommit, pr.FromResp, pr.FromSend, pr.TriggerMS = wsresult.Summarize(fromCommit), wsresult.Summarize(fromResp), wsresult.Summarize(fromSend), wsresult.Summarize(trig)
+	pr.StoreAppendMS = wsresult.Summarize(commits)
 	pr.ServerCPUMS = float64(cpu.Microseconds()) / 1e3
 	if pr.Received > 0 {
 		pr.CPUPerFrameUS = pr.ServerCPUMS * 1e3 / float64(pr.Received)

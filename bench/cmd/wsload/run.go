@@ -109,10 +109,16 @@ func (r *runner) run(ctx context.Context) error {
 	if n := r.frames.Load(); n > 0 {
 		r.res.FrameBytes = float64(r.frameBytes.Load()) / float64(n)
 	}
+	// Counted before b_none, which closes every client on purpose.
 	r.rec.endedMu.Lock()
 	r.res.ClientsEnded, r.res.FirstEnd = r.rec.endedN, r.rec.endedFirst
 	r.rec.endedMu.Unlock()
 	r.res.Unexpected, r.res.BadFrames = r.rec.unexpected.Load(), r.rec.bad.Load()
+	if r.cfg.phases["b_none"] {
+		if err := r.noSubscriberPhase(ctx, "b_none", 'b', r.cfg.roundsBig, r.cfg.subs); err != nil {
+			return err
+		}
+	}
 	return ctx.Err()
 }
 

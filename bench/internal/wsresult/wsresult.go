@@ -42,7 +42,7 @@ type Result struct {
 	Errors       []string `json:"errors,omitempty"`
 }
 
-// Phase is one measured phase of a run (b_small, b_big, a, a_l3).
+// Phase is one measured phase of a run (b_small, b_big, a, a_l3, b_none).
 type Phase struct {
 	Expected int `json:"expected"`
 	Received int `json:"received"`
@@ -66,6 +66,16 @@ type Phase struct {
 	// CPUPerFrameUS is that per frame received.
 	ServerCPUMS   float64 `json:"server_cpu_ms"`
 	CPUPerFrameUS float64 `json:"cpu_per_frame_us"`
+	// Opened is the sum over the counted rounds of the notices each broadcast trigger's
+	// answer says it opened (the service's noticesOpened, a peer's count).
+	Opened int `json:"opened,omitempty"`
+	// StoreAppendMS is the service's Append transaction per counted trigger, from its
+	// /metrics (awareness_store_transaction_duration_seconds): the commit's own time,
+	// which must be alike in b_big and b_none for P6's ratio to compare like with like.
+	StoreAppendMS Latency `json:"store_append"`
+	// SubscribersLeft is, for b_none, the subscriptions the server still counted when
+	// the phase began (0: every client had gone).
+	SubscribersLeft int `json:"subscribers_left,omitempty"`
 }
 
 // Latency is a latency distribution in milliseconds.

@@ -31,7 +31,8 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		Mode: "service", Subs: 3, Small: 1, FrameBytes: 412.5, RSS0KB: 10, RSS1KB: 40, PerSubKB: 10,
 		Stats0: map[string]float64{"goroutines": 7, "heap_inuse": 1 << 20},
 		Phases: map[string]*Phase{"a": {Expected: 3, Received: 2, Lost: 1,
-			FromCommit: Latency{N: 2, Min: 0.1, P50: 0.2, P90: 0.2, P99: 0.2, Max: 0.2}, CPUPerFrameUS: 31}},
+			FromCommit: Latency{N: 2, Min: 0.1, P50: 0.2, P90: 0.2, P99: 0.2, Max: 0.2}, CPUPerFrameUS: 31},
+			"b_none": {TriggerMS: Latency{N: 3, P50: 13}, Opened: 30000, StoreAppendMS: Latency{N: 3, P50: 12}, SubscribersLeft: 1}},
 		L3:     &Latency{N: 5, Errors: 1, P99: 3},
 		Errors: []string{"x"},
 	}
@@ -94,7 +95,8 @@ func TestJSONNames(t *testing.T) {
       "trigger": ` + lat + `,
       "seconds": 0,
       "server_cpu_ms": 0,
-      "cpu_per_frame_us": 0
+      "cpu_per_frame_us": 0,
+      "store_append": ` + lat + `
     }
   },
   "clients_ended": 0,
