@@ -277,7 +277,10 @@ INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_cou
 VALUES (?, ?, ?, 0, 0, ?, ?)
 ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version
 RETURNING state_version`
-	headBumpSQL = `
+	// headBumpSQL bumps a session's head and returns its new state version;
+	// headBumpSetSQL is the same without the RETURNING clause (SQLite, see
+	// appendOne).
+	headBumpSetSQL = `
 INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
 VALUES (?, ?, ?, 1, ?, ?, ?)
 ON CONFLICT (agent_id, session_key) DO UPDATE SET
@@ -286,8 +289,8 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
     compaction_count = sessions.compaction_count + excluded.compaction_count,
     created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
     updated_at = excluded.updated_at,
-    deleted_at = NULL
-RETURNING state_version`
+    deleted_at = NULL`
+	headBumpSQL    = headBumpSetSQL + "\nRETURNING state_version"
 	eventInsertSQL = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	// eventBumpInsertSQL is headBumpSQL and eventInsertSQL in one round trip
 	// (dialectSQL.bumpInsert).
@@ -443,7 +446,14 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 			return err
 		}
 	} else {
-		found, err := t.scanRow([]any{&ev.Sequence}, headBumpSQL, ref.AgentID, ref.Key, kind, compactions, at, at)
+		// SQLite: the bump, then a read of the head it wrote. SQLite runs an UPSERT
+		// with RETURNING through a result table of its own, which cost three times
+		// what the bump and the read cost as two statements (about 15 µs against 5,
+		// measured on the bench schema).
+		if _, err := t.exec(headBumpSetSQL, ref.AgentID, ref.Key, kind, compactions, at, at); err != nil {
+			return err
+		}
+		found, err := t.scanRow([]any{&ev.Sequence}, headSelectSQL, ref.AgentID, ref.Key)
 		if err == nil && !found {
 			err = errors.New("head upsert returned no row")
 		}
@@ -507,11 +517,11 @@ func (s *Store) lockHead(t *tx, ref awareness.SessionRef, kind awareness.Session
 	return version, err
 }
 
-// The head bump (headBumpSQL, or eventBumpInsertSQL with the event insert) assigns
-// the next dense sequence of a session (SIG-3): it creates the head at 1 or increments
-// it, in one statement that holds the head row for the rest of the transaction (a row
-// lock on PostgreSQL, the database write lock on SQLite). It also revives a deleted
-// session and adds the op's compactions.
+// The head bump (headBumpSetSQL, then a read of the head, on SQLite; eventBumpInsertSQL
+// with the event insert on PostgreSQL) assigns the next dense sequence of a session
+// (SIG-3): it creates the head at 1 or increments it, in one statement that holds the
+// head row for the rest of the transaction (a row lock on PostgreSQL, the database write
+// lock on SQLite). It also revives a deleted session and adds the op's compactions.
 
 // seedWatchers applies child_spawned to the producer-passed watchers (WAT-2).
 func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
