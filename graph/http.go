@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -267,17 +268,22 @@ func decodeJSON(b []byte, v any) error {
 // writeResponse writes a GraphQL response in media. A request error (withData false)
 // has no `data` entry.
 func writeResponse(w http.ResponseWriter, media string, status int, resp *graphql.Response, withData bool) {
-	var (
-		b   []byte
-		err error
-	)
+	bp := responseBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledResponse {
+			responseBufs.Put(bp)
+		}
+	}()
+	var err error
 	if withData {
-		b, err = json.Marshal(resp)
+		*bp, err = appendResponse((*bp)[:0], resp)
 	} else {
+		var b []byte
 		b, err = json.Marshal(struct {
 			Errors     gqlerror.List  `json:"errors"`
 			Extensions map[string]any `json:"extensions,omitempty"`
 		}{resp.Errors, resp.Extensions})
+		*bp = append((*bp)[:0], b...)
 	}
 	if err != nil {
 		writeCodedError(w, http.StatusInternalServerError, awareness.EINTERNAL, "the response could not be encoded")
@@ -285,5 +291,118 @@ func writeResponse(w http.ResponseWriter, media string, status int, resp *graphq
 	}
 	w.Header().Set("Content-Type", media)
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(*bp)
+}
+
+// responseBufs holds the buffers responses are encoded in (net/http copies a body
+// out before Write returns); one over maxPooledResponse is left to the collector.
+var responseBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledResponse = 256 << 10
+
+// appendResponse appends resp encoded exactly as json.Marshal encodes a
+// graphql.Response (errors, data, label, path, hasNext, extensions; empty ones
+// omitted but data), without json.Marshal's second pass over data: gqlgen's data is
+// already compact JSON, which json.Marshal would only scan again to HTML-escape it.
+// appendData does that escaping as it copies.
+func appendResponse(b []byte, resp *graphql.Response) ([]byte, error) {
+	b = append(b, '{')
+	if len(resp.Errors) > 0 {
+		e, err := json.Marshal(resp.Errors)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `"errors":`...)
+		b = append(b, e...)
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
+	if resp.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendData(b, resp.Data)
+	}
+	if resp.Label != "" || len(resp.Path) > 0 || resp.HasNext != nil || len(resp.Extensions) > 0 {
+		rest, err := json.Marshal(struct {
+			Label      string         `json:"label,omitempty"`
+			Path       ast.Path       `json:"path,omitempty"`
+			HasNext    *bool          `json:"hasNext,omitempty"`
+			Extensions map[string]any `json:"extensions,omitempty"`
+		}{resp.Label, resp.Path, resp.HasNext, resp.Extensions})
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b = append(b, rest[1:len(rest)-1]...) // the members, without the braces
+	}
+	return append(b, '}'), nil
+}
+
+// appendData appends the JSON text data as json.Marshal writes a json.RawMessage
+// (json.Compact with HTML escaping): whitespace outside strings dropped; '<', '>',
+// '&', U+2028 and U+2029 inside strings escaped as \u003c, \u003e, \u0026, \u2028
+// and \u2029. data must be valid JSON (gqlgen's output is). Runs of bytes that need
+// nothing (dataPlain) are copied whole.
+func appendData(b []byte, data []byte) []byte {
+	const hex = "0123456789abcdef"
+	inString := false
+	start := 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if dataPlain[c]&^inStringMask(inString) == 0 {
+			continue
+		}
+		if !inString {
+			if c == '"' {
+				inString = true
+				continue
+			}
+			b = append(b, data[start:i]...) // whitespace
+			start = i + 1
+			continue
+		}
+		switch {
+		case c == '\\':
+			i++ // the escaped byte is copied as is
+		case c == '"':
+			inString = false
+		case c == '<' || c == '>' || c == '&':
+			b = append(b, data[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
+			b = append(b, data[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[data[i+2]&0xf])
+			start = i + 3
+			i += 2
+		}
+	}
+	return append(b, data[start:]...)
+}
+
+// dataPlain classes the bytes of appendData: outsideString marks those that need a
+// look outside a string (whitespace, the opening quote), insideString those that do
+// inside one (the closing quote, '\\', the HTML characters, the first byte of U+2028
+// and U+2029).
+var dataPlain = func() (t [256]uint8) {
+	for _, c := range []byte(" \t\n\r\"") {
+		t[c] |= outsideString
+	}
+	for _, c := range []byte("\"\\<>&\xe2") {
+		t[c] |= insideString
+	}
+	return t
+}()
+
+const (
+	outsideString = 1 << iota
+	insideString
+)
+
+// inStringMask is the dataPlain bits that do not concern the current state.
+func inStringMask(inString bool) uint8 {
+	if inString {
+		return outsideString
+	}
+	return insideString
 }
