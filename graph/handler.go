@@ -264,7 +264,7 @@ func checkBody(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadRequest, jsontext.Message)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = checkedBody{bytes.NewReader(body), body}
 		case r.Method == http.MethodGet:
 			if len(r.URL.RawQuery) > MaxRequestBytes {
 				writeError(w, http.StatusRequestURITooLong, "query string is larger than 1 MiB")

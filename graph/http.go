@@ -80,7 +80,7 @@ func (httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			return
 		}
 		var body []byte
-		if body, err = io.ReadAll(r.Body); err == nil {
+		if body, err = readBody(r); err == nil {
 			params, err = paramsFromBody(body)
 		}
 	}
@@ -155,7 +155,8 @@ func checkContentType(r *http.Request) (string, bool) {
 
 // paramsFromBody decodes a POST body: one JSON object with query (a string),
 // operationName (a string or null), variables and extensions (objects or null).
-// Errors name the byte offset and never quote the body.
+// Errors name the byte offset and never quote the body. The body is decoded once,
+// variables and extensions included (numbers as json.Number).
 func paramsFromBody(body []byte) (*graphql.RawParams, error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	switch {
@@ -164,7 +165,7 @@ func paramsFromBody(body []byte) (*graphql.RawParams, error) {
 	case trimmed[0] == '[':
 		return nil, errors.New(`batched requests (a JSON array of operations) are not supported: send one operation per request, as a JSON object {"query": …}`)
 	}
-	var fields map[string]json.RawMessage
+	var fields map[string]any
 	if err := decodeJSON(body, &fields); err != nil {
 		return nil, fmt.Errorf("the request body is not a JSON object: %w", err)
 	}
@@ -178,26 +179,27 @@ func paramsFromQuery(rawQuery string) (*graphql.RawParams, error) {
 	if err != nil {
 		return nil, errors.New("the query string is malformed: encode it as application/x-www-form-urlencoded")
 	}
-	fields := map[string]json.RawMessage{}
+	fields := map[string]any{}
 	for _, name := range []string{"query", "operationName"} {
 		if v := q.Get(name); v != "" {
-			b, _ := json.Marshal(v)
-			fields[name] = b
+			fields[name] = v
 		}
 	}
 	for _, name := range []string{"variables", "extensions"} {
 		if v := q.Get(name); v != "" {
-			var probe any
-			if err := decodeJSON([]byte(v), &probe); err != nil {
+			var value any
+			if err := decodeJSON([]byte(v), &value); err != nil {
 				return nil, fmt.Errorf("the %s parameter is not JSON: %w", name, err)
 			}
-			fields[name] = json.RawMessage(v)
+			fields[name] = value
 		}
 	}
 	return paramsFrom(fields)
 }
 
-func paramsFrom(fields map[string]json.RawMessage) (*graphql.RawParams, error) {
+// paramsFrom reads the parameters from their decoded JSON values; a null one is
+// absent.
+func paramsFrom(fields map[string]any) (*graphql.RawParams, error) {
 	p := &graphql.RawParams{}
 	if err := stringField(fields, "query", &p.Query); err != nil {
 		return nil, err
@@ -217,26 +219,43 @@ func paramsFrom(fields map[string]json.RawMessage) (*graphql.RawParams, error) {
 	return p, nil
 }
 
-func stringField(fields map[string]json.RawMessage, name string, dst *string) error {
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+func stringField(fields map[string]any, name string, dst *string) error {
+	switch v := fields[name].(type) {
+	case nil:
+	case string:
+		*dst = v
+	default:
 		return fmt.Errorf("the %s parameter must be a string", name)
 	}
 	return nil
 }
 
-func objectField(fields map[string]json.RawMessage, name string, dst *map[string]any) error {
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+func objectField(fields map[string]any, name string, dst *map[string]any) error {
+	switch v := fields[name].(type) {
+	case nil:
+	case map[string]any:
+		*dst = v
+	default:
 		return fmt.Errorf("the %s parameter must be a JSON object", name)
 	}
-	return decodeJSON(raw, dst)
+	return nil
+}
+
+// checkedBody is a POST body checkBody read and checked: the transports take its
+// bytes instead of reading them a second time.
+type checkedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (checkedBody) Close() error { return nil }
+
+// readBody returns the request body, the one checkBody kept when it read it.
+func readBody(r *http.Request) ([]byte, error) {
+	if cb, ok := r.Body.(checkedBody); ok {
+		return cb.b, nil
+	}
+	return io.ReadAll(r.Body)
 }
 
 // decodeJSON decodes exactly one JSON value, numbers as json.Number (as gqlgen's
