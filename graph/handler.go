@@ -187,7 +187,8 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
 	srv.Use(CostLimit{})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
-	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
+	rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst)
+	if rl != nil {
 		srv.Use(rl)
 	}
 	streams := resolvers.StreamErrors{Present: present}
@@ -208,8 +209,11 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		AllowedHeaders:             []string{"Authorization", "Content-Type", "Accept"},
 		MaxAge:                     CORSMaxAge,
 	})
-	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
-		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv))))))), fast
+	inner := authenticate(cfg.Auth, log, checkBody(srv))
+	if rl != nil {
+		inner = withConnKey(inner) // the rate limit's key of an unauthenticated caller
+	}
+	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(ws.Guard(inner)))), fast
 }
 
 // checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed
