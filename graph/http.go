@@ -358,70 +358,49 @@ func appendResponse(b []byte, resp *graphql.Response) ([]byte, error) {
 }
 
 // appendData appends the JSON text data as json.Marshal writes a json.RawMessage
-// (json.Compact with HTML escaping): whitespace outside strings dropped; '<', '>',
-// '&', U+2028 and U+2029 inside strings escaped as \u003c, \u003e, \u0026, \u2028
-// and \u2029. data must be valid JSON (gqlgen's output is). Runs of bytes that need
-// nothing (dataPlain) are copied whole.
+// (json.Compact with HTML escaping) when data is compact, as gqlgen's output is: '<',
+// '>', '&', U+2028 and U+2029 (which valid JSON has only inside strings) escaped as
+// \u003c, \u003e, \u0026, \u2028 and \u2029, everything else copied. The bytes to
+// escape are found with bytes.IndexByte, the next one of each kind kept, so the runs
+// between them are copied whole.
 func appendData(b []byte, data []byte) []byte {
 	const hex = "0123456789abcdef"
-	inString := false
+	specials := [...]byte{'<', '>', '&', 0xE2}
+	var next [len(specials)]int
+	for k, c := range specials {
+		next[k] = indexFrom(data, 0, c)
+	}
 	start := 0
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if dataPlain[c]&^inStringMask(inString) == 0 {
-			continue
-		}
-		if !inString {
-			if c == '"' {
-				inString = true
-				continue
+	for {
+		k := 0
+		for j := range next {
+			if next[j] < next[k] {
+				k = j
 			}
-			b = append(b, data[start:i]...) // whitespace
-			start = i + 1
-			continue
 		}
-		switch {
-		case c == '\\':
-			i++ // the escaped byte is copied as is
-		case c == '"':
-			inString = false
-		case c == '<' || c == '>' || c == '&':
+		i := next[k]
+		if i == len(data) {
+			break
+		}
+		switch c := data[i]; {
+		case c != 0xE2:
 			b = append(b, data[start:i]...)
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			start = i + 1
-		case c == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
+		case i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
 			b = append(b, data[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[data[i+2]&0xf])
 			start = i + 3
-			i += 2
 		}
+		next[k] = indexFrom(data, i+1, specials[k])
 	}
 	return append(b, data[start:]...)
 }
 
-// dataPlain classes the bytes of appendData: outsideString marks those that need a
-// look outside a string (whitespace, the opening quote), insideString those that do
-// inside one (the closing quote, '\\', the HTML characters, the first byte of U+2028
-// and U+2029).
-var dataPlain = func() (t [256]uint8) {
-	for _, c := range []byte(" \t\n\r\"") {
-		t[c] |= outsideString
+// indexFrom is the index of the first c in data at or after from; len(data) when none.
+func indexFrom(data []byte, from int, c byte) int {
+	if i := bytes.IndexByte(data[from:], c); i >= 0 {
+		return from + i
 	}
-	for _, c := range []byte("\"\\<>&\xe2") {
-		t[c] |= insideString
-	}
-	return t
-}()
-
-const (
-	outsideString = 1 << iota
-	insideString
-)
-
-// inStringMask is the dataPlain bits that do not concern the current state.
-func inStringMask(inString bool) uint8 {
-	if inString {
-		return outsideString
-	}
-	return insideString
+	return len(data)
 }
