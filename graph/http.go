@@ -143,6 +143,9 @@ func negotiate(accept string) (media string, ok bool) {
 // UTF-8) and, when not, the refusal naming the header to send.
 func checkContentType(r *http.Request) (string, bool) {
 	ct := r.Header.Get("Content-Type")
+	if ct == mediaJSON {
+		return "", true // the usual spelling, without parsing it
+	}
 	if ct == "" {
 		return "the request has no Content-Type: send Content-Type: application/json with a JSON body {\"query\": …}", false
 	}
