@@ -182,7 +182,8 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
 	srv.Use(CostLimit{})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
-	if rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst); rl != nil {
+	rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst)
+	if rl != nil {
 		srv.Use(rl)
 	}
 	streams := resolvers.StreamErrors{Present: present}
@@ -203,8 +204,11 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		AllowedHeaders:             []string{"Authorization", "Content-Type", "Accept"},
 		MaxAge:                     CORSMaxAge,
 	})
-	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(
-		ws.Guard(withConnKey(authenticate(cfg.Auth, log, checkBody(srv))))))), fast
+	inner := authenticate(cfg.Auth, log, checkBody(srv))
+	if rl != nil {
+		inner = withConnKey(inner) // the rate limit's key of an unauthenticated caller
+	}
+	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(ws.Guard(inner)))), fast
 }
 
 // checkOrigin refuses, with 403 FORBIDDEN, a request whose Origin wsgorilla.OriginAllowed
@@ -259,7 +263,7 @@ func checkBody(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadRequest, jsontext.Message)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = checkedBody{bytes.NewReader(body), body}
 		case r.Method == http.MethodGet:
 			if len(r.URL.RawQuery) > MaxRequestBytes {
 				writeError(w, http.StatusRequestURITooLong, "query string is larger than 1 MiB")

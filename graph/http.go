@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -79,7 +80,7 @@ func (httpTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			return
 		}
 		var body []byte
-		if body, err = io.ReadAll(r.Body); err == nil {
+		if body, err = readBody(r); err == nil {
 			params, err = paramsFromBody(body)
 		}
 	}
@@ -142,6 +143,9 @@ func negotiate(accept string) (media string, ok bool) {
 // UTF-8) and, when not, the refusal naming the header to send.
 func checkContentType(r *http.Request) (string, bool) {
 	ct := r.Header.Get("Content-Type")
+	if ct == mediaJSON {
+		return "", true // the usual spelling, without parsing it
+	}
 	if ct == "" {
 		return "the request has no Content-Type: send Content-Type: application/json with a JSON body {\"query\": …}", false
 	}
@@ -154,7 +158,8 @@ func checkContentType(r *http.Request) (string, bool) {
 
 // paramsFromBody decodes a POST body: one JSON object with query (a string),
 // operationName (a string or null), variables and extensions (objects or null).
-// Errors name the byte offset and never quote the body.
+// Errors name the byte offset and never quote the body. The body is decoded once,
+// variables and extensions included (numbers as json.Number).
 func paramsFromBody(body []byte) (*graphql.RawParams, error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	switch {
@@ -163,7 +168,7 @@ func paramsFromBody(body []byte) (*graphql.RawParams, error) {
 	case trimmed[0] == '[':
 		return nil, errors.New(`batched requests (a JSON array of operations) are not supported: send one operation per request, as a JSON object {"query": …}`)
 	}
-	var fields map[string]json.RawMessage
+	var fields map[string]any
 	if err := decodeJSON(body, &fields); err != nil {
 		return nil, fmt.Errorf("the request body is not a JSON object: %w", err)
 	}
@@ -177,26 +182,27 @@ func paramsFromQuery(rawQuery string) (*graphql.RawParams, error) {
 	if err != nil {
 		return nil, errors.New("the query string is malformed: encode it as application/x-www-form-urlencoded")
 	}
-	fields := map[string]json.RawMessage{}
+	fields := map[string]any{}
 	for _, name := range []string{"query", "operationName"} {
 		if v := q.Get(name); v != "" {
-			b, _ := json.Marshal(v)
-			fields[name] = b
+			fields[name] = v
 		}
 	}
 	for _, name := range []string{"variables", "extensions"} {
 		if v := q.Get(name); v != "" {
-			var probe any
-			if err := decodeJSON([]byte(v), &probe); err != nil {
+			var value any
+			if err := decodeJSON([]byte(v), &value); err != nil {
 				return nil, fmt.Errorf("the %s parameter is not JSON: %w", name, err)
 			}
-			fields[name] = json.RawMessage(v)
+			fields[name] = value
 		}
 	}
 	return paramsFrom(fields)
 }
 
-func paramsFrom(fields map[string]json.RawMessage) (*graphql.RawParams, error) {
+// paramsFrom reads the parameters from their decoded JSON values; a null one is
+// absent.
+func paramsFrom(fields map[string]any) (*graphql.RawParams, error) {
 	p := &graphql.RawParams{}
 	if err := stringField(fields, "query", &p.Query); err != nil {
 		return nil, err
@@ -216,26 +222,43 @@ func paramsFrom(fields map[string]json.RawMessage) (*graphql.RawParams, error) {
 	return p, nil
 }
 
-func stringField(fields map[string]json.RawMessage, name string, dst *string) error {
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+func stringField(fields map[string]any, name string, dst *string) error {
+	switch v := fields[name].(type) {
+	case nil:
+	case string:
+		*dst = v
+	default:
 		return fmt.Errorf("the %s parameter must be a string", name)
 	}
 	return nil
 }
 
-func objectField(fields map[string]json.RawMessage, name string, dst *map[string]any) error {
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+func objectField(fields map[string]any, name string, dst *map[string]any) error {
+	switch v := fields[name].(type) {
+	case nil:
+	case map[string]any:
+		*dst = v
+	default:
 		return fmt.Errorf("the %s parameter must be a JSON object", name)
 	}
-	return decodeJSON(raw, dst)
+	return nil
+}
+
+// checkedBody is a POST body checkBody read and checked: the transports take its
+// bytes instead of reading them a second time.
+type checkedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (checkedBody) Close() error { return nil }
+
+// readBody returns the request body, the one checkBody kept when it read it.
+func readBody(r *http.Request) ([]byte, error) {
+	if cb, ok := r.Body.(checkedBody); ok {
+		return cb.b, nil
+	}
+	return io.ReadAll(r.Body)
 }
 
 // decodeJSON decodes exactly one JSON value, numbers as json.Number (as gqlgen's
@@ -267,17 +290,22 @@ func decodeJSON(b []byte, v any) error {
 // writeResponse writes a GraphQL response in media. A request error (withData false)
 // has no `data` entry.
 func writeResponse(w http.ResponseWriter, media string, status int, resp *graphql.Response, withData bool) {
-	var (
-		b   []byte
-		err error
-	)
+	bp := responseBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledResponse {
+			responseBufs.Put(bp)
+		}
+	}()
+	var err error
 	if withData {
-		b, err = json.Marshal(resp)
+		*bp, err = appendResponse((*bp)[:0], resp)
 	} else {
+		var b []byte
 		b, err = json.Marshal(struct {
 			Errors     gqlerror.List  `json:"errors"`
 			Extensions map[string]any `json:"extensions,omitempty"`
 		}{resp.Errors, resp.Extensions})
+		*bp = append((*bp)[:0], b...)
 	}
 	if err != nil {
 		writeCodedError(w, http.StatusInternalServerError, awareness.EINTERNAL, "the response could not be encoded")
@@ -285,5 +313,97 @@ func writeResponse(w http.ResponseWriter, media string, status int, resp *graphq
 	}
 	w.Header().Set("Content-Type", media)
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(*bp)
+}
+
+// responseBufs holds the buffers responses are encoded in (net/http copies a body
+// out before Write returns); one over maxPooledResponse is left to the collector.
+var responseBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledResponse = 256 << 10
+
+// appendResponse appends resp encoded exactly as json.Marshal encodes a
+// graphql.Response (errors, data, label, path, hasNext, extensions; empty ones
+// omitted but data), without json.Marshal's second pass over data: gqlgen's data is
+// already compact JSON, which json.Marshal would only scan again to HTML-escape it.
+// appendData does that escaping as it copies.
+func appendResponse(b []byte, resp *graphql.Response) ([]byte, error) {
+	b = append(b, '{')
+	if len(resp.Errors) > 0 {
+		e, err := json.Marshal(resp.Errors)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `"errors":`...)
+		b = append(b, e...)
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
+	if resp.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendData(b, resp.Data)
+	}
+	if resp.Label != "" || len(resp.Path) > 0 || resp.HasNext != nil || len(resp.Extensions) > 0 {
+		rest, err := json.Marshal(struct {
+			Label      string         `json:"label,omitempty"`
+			Path       ast.Path       `json:"path,omitempty"`
+			HasNext    *bool          `json:"hasNext,omitempty"`
+			Extensions map[string]any `json:"extensions,omitempty"`
+		}{resp.Label, resp.Path, resp.HasNext, resp.Extensions})
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b = append(b, rest[1:len(rest)-1]...) // the members, without the braces
+	}
+	return append(b, '}'), nil
+}
+
+// appendData appends the JSON text data as json.Marshal writes a json.RawMessage
+// (json.Compact with HTML escaping) when data is compact, as gqlgen's output is: '<',
+// '>', '&', U+2028 and U+2029 (which valid JSON has only inside strings) escaped as
+// \u003c, \u003e, \u0026, \u2028 and \u2029, everything else copied. The bytes to
+// escape are found with bytes.IndexByte, the next one of each kind kept, so the runs
+// between them are copied whole.
+func appendData(b []byte, data []byte) []byte {
+	const hex = "0123456789abcdef"
+	specials := [...]byte{'<', '>', '&', 0xE2}
+	var next [len(specials)]int
+	for k, c := range specials {
+		next[k] = indexFrom(data, 0, c)
+	}
+	start := 0
+	for {
+		k := 0
+		for j := range next {
+			if next[j] < next[k] {
+				k = j
+			}
+		}
+		i := next[k]
+		if i == len(data) {
+			break
+		}
+		switch c := data[i]; {
+		case c != 0xE2:
+			b = append(b, data[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			start = i + 1
+		case i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
+			b = append(b, data[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[data[i+2]&0xf])
+			start = i + 3
+		}
+		next[k] = indexFrom(data, i+1, specials[k])
+	}
+	return append(b, data[start:]...)
+}
+
+// indexFrom is the index of the first c in data at or after from; len(data) when none.
+func indexFrom(data []byte, from int, c byte) int {
+	if i := bytes.IndexByte(data[from:], c); i >= 0 {
+		return from + i
+	}
+	return len(data)
 }

@@ -55,7 +55,7 @@ func (sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		writeError(w, http.StatusUnsupportedMediaType, msg)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err == nil {
 		_, err = paramsFromBody(body)
 	}

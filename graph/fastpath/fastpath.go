@@ -36,7 +36,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/awareness/awareness/graph/scalar"
 	"github.com/awareness/awareness/internal/awareness"
 )
 
@@ -180,20 +179,32 @@ type eventPage struct {
 	written *atomic.Int64 // FastPath.pages
 }
 
-// MarshalGQL writes the page as gqlgen's Array of FieldSets would.
+// MarshalGQL writes the page as gqlgen's Array of FieldSets would. gqlgen hands it
+// the response's buffer: the page is written into it, grown once for the whole page
+// from the size of its first event, not into a buffer of its own copied afterwards.
 func (p eventPage) MarshalGQL(w io.Writer) {
 	p.written.Add(1)
-	b := make([]byte, 0, 64+len(p.events)*64*len(p.cols))
-	buf := bytes.NewBuffer(b)
+	buf, direct := w.(*bytes.Buffer)
+	if !direct {
+		buf = new(bytes.Buffer)
+	}
+	start := buf.Len()
 	buf.WriteByte('[')
 	for i := range p.events {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
 		writeEvent(buf, &p.events[i], p.cols)
+		if i == 0 && len(p.events) > 1 {
+			// Events differ mostly in their summaries; a quarter more covers most pages.
+			per := buf.Len() - start
+			buf.Grow((len(p.events)-1)*(per+per/4) + 256)
+		}
 	}
 	buf.WriteByte(']')
-	_, _ = w.Write(buf.Bytes())
+	if !direct {
+		_, _ = w.Write(buf.Bytes())
+	}
 }
 
 // writeEvent writes the selected fields of an event that is writable.
@@ -205,7 +216,7 @@ func writeEvent(buf *bytes.Buffer, e *awareness.Event, cols []eventColumn) {
 		case "__typename":
 			buf.WriteString(`"StateEvent"`)
 		case "sequence":
-			buf.WriteString(strconv.FormatInt(e.Sequence, 10))
+			writeInt(buf, e.Sequence)
 		case "kind":
 			writeEnum(buf, string(e.Kind), e.Kind.Valid())
 		case "actorType":
@@ -219,7 +230,7 @@ func writeEvent(buf *bytes.Buffer, e *awareness.Event, cols []eventColumn) {
 		case "runId":
 			writeOptional(buf, e.RunID)
 		case "payload":
-			scalar.MarshalPayload(e.Payload).MarshalGQL(buf)
+			writePayload(buf, e.Payload)
 		case "sessionKey":
 			writeQuoted(buf, e.Session.Key)
 		case "agentId":
@@ -269,11 +280,11 @@ func writeNotice(ctx context.Context, buf *bytes.Buffer, n *awareness.Notice, co
 		case "targetAgentId":
 			writeQuoted(buf, n.Target.AgentID)
 		case "changesSince":
-			buf.WriteString(strconv.FormatInt(n.ChangesSince, 10))
+			writeInt(buf, n.ChangesSince)
 		case "notifiedVersion":
-			buf.WriteString(strconv.FormatInt(n.NotifiedVersion, 10))
+			writeInt(buf, n.NotifiedVersion)
 		case "materialVersion":
-			buf.WriteString(strconv.FormatInt(n.MaterialVersion, 10))
+			writeInt(buf, n.MaterialVersion)
 		case "text":
 			writeQuoted(buf, n.Text)
 		case "wake":
@@ -302,9 +313,27 @@ func nullFields(ctx context.Context, cols []eventColumn, field string) bool {
 }
 
 // writeTime writes the Time scalar as scalar.MarshalTime does: RFC 3339 with
-// nanoseconds, UTC, quoted by strconv.Quote.
+// nanoseconds, UTC, quoted (the text is printable ASCII, which strconv.Quote only
+// wraps in quotes), formatted in place.
 func writeTime(buf *bytes.Buffer, t time.Time) {
-	buf.WriteString(strconv.Quote(t.UTC().Format(time.RFC3339Nano)))
+	b := append(buf.AvailableBuffer(), '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	buf.Write(append(b, '"'))
+}
+
+// writeInt writes an Int as gqlgen's marshalers do, formatted in place.
+func writeInt(buf *bytes.Buffer, n int64) {
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), n, 10))
+}
+
+// writePayload writes an event payload as scalar.MarshalPayload does (null when
+// zero), formatted in place.
+func writePayload(buf *bytes.Buffer, p awareness.Payload) {
+	if p.IsZero() {
+		buf.WriteString("null")
+		return
+	}
+	buf.Write(p.AppendJSON(buf.AvailableBuffer()))
 }
 
 var staleNoticeTypes = []string{"StaleNotice"}

@@ -89,13 +89,13 @@ func NewHubObserved(obs Observer) *Hub {
 // PublishNotices delivers notices to the matching notice subscribers. It never
 // blocks on a subscriber (see SubscriberBuffer). A closed notice (Notice.Closed) goes
 // only to the subscriptions that asked for closed notices; the others never see it.
-func (h *Hub) PublishNotices(ns ...Notice) {
-	h.notices.publish(ns, func(n *Notice, filters []string) []string {
-		if n.Closed {
-			return append(filters, closedFilter(""), closedFilter(n.Watcher))
-		}
-		return append(filters, "", n.Watcher)
-	})
+func (h *Hub) PublishNotices(ns ...Notice) { h.notices.publish(ns, noticeFilters) }
+
+func noticeFilters(n *Notice, filters []string) []string {
+	if n.Closed {
+		return append(filters, closedFilter(""), closedFilter(n.Watcher))
+	}
+	return append(filters, "", n.Watcher)
 }
 
 // closedFilter is the filter under which the closed notices of watcher ("" = every
@@ -108,10 +108,40 @@ func closedFilter(watcher string) string { return closedPrefix + watcher }
 
 // PublishEvents delivers events to the matching event subscribers. It never blocks on
 // a subscriber (see SubscriberBuffer).
-func (h *Hub) PublishEvents(evs ...Event) {
-	h.events.publish(evs, func(e *Event, filters []string) []string {
-		return append(filters, "", e.Session.AgentID+"\x00"+e.Session.Key, "\x00"+e.Session.Key)
-	})
+func (h *Hub) PublishEvents(evs ...Event) { h.events.publish(evs, eventFilters) }
+
+func eventFilters(e *Event, filters []string) []string {
+	return append(filters, "", e.Session.AgentID+"\x00"+e.Session.Key, "\x00"+e.Session.Key)
+}
+
+// tryPublish is PublishEvents(evs...) then PublishNotices(ns...), done only when it is
+// cheap and immediate: neither topic's lock is held by a writer or wanted by one (a
+// broadcast under way with a subscription waiting for it), and the values reach at
+// most limit subscriptions together. Otherwise it delivers nothing and returns false.
+func (h *Hub) tryPublish(evs []Event, ns []Notice, limit int) bool {
+	if !h.events.mu.TryRLock() {
+		return false
+	}
+	if !h.notices.mu.TryRLock() {
+		h.events.mu.RUnlock()
+		return false
+	}
+	n := h.events.recipientsLocked(evs, eventFilters, limit)
+	if n <= limit {
+		n += h.notices.recipientsLocked(ns, noticeFilters, limit-n)
+	}
+	if n > limit {
+		h.notices.mu.RUnlock()
+		h.events.mu.RUnlock()
+		return false
+	}
+	slowEvents := h.events.publishLocked(evs, eventFilters)
+	h.events.mu.RUnlock()
+	slowNotices := h.notices.publishLocked(ns, noticeFilters)
+	h.notices.mu.RUnlock()
+	h.events.removeSlow(slowEvents)
+	h.notices.removeSlow(slowNotices)
+	return true
 }
 
 // SubscribeNotices subscribes to the open notices of one watcher ("" = all watchers).
@@ -567,15 +597,19 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 // one pass. Sends never block; a full buffer marks the subscription slow, and slow
 // ones are removed after the pass (remove takes the write lock).
 func (t *topic[T]) publish(vs []T, filtersOf func(*T, []string) []string) {
-	var (
-		slow    []*Sub[T]
-		filters []string
-	)
 	t.mu.RLock()
+	slow := t.publishLocked(vs, filtersOf)
+	t.mu.RUnlock()
+	t.removeSlow(slow)
+}
+
+// publishLocked is publish under the read lock; it returns the slow subscriptions,
+// for removeSlow once the lock is released.
+func (t *topic[T]) publishLocked(vs []T, filtersOf func(*T, []string) []string) (slow []*Sub[T]) {
 	if len(vs) == 0 || len(t.subs) == 0 {
-		t.mu.RUnlock()
-		return
+		return nil
 	}
+	var filters []string
 	batch := slices.Clone(vs)
 	for i := range batch {
 		p := &batch[i]
@@ -588,7 +622,32 @@ func (t *topic[T]) publish(vs []T, filtersOf func(*T, []string) []string) {
 			}
 		}
 	}
-	t.mu.RUnlock()
+	return slow
+}
+
+// recipientsLocked counts the deliveries publish would make for vs, up to limit+1. The
+// caller holds the read lock.
+func (t *topic[T]) recipientsLocked(vs []T, filtersOf func(*T, []string) []string, limit int) int {
+	if len(vs) == 0 || len(t.subs) == 0 {
+		return 0
+	}
+	var (
+		buf     [4]string
+		n       int
+		filters = buf[:0]
+	)
+	for i := range vs {
+		filters = filtersOf(&vs[i], filters[:0])
+		for _, f := range filters {
+			if n += len(t.subs[f]); n > limit {
+				return n
+			}
+		}
+	}
+	return n
+}
+
+func (t *topic[T]) removeSlow(slow []*Sub[T]) {
 	for _, s := range slow {
 		t.remove(s, ErrSlowSubscriber)
 	}

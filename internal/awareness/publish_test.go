@@ -87,3 +87,106 @@ func TestPublisherIdleWithoutSubscribers(t *testing.T) {
 		t.Fatalf("publisher sending=%v queued=%d with no subscriber, want idle", sending, queued)
 	}
 }
+
+// An own notice (a publication reaching at most maxInlinePublish subscriptions, the
+// publisher idle) is handed over by the writer itself: it is in the subscriber's
+// buffer when RecordEvent answers, and no sender was started.
+func TestOwnNoticeHandedOverByTheWriter_P6(t *testing.T) {
+	svc := NewService(Config{Store: &openingStore{}})
+	sub := svc.Hub().SubscribeNotices("agent:w:main")
+	defer sub.Unsubscribe()
+	res, err := svc.RecordEvent(context.Background(), RecordInput{SessionKey: "agent:main:main",
+		Kind: HumanDirectMessage, ActorType: ActorHuman})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-sub.C:
+		if n.NotifiedVersion != res.Event.Sequence {
+			t.Fatalf("got notice %d, want %d", n.NotifiedVersion, res.Event.Sequence)
+		}
+	default:
+		t.Fatal("the own notice was not delivered when RecordEvent answered")
+	}
+	svc.pub.mu.Lock()
+	sending, queued := svc.pub.sending, len(svc.pub.queue)
+	svc.pub.mu.Unlock()
+	if sending || queued != 0 {
+		t.Fatalf("publisher sending=%v queued=%d after an own notice, want idle", sending, queued)
+	}
+}
+
+// Hub.tryPublish delivers only what is cheap and immediate: not a publication reaching
+// more than its limit, not while a topic's lock is wanted by a writer; then it
+// delivers nothing at all, events included.
+func TestTryPublishBounded_P6(t *testing.T) {
+	h := NewHub()
+	defer h.Close()
+	var subs []*Sub[Notice]
+	for range maxInlinePublish + 1 {
+		subs = append(subs, h.SubscribeNotices("agent:w:main"))
+	}
+	evSub := h.SubscribeEvents(nil)
+	ref := SessionRef{AgentID: "main", Key: "agent:main:main"}
+	ev := []Event{{Session: ref, Sequence: 1}}
+	n := []Notice{{Watcher: "agent:w:main", Target: ref, NotifiedVersion: 1}}
+	if h.tryPublish(ev, n, maxInlinePublish) {
+		t.Fatalf("tryPublish delivered to %d subscriptions, over its limit %d", len(subs)+1, maxInlinePublish)
+	}
+	for _, s := range append(subs, nil) {
+		if s == nil {
+			if len(evSub.C) != 0 {
+				t.Fatal("an event was delivered by a refused tryPublish")
+			}
+			continue
+		}
+		if len(s.C) != 0 {
+			t.Fatal("a notice was delivered by a refused tryPublish")
+		}
+	}
+	subs[0].Unsubscribe()
+	subs[1].Unsubscribe()
+	h.notices.mu.Lock()
+	ok := h.tryPublish(ev, n, maxInlinePublish)
+	h.notices.mu.Unlock()
+	if ok {
+		t.Fatal("tryPublish delivered while the notice topic was locked")
+	}
+	if !h.tryPublish(ev, n, maxInlinePublish) {
+		t.Fatalf("tryPublish refused %d deliveries, within its limit %d", maxInlinePublish, maxInlinePublish)
+	}
+	for _, s := range subs[2:] {
+		if len(s.C) != 1 {
+			t.Fatalf("a subscriber holds %d notices, want 1", len(s.C))
+		}
+	}
+	if len(evSub.C) != 1 {
+		t.Fatalf("the event subscriber holds %d events, want 1", len(evSub.C))
+	}
+}
+
+// A publication too wide for the writer goes to the sender, and one that follows it
+// (small enough to be handed over inline) still arrives after it.
+func TestWidePublicationKeepsOrder_P6(t *testing.T) {
+	svc := NewService(Config{Store: &openingStore{}})
+	all := svc.Hub().SubscribeNotices("")
+	defer all.Unsubscribe()
+	for range maxInlinePublish {
+		s := svc.Hub().SubscribeNotices("agent:w:main")
+		defer s.Unsubscribe()
+	}
+	ref := SessionRef{AgentID: "main", Key: "agent:main:main"}
+	svc.pub.publish(nil, []Notice{{Watcher: "agent:w:main", Target: ref, NotifiedVersion: 1}})
+	svc.pub.publish(nil, []Notice{{Watcher: "agent:v:main", Target: ref, NotifiedVersion: 2}})
+	svc.Flush()
+	for want := int64(1); want <= 2; want++ {
+		select {
+		case n := <-all.C:
+			if n.NotifiedVersion != want {
+				t.Fatalf("notice %d arrived before notice %d", n.NotifiedVersion, want)
+			}
+		default:
+			t.Fatalf("notice %d not delivered after Flush", want)
+		}
+	}
+}

@@ -674,30 +674,81 @@ func (s *Service) readPending(ctx context.Context, watcher string) ([]Notice, er
 	return pending, err
 }
 
-// repeatFilter drops repeats of a notice on one subscription: pair → IDs of the last
+// repeatFilter drops repeats of a notice on one subscription: pair → the last
 // notices sent, newest last. More than the last one: with several processes a stale
 // copy of a notice (read before an ack, published after the follow-up) can arrive after
-// its successor. It is called under the subscription's lock only.
+// its successor. It is called under the subscription's lock only. Within one pair a
+// notice's ID (Notice.ID) is its changesSince, its opening millisecond and its closed
+// mark, which is what it keeps: nothing is built per notice. A subscription mostly
+// hears of a few pairs (its watcher's targets), kept in a short list; past
+// fewPairs they move to a map.
 type repeatFilter struct {
-	sent map[string][]string
+	few  []pairSent
+	many map[noticePair]*sentNotices
+}
+
+// fewPairs bounds the pairs a repeatFilter searches in a list.
+const fewPairs = 8
+
+type noticePair struct{ watcher, agentID, key string }
+
+// noticeStamp is what tells two notices of one pair apart (see Notice.ID).
+type noticeStamp struct {
+	changesSince, openedMs int64
+	closed                 bool
+}
+
+// sentNotices are the last stamps sent for one pair, oldest first.
+type sentNotices struct {
+	n      int
+	stamps [sentPerPair]noticeStamp
+}
+
+type pairSent struct {
+	pair noticePair
+	sent sentNotices
 }
 
 func (f *repeatFilter) accept(n *Notice) bool {
-	pair := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key
-	id := n.ID()
-	ids := f.sent[pair]
-	if slices.Contains(ids, id) {
+	sent := f.lookup(noticePair{n.Watcher, n.Target.AgentID, n.Target.Key})
+	stamp := noticeStamp{n.ChangesSince, n.OpenedAt.UnixMilli(), n.Closed}
+	if slices.Contains(sent.stamps[:sent.n], stamp) {
 		return false
 	}
-	if f.sent == nil {
-		f.sent = map[string][]string{}
+	if sent.n == sentPerPair {
+		copy(sent.stamps[:], sent.stamps[1:])
+		sent.n--
 	}
-	ids = append(ids, id)
-	if len(ids) > sentPerPair {
-		ids = ids[1:]
-	}
-	f.sent[pair] = ids
+	sent.stamps[sent.n] = stamp
+	sent.n++
 	return true
+}
+
+// lookup returns the pair's entry, adding an empty one.
+func (f *repeatFilter) lookup(pair noticePair) *sentNotices {
+	if f.many != nil {
+		sent := f.many[pair]
+		if sent == nil {
+			sent = new(sentNotices)
+			f.many[pair] = sent
+		}
+		return sent
+	}
+	for i := range f.few {
+		if f.few[i].pair == pair {
+			return &f.few[i].sent
+		}
+	}
+	if len(f.few) < fewPairs {
+		f.few = append(f.few, pairSent{pair: pair})
+		return &f.few[len(f.few)-1].sent
+	}
+	f.many = make(map[noticePair]*sentNotices, 2*fewPairs)
+	for i := range f.few {
+		f.many[f.few[i].pair] = &f.few[i].sent
+	}
+	f.few = nil // the map holds its entries
+	return f.lookup(pair)
 }
 
 // SubscribeEvents streams the live log of one session, or of every session when key is

@@ -45,7 +45,9 @@ type Config struct {
 type Telemetry struct {
 	reg    *prometheus.Registry
 	tracer trace.Tracer
-	dbAttr attribute.KeyValue
+	// tracing is false when Config.Tracer was nil: Transaction then starts no span.
+	tracing bool
+	dbAttr  attribute.KeyValue
 
 	appended     *prometheus.CounterVec
 	deduplicated prometheus.Counter
@@ -89,7 +91,7 @@ func New(cfg Config) *Telemetry {
 	if dbSystem == "" {
 		dbSystem = "other_sql"
 	}
-	t := &Telemetry{reg: reg, tracer: tracer, dbAttr: attribute.String("db.system", dbSystem)}
+	t := &Telemetry{reg: reg, tracer: tracer, tracing: cfg.Tracer != nil, dbAttr: attribute.String("db.system", dbSystem)}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
 	}
@@ -204,10 +206,20 @@ func (t *Telemetry) SubscriberDropped(stream string) { t.dropped.WithLabelValues
 // GroupCommit implements awareness.Observer.
 func (t *Telemetry) GroupCommit(size int) { t.groupCommit.WithLabelValues().Observe(float64(size)) }
 
-// Transaction implements awareness.Observer: a latency sample and a client span
-// "store.<name>".
+// Transaction implements awareness.Observer: a latency sample and, when tracing, a
+// client span "store.<name>" (without a tracer no span, not even a no-op one, is
+// started: no span name, attributes or context are built per transaction).
 func (t *Telemetry) Transaction(ctx context.Context, name string) (context.Context, func(error)) {
 	start := time.Now()
+	if !t.tracing {
+		return ctx, func(err error) {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			t.txDuration.WithLabelValues(name, result).Observe(time.Since(start).Seconds())
+		}
+	}
 	ctx, span := t.tracer.Start(ctx, "store."+name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(t.dbAttr, attribute.String("db.operation.name", name)))
 	return ctx, func(err error) {
