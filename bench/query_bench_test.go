@@ -158,9 +158,13 @@ func statusBody(key string, after int64) []byte {
 // impl=raw is the range scan + encoding/json; impl=svc is the GraphQL handler
 // (graph.NewHandler, a POST served in process, no network); impl=svc-nogql is
 // Service.SessionStatus; impl=store is Store.ReadChanges. Each reports p50-ns and
-// p99-ns over its iterations.
+// p99-ns over its iterations. The service's reads run under a cancellable context, as
+// a server's requests do (net/http cancels a request's context when its connection
+// ends); the raw scan is the floor and keeps context.Background.
 func BenchmarkSessionStatus(b *testing.B) {
 	ctx := context.Background()
+	reqCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, be := range backends {
 		h := be.fresh(b)
 		seedQuery(b, h)
@@ -202,7 +206,7 @@ func BenchmarkSessionStatus(b *testing.B) {
 			checkStatusResponse(b, handler)
 			run(b, func(key string, after int64) error {
 				rec := httptest.NewRecorder()
-				req := httptest.NewRequest(http.MethodPost, "/query", bytes.NewReader(statusBody(key, after)))
+				req := httptest.NewRequestWithContext(reqCtx, http.MethodPost, "/query", bytes.NewReader(statusBody(key, after)))
 				req.Header.Set("Content-Type", "application/json")
 				handler.ServeHTTP(rec, req)
 				if rec.Code != http.StatusOK {
@@ -213,7 +217,7 @@ func BenchmarkSessionStatus(b *testing.B) {
 		})
 		b.Run("impl=svc-nogql/db="+be.name, func(b *testing.B) {
 			run(b, func(key string, after int64) error {
-				st, err := svc.SessionStatus(ctx, key, nil, &after, nil)
+				st, err := svc.SessionStatus(reqCtx, key, nil, &after, nil)
 				if err == nil && len(st.Changes.Events) != queryPage {
 					b.Fatalf("SessionStatus returned %d events", len(st.Changes.Events))
 				}
@@ -222,7 +226,7 @@ func BenchmarkSessionStatus(b *testing.B) {
 		})
 		b.Run("impl=store/db="+be.name, func(b *testing.B) {
 			run(b, func(key string, after int64) error {
-				ch, err := store.ReadChanges(ctx, awareness.SessionRef{AgentID: "bench", Key: key}, after, queryPage)
+				ch, err := store.ReadChanges(reqCtx, awareness.SessionRef{AgentID: "bench", Key: key}, after, queryPage)
 				if err == nil && len(ch.Events) != queryPage {
 					b.Fatalf("ReadChanges returned %d events", len(ch.Events))
 				}

@@ -50,8 +50,8 @@ type dialect struct {
 	// statement first used inside a transaction on every use, three round trips
 	// instead of one.
 	prepare bool
-	// detachStatements runs a write transaction's statements under a context that is
-	// never cancelled (see beginWrite): SQLite.
+	// detachStatements runs a transaction's statements under a context that is never
+	// cancelled (see beginWrite and beginRead): SQLite.
 	detachStatements bool
 }
 

@@ -51,9 +51,17 @@ func (s *Store) beginWrite(ctx context.Context) (*tx, error) {
 }
 
 // beginRead begins a read transaction on the read pool that sees one snapshot
-// (dialect.readTx).
+// (dialect.readTx). On SQLite its statements, like a write transaction's, run under
+// context.WithoutCancel(ctx): mattn/go-sqlite3 would otherwise start a goroutine for
+// every row read (a reconciliation page of 200 events read 200 goroutines). The read
+// still ends with ctx: database/sql closes a transaction's rows when the context the
+// transaction began under ends, at the next row.
 func (s *Store) beginRead(ctx context.Context) (*tx, error) {
-	return begin(ctx, ctx, s.r, s.rsql, s.d.readTx, s.rstmts)
+	sctx := ctx
+	if s.d.detachStatements {
+		sctx = context.WithoutCancel(ctx)
+	}
+	return begin(ctx, sctx, s.r, s.rsql, s.d.readTx, s.rstmts)
 }
 
 // begin is what gorm.DB.Begin does, keeping the *sql.Tx for the cached statements:
