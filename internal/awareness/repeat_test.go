@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -64,6 +65,7 @@ func BenchmarkRepeatFilter(b *testing.B) {
 			f.accept(&n)
 			kept = append(kept, f)
 		}
+		runtime.KeepAlive(kept)
 	})
 	b.Run("impl=ids", func(b *testing.B) {
 		kept := make([]repeatOracle, 0, b.N)
@@ -73,5 +75,6 @@ func BenchmarkRepeatFilter(b *testing.B) {
 			f.accept(&n)
 			kept = append(kept, f)
 		}
+		runtime.KeepAlive(kept)
 	})
 }
