@@ -139,9 +139,9 @@ step "WebSocket: bare gorilla baseline, frames of $frame bytes"
 
 profjson=""
 if [ "${BENCH_PROFILE:-1}" = 1 ]; then
-  step "WebSocket: profiling pass (bench/cmd/profserve, same handler, pprof), b_big and a_l3"
+  step "WebSocket: profiling pass (bench/cmd/profserve, same handler, pprof), b_big, a and a_l3"
   if [ -f "$out/db/ws-template.db" ] && "$out/wsload" -mode service -bin "$out/profserve" -db "$out/db/ws-prof.db" \
-    -from-template "$out/db/ws-template.db" -subs "$subs" -small "$small" -phases b_big,a_l3 -rounds-big 2 \
+    -from-template "$out/db/ws-template.db" -subs "$subs" -small "$small" -phases b_big,a,a_l3 -rounds-big 2 \
     -out "$out/ws-prof.json" -server-log "$out/server-prof.log" -profile-dir "$out/prof" -timeout 4m; then
     profjson="$out/ws-prof.json"
   fi
