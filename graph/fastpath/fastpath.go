@@ -196,15 +196,58 @@ func (p eventPage) MarshalGQL(w io.Writer) {
 		}
 		writeEvent(buf, &p.events[i], p.cols)
 		if i == 0 && len(p.events) > 1 {
-			// Events differ mostly in their summaries; a quarter more covers most pages.
-			per := buf.Len() - start
-			buf.Grow((len(p.events)-1)*(per+per/4) + 256)
+			buf.Grow(p.restSize(buf.Len() - start))
 		}
 	}
 	buf.WriteByte(']')
 	if !direct {
 		_, _ = w.Write(buf.Bytes())
 	}
+}
+
+// restSize estimates the bytes of the events after the first, written in first bytes
+// (with the '['): each is the first's size, less the first's texts and payload, plus
+// its own, and 16 bytes for what varies besides (times, sequence digits), and a 32nd of
+// the texts for their escapes, so that the buffer grows once, to about the page's size.
+func (p eventPage) restSize(first int) int {
+	var sel [8]bool
+	for _, c := range p.cols {
+		switch c.field {
+		case "kind":
+			sel[0] = true
+		case "actorType":
+			sel[1] = true
+		case "actorId":
+			sel[2] = true
+		case "summary":
+			sel[3] = true
+		case "runId":
+			sel[4] = true
+		case "payload":
+			sel[5] = true
+		}
+	}
+	texts := func(e *awareness.Event) int {
+		payload := len("null")
+		if !e.Payload.IsZero() {
+			payload = len(`{"channel":"","outcome":"","turns":}`) + len(e.Payload.Channel) + len(e.Payload.Outcome) + 10
+		}
+		n := 0
+		for k, v := range [...]int{len(e.Kind), len(e.ActorType), len(e.ActorID), len(e.Summary), len(e.RunID), payload} {
+			if sel[k] {
+				n += v
+			}
+		}
+		return n
+	}
+	fixed := first - texts(&p.events[0])
+	n, text := 256, 0
+	for i := 1; i < len(p.events); i++ {
+		t := texts(&p.events[i])
+		n += max(fixed+t, 0) + 16
+		text += t
+	}
+	return n + text/32 // escapes, uncounted: a page of texts full of them grows again
 }
 
 // writeEvent writes the selected fields of an event that is writable.

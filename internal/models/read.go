@@ -10,7 +10,7 @@ import (
 // The reconciliation read (REC-1) is the hot query of the service: every agent turn
 // that got a notice asks for its delta. It is two statements in one read transaction,
 // the head with the lowest retained sequence, then the page, both cached by the read
-// pool (readStatements) and scanned without reflection (scanEvent). ReadStatus reads
+// pool (readStatements) and scanned without reflection (pageScanner). ReadStatus reads
 // the whole session row in place of the head.
 const (
 	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " + earliestSQL +
@@ -18,7 +18,7 @@ const (
 	statusHeadSQL = "SELECT " + sessionColumns + ", " + earliestSQL +
 		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
 	earliestSQL    = "(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) "
-	changesPageSQL = "SELECT " + eventColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? " +
+	changesPageSQL = "SELECT " + pageColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? " +
 		"ORDER BY sequence LIMIT ?"
 )
 
@@ -101,12 +101,13 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 	}
 	defer rows.Close()
 	ch.Events = make([]awareness.Event, 0, min(page, 256))
+	scan := newPageScanner(ref)
 	for rows.Next() {
 		if len(ch.Events) == page {
 			ch.More = true
 			break
 		}
-		ev, err := scanEvent(rows)
+		ev, err := scan.scan(rows)
 		if err != nil {
 			return awareness.Changes{}, nil, err
 		}

@@ -95,6 +95,9 @@ const (
 	eventColumns = "agent_id, session_key, sequence, kind, actor_type, actor_id, summary, occurred_at, run_id, " +
 		"payload_json, dedupe_key, recorded_at"
 	cursorColumns = "watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at"
+	// pageColumns are eventColumns without the session's key, for a page of one
+	// session's log, read with a pageScanner.
+	pageColumns = "sequence, kind, actor_type, actor_id, summary, occurred_at, run_id, payload_json, dedupe_key, recorded_at"
 )
 
 // scanRef scans a row of agent_id, session_key (a session's primary key).
@@ -136,6 +139,52 @@ func scanEvent(rows *sql.Rows) (awareness.Event, error) {
 		return awareness.Event{}, err
 	}
 	return r.event()
+}
+
+// pageScanner scans rows of pageColumns, a page of the log of one session, into events
+// of that session. It reuses one set of destinations for every row, its nullable
+// columns are read without reflection (sql.NullString), and every event shares the
+// ref's strings, so a row allocates what the driver hands over and no more: the page is
+// the hot read of the service (REC-1).
+type pageScanner struct {
+	ref                                awareness.SessionRef
+	r                                  EventRow
+	actorID, runID, payload, dedupeKey sql.NullString
+	dest                               []any
+}
+
+func newPageScanner(ref awareness.SessionRef) *pageScanner {
+	p := &pageScanner{ref: ref}
+	p.dest = []any{&p.r.Sequence, &p.r.Kind, &p.r.ActorType, &p.actorID, &p.r.Summary, &p.r.OccurredAt,
+		&p.runID, &p.payload, &p.dedupeKey, &p.r.RecordedAt}
+	return p
+}
+
+// scan scans the current row of rows into an event.
+func (p *pageScanner) scan(rows *sql.Rows) (awareness.Event, error) {
+	if err := rows.Scan(p.dest...); err != nil {
+		return awareness.Event{}, err
+	}
+	ev := awareness.Event{
+		Session:    p.ref,
+		Sequence:   p.r.Sequence,
+		Kind:       awareness.EventKind(p.r.Kind),
+		ActorType:  awareness.ActorType(p.r.ActorType),
+		ActorID:    p.actorID.String,
+		Summary:    p.r.Summary,
+		OccurredAt: fromNanos(p.r.OccurredAt),
+		RunID:      p.runID.String,
+		DedupeKey:  p.dedupeKey.String,
+		RecordedAt: fromNanos(p.r.RecordedAt),
+	}
+	if p.payload.Valid {
+		pl, err := awareness.ParsePayload(p.payload.String)
+		if err != nil {
+			return awareness.Event{}, fmt.Errorf("event %s/%s#%d: decode payload: %w", p.ref.AgentID, p.ref.Key, p.r.Sequence, err)
+		}
+		ev.Payload = pl
+	}
+	return ev, nil
 }
 
 // scanCursor scans a row of cursorColumns into a cursor.

@@ -315,6 +315,17 @@ func testEventRoundTrip(t *testing.T, f *fixture) {
 	if !op2.Event.Payload.IsZero() {
 		t.Errorf("payload: got %+v, want zero", op2.Event.Payload)
 	}
+	// A page reads each row on its own: the empty optional columns of the second event
+	// neither keep the first's values nor leak into the third's.
+	in.DedupeKey = ptr("dd-2")
+	op3 := f.append1(now, in)
+	page := f.read(r, 0, 10)
+	if diff := cmp.Diff([]awareness.Event{op.Event, op2.Event, op3.Event}, page.Events); diff != "" {
+		t.Errorf("ReadChanges page mismatch (-want +got):\n%s", diff)
+	}
+	if page.Events[1].ActorID != "" || page.Events[1].RunID != "" || page.Events[1].DedupeKey != "" {
+		t.Errorf("payload-less event read back with optional fields: %+v", page.Events[1])
+	}
 }
 
 func testDenseSequences(t *testing.T, f *fixture) {
