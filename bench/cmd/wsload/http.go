@@ -48,6 +48,12 @@ func (r *runner) gql(ctx context.Context, query string, vars map[string]any, dst
 	if err != nil {
 		return err
 	}
+	return decodeGQL(data, dst)
+}
+
+// decodeGQL decodes a GraphQL answer's data into dst (nil: only checked); GraphQL
+// errors are an error.
+func decodeGQL(data []byte, dst any) error {
 	var resp struct {
 		Data   json.RawMessage   `json:"data"`
 		Errors []json.RawMessage `json:"errors"`
