@@ -23,8 +23,8 @@ type dialectSQL struct {
 	headLock string
 	// bumpInsert assigns an event its sequence and inserts it in one statement
 	// (eventBumpInsertSQL, PostgreSQL: one round trip). "" on SQLite, which has no
-	// data-modifying WITH and no round trips to save: headBumpSetSQL, then
-	// headSelectSQL, then eventInsertSQL.
+	// data-modifying WITH and no round trips to save: headBumpSetSQL (or, for a
+	// notifying event, headBumpMaterialSQL), then headSelectSQL, then eventInsertSQL.
 	bumpInsert string
 	// cursorOfPair reads one watcher's cursor on one target, held when it is read to be
 	// rewritten.
@@ -82,7 +82,7 @@ ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE`,
 // pool's statement cache.
 func (q dialectSQL) writeStatements() []string {
 	return []string{
-		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, eventInsertSQL, q.bumpInsert, dedupeSelectSQL,
+		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, headBumpMaterialSQL, eventInsertSQL, q.bumpInsert, dedupeSelectSQL,
 		cursorSaveSQL, q.cursorOfPair, materialSQL, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors, q.lockTargetCursors,
 		q.txid, q.notify,
 	}

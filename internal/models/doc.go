@@ -64,7 +64,8 @@
 //   - Cursors (WAT-2, NTC-2, WAT-4): the transitions are the core's pure functions.
 //     child_spawned applies awareness.SeedCursor to each producer-passed watcher; a
 //     notifying kind is awareness.ApplyMaterial over the target's cursors: M is derived
-//     from the head (materialSQL, cursorSelect), and one statement opens the notices of
+//     from the head (materialSQL, or on SQLite the head bump itself, headBumpMaterialSQL;
+//     cursorSelect), and one statement opens the notices of
 //     the synced cursors (openNoticesSQL); then ApplyMaterial goes to the
 //     producer-passed watchers one by one; log-only kinds touch none (NTC-4).
 //   - Compaction count (REG-3): in the core (AppendOp.Compactions, set by

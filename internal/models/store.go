@@ -290,7 +290,28 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
     created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
     updated_at = excluded.updated_at,
     deleted_at = NULL`
-	headBumpSQL    = headBumpSetSQL + "\nRETURNING state_version"
+	headBumpSQL = headBumpSetSQL + "\nRETURNING state_version"
+	// headBumpMaterialSQL is headBumpSetSQL for a notifying event on SQLite: the same
+	// bump, which also records the event on the head as materialSQL does (its
+	// sequence is the new state version), so that a notifying append updates its
+	// head in one statement instead of two. Arguments: headBumpSetSQL's, then the
+	// event's actor ("" for none).
+	headBumpMaterialSQL = `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at,
+    material_actor, material_seq, material_at)
+VALUES (?, ?, ?, 1, ?, ?, ?, ?, 1, ?)
+ON CONFLICT (agent_id, session_key) DO UPDATE SET
+    kind = excluded.kind,
+    state_version = sessions.state_version + 1,
+    compaction_count = sessions.compaction_count + excluded.compaction_count,
+    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
+    updated_at = excluded.updated_at,
+    deleted_at = NULL,
+    material_other_seq = CASE WHEN sessions.material_actor = excluded.material_actor THEN sessions.material_other_seq ELSE sessions.material_seq END,
+    material_other_at = CASE WHEN sessions.material_actor = excluded.material_actor THEN sessions.material_other_at ELSE sessions.material_at END,
+    material_actor = excluded.material_actor,
+    material_seq = sessions.state_version + 1,
+    material_at = excluded.material_at`
 	eventInsertSQL = "INSERT INTO events (" + eventColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	// eventBumpInsertSQL is headBumpSQL and eventInsertSQL in one round trip
 	// (dialectSQL.bumpInsert).
@@ -449,8 +470,15 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 		// SQLite: the bump, then a read of the head it wrote. SQLite runs an UPSERT
 		// with RETURNING through a result table of its own, which cost three times
 		// what the bump and the read cost as two statements (about 15 µs against 5,
-		// measured on the bench schema).
-		if _, err := t.exec(headBumpSetSQL, ref.AgentID, ref.Key, kind, compactions, at, at); err != nil {
+		// measured on the bench schema). The bump of a notifying event also records
+		// it on the head (headBumpMaterialSQL), which notifyWatchers then skips.
+		var err error
+		if notifies(ev.Kind) {
+			_, err = t.exec(headBumpMaterialSQL, ref.AgentID, ref.Key, kind, compactions, at, at, ev.ActorID, at)
+		} else {
+			_, err = t.exec(headBumpSetSQL, ref.AgentID, ref.Key, kind, compactions, at, at)
+		}
+		if err != nil {
 			return err
 		}
 		found, err := t.scanRow([]any{&ev.Sequence}, headSelectSQL, ref.AgentID, ref.Key)
@@ -472,10 +500,13 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 	case ev.Kind.SeedsWatchers():
 		return s.seedWatchers(t, op, now)
 	case ev.Kind.Notifies():
-		return s.notifyWatchers(t, op, now)
+		return s.notifyWatchers(t, op, now, s.d.sql.bumpInsert == "")
 	}
 	return nil // log-only kinds never touch cursors (NTC-4)
 }
+
+// notifies reports whether appendOne calls notifyWatchers for an event of kind k.
+func notifies(k awareness.EventKind) bool { return !k.SeedsWatchers() && k.Notifies() }
 
 // dedupe returns the session's event with the dedupe key, if any.
 func (t *tx) dedupe(ref awareness.SessionRef, key string) (awareness.Event, bool, error) {
@@ -555,12 +586,17 @@ func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error
 // producer-passed watchers then go through ApplyMaterial one by one: a watcher that
 // already holds a cursor on the target was covered by the head (its M reads s), so it
 // changes nothing there, and one that does not gets its cursor created (L = 0).
-func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
+//
+// recorded says the head bump recorded the event on the head already
+// (headBumpMaterialSQL, SQLite); otherwise materialSQL does.
+func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, recorded bool) error {
 	ev := op.Event
 	at := nanos(now)
-	if _, err := t.exec(materialSQL, ev.ActorID, ev.ActorID, ev.ActorID, ev.Sequence, at,
-		ev.Session.AgentID, ev.Session.Key); err != nil {
-		return err
+	if !recorded {
+		if _, err := t.exec(materialSQL, ev.ActorID, ev.ActorID, ev.ActorID, ev.Sequence, at,
+			ev.Session.AgentID, ev.Session.Key); err != nil {
+			return err
+		}
 	}
 	if q := s.d.sql.lockTargetCursors; q != "" {
 		var locked int64

@@ -11,8 +11,8 @@ import (
 )
 
 // This file is the server's write path: every frame to every subscriber goes through
-// writeText, so it is kept to one encoding pass, one pooled buffer and no timer
-// operation per frame.
+// writeText, so it is kept to one encoding pass, one pooled buffer and no goroutine
+// per frame.
 
 // DefaultSendBuffer is the socket send buffer (SO_SNDBUF) requested for an accepted
 // connection when Transport.SendBufferSize is 0. Left to itself, Linux grows the
@@ -102,15 +102,19 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// writeWatch enforces WriteTimeout without touching a timer on every frame. gorilla
-// sets the socket's write deadline before each frame it writes; a deadline per frame
-// means a runtime timer modified per frame and subscriber, which a broadcast to
-// thousands of connections pays thousands of times. Instead the connection keeps no
-// deadline, each write records when it started, and one timer per connection, armed
-// by the first write after an idle period, checks the write in progress when it fires:
-// one that has run for WriteTimeout gets its connection closed (which fails the write
-// at once), a younger one re-arms the timer for the rest of its time, and an idle
-// connection disarms it. A write is thus bounded by WriteTimeout, as with a deadline.
+// writeWatch enforces WriteTimeout without a socket deadline. gorilla sets the
+// socket's write deadline before each frame it writes, a runtime timer modified
+// under the poller's locks per frame and subscriber, which a broadcast to thousands
+// of connections pays thousands of times. Instead the connection keeps no deadline,
+// each write records when it started, and one timer per connection, armed by the
+// first write after an idle period, checks the write in progress when it fires: one
+// that has run for WriteTimeout gets its connection closed (which fails the write at
+// once), a younger one re-arms the timer for the rest of its time. A write is thus
+// bounded by WriteTimeout, as with a deadline. A write that ends stops the timer
+// (end): a timer left to fire on an idle connection would start a goroutine (the
+// timer's function) WriteTimeout after every frame that follows an idle period,
+// which for a connection receiving a frame now and then, the usual subscriber, is a
+// goroutine started and a thread woken per frame; stopping it costs a timer lock.
 type writeWatch struct {
 	started atomic.Int64 // UnixNano when the write in progress started; 0 when idle
 	armed   atomic.Bool
@@ -136,8 +140,18 @@ func (w *writeWatch) begin() {
 	}
 }
 
-// end notes the write finished.
-func (w *writeWatch) end() { w.started.Store(0) }
+// end notes the write finished and stops the timer. The caller holds Conn.mu. The
+// timer is stopped before armed is cleared: fire, running meanwhile, may re-arm it
+// (armed true, then Reset), and whatever the interleaving, armed ends true only with
+// the timer set, so the next begin never finds it armed and not set (at worst the
+// timer fires once more, to an idle connection, and disarms itself).
+func (w *writeWatch) end() {
+	w.started.Store(0)
+	if w.armed.Load() {
+		w.timer.Stop()
+		w.armed.Store(false)
+	}
+}
 
 // writing reports whether a write is in progress.
 func (w *writeWatch) writing() bool { return w.started.Load() != 0 }

@@ -51,13 +51,18 @@ func TestWriteWatch(t *testing.T) {
 		w := newWriteWatch(timeout, func() { expired.Add(1) })
 		defer w.stop()
 
-		// Short writes, back to back for longer than the timeout: never expired.
+		// Short writes, back to back for longer than the timeout: never expired, and
+		// each one that ends leaves no timer set, which would start a goroutine when it
+		// fired on the idle connection.
 		for range 30 {
 			w.begin()
 			time.Sleep(timeout / 4)
 			w.end()
+			if w.armed.Load() || w.timer.Stop() {
+				t.Fatal("the timer is still set after the write ended")
+			}
 		}
-		// Idle for long: the timer fires once, finds nothing, and disarms.
+		// Idle for long: nothing fires, nothing is armed.
 		time.Sleep(3 * timeout)
 		synctest.Wait()
 		if got := expired.Load(); got != 0 {
