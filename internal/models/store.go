@@ -279,10 +279,9 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state
 RETURNING state_version`
 	// headBumpSQL bumps a session's head and returns its new state version;
 	// headBumpSetSQL is the same without the RETURNING clause (SQLite, see
-	// appendOne).
-	headBumpSetSQL = `
-INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
-VALUES (?, ?, ?, 1, ?, ?, ?)
+	// appendOne). headBumpUpdate is the bump of an existing head, shared by them and
+	// headBumpMaterialSQL.
+	headBumpUpdate = `
 ON CONFLICT (agent_id, session_key) DO UPDATE SET
     kind = excluded.kind,
     state_version = sessions.state_version + 1,
@@ -290,6 +289,9 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
     created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
     updated_at = excluded.updated_at,
     deleted_at = NULL`
+	headBumpSetSQL = `
+INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
+VALUES (?, ?, ?, 1, ?, ?, ?)` + headBumpUpdate
 	headBumpSQL = headBumpSetSQL + "\nRETURNING state_version"
 	// headBumpMaterialSQL is headBumpSetSQL for a notifying event on SQLite: the same
 	// bump, which also records the event on the head as materialSQL does (its
@@ -299,14 +301,7 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
 	headBumpMaterialSQL = `
 INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at,
     material_actor, material_seq, material_at)
-VALUES (?, ?, ?, 1, ?, ?, ?, ?, 1, ?)
-ON CONFLICT (agent_id, session_key) DO UPDATE SET
-    kind = excluded.kind,
-    state_version = sessions.state_version + 1,
-    compaction_count = sessions.compaction_count + excluded.compaction_count,
-    created_at = CASE WHEN sessions.deleted_at IS NULL THEN sessions.created_at ELSE excluded.created_at END,
-    updated_at = excluded.updated_at,
-    deleted_at = NULL,
+VALUES (?, ?, ?, 1, ?, ?, ?, ?, 1, ?)` + headBumpUpdate + `,
     material_other_seq = CASE WHEN sessions.material_actor = excluded.material_actor THEN sessions.material_other_seq ELSE sessions.material_seq END,
     material_other_at = CASE WHEN sessions.material_actor = excluded.material_actor THEN sessions.material_other_at ELSE sessions.material_at END,
     material_actor = excluded.material_actor,
