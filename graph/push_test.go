@@ -24,6 +24,7 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/telemetry"
 	"github.com/awareness/awareness/internal/wsgorilla"
+	"github.com/awareness/awareness/internal/wsgorilla/wsgorillatest"
 )
 
 // waitUntil polls cond until it holds, failing after a generous deadline (a condition,
@@ -74,26 +75,6 @@ func TestPushIdleSubscriptionsHoldNoGoroutine(t *testing.T) {
 	}
 }
 
-// wsGoroutines returns how many goroutines run, and how many of them are a WebSocket
-// connection's (its reader, or an operation's response loop, in package wsgorilla).
-func wsGoroutines() (total, conn int) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "internal/wsgorilla.(*Conn).") {
-			conn++
-		}
-	}
-	return runtime.NumGoroutine(), conn
-}
-
 // An idle WebSocket connection with subscriptions on the push path owns exactly one
 // goroutine, its reader, whether the server tracks it (WSConns: read on a goroutine
 // of its own) or not (read on the HTTP handler's): nothing waits for the connection's
@@ -108,7 +89,7 @@ func TestWSIdleConnectionOwnsOneGoroutine(t *testing.T) {
 				}
 			})
 			var total, conn int
-			waitUntil(t, "the connections of earlier tests end", func() bool { total, conn = wsGoroutines(); return conn == 0 })
+			waitUntil(t, "the connections of earlier tests end", func() bool { total, conn = wsgorillatest.Goroutines(); return conn == 0 })
 			before := total
 			const n = 10
 			for i := range n {
@@ -118,7 +99,7 @@ func TestWSIdleConnectionOwnsOneGoroutine(t *testing.T) {
 			}
 			waitUntil(t, "every subscription registered", func() bool { nt, ev := e.hub.Subscribers(); return nt == n && ev == n })
 			waitUntil(t, fmt.Sprintf("%d idle connections own %d goroutines", n, n), func() bool {
-				total, conn = wsGoroutines()
+				total, conn = wsgorillatest.Goroutines()
 				return total-before == n && conn == n
 			})
 		})
@@ -306,20 +287,11 @@ func TestPushSlowSubscriberDropped(t *testing.T) {
 			// Ending the connection discards what the server's socket still queues for
 			// the client: it needs not read it to see the end.
 			waitUntil(t, "the server's socket holds nothing for the dropped client", func() bool { return serverBacklog(t, w.c) == 0 })
-			_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			frames := 0
-			for {
-				_, _, err := w.c.ReadMessage()
-				if err == nil {
-					frames++
-					continue
-				}
-				if !closedTryAgain(err) {
-					t.Fatalf("after %d frames: %v, want close 1013 (or 1006)", frames, err)
-				}
-				t.Logf("after %d frames: %v", frames, err)
-				break
+			frames, err := readToEnd(w.c)
+			if !closedTryAgain(err) {
+				t.Fatalf("after %d frames: %v, want close 1013 (or 1006)", frames, err)
 			}
+			t.Logf("after %d frames: %v", frames, err)
 		})
 	}
 }
@@ -351,22 +323,25 @@ func TestPushShutdownCutsOffStuckConnection(t *testing.T) {
 				t.Fatalf("CloseAll closed %d connections, want 1", n)
 			}
 			waitUntil(t, "the server's socket holds nothing for the client", func() bool { return serverBacklog(t, w.c) == 0 })
-			_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			frames := 0
-			for {
-				_, _, err := w.c.ReadMessage()
-				if err == nil {
-					frames++
-					continue
-				}
-				ce, ok := errors.AsType[*websocket.CloseError](err)
-				if ok && ce.Code != websocket.CloseServiceRestart && ce.Code != websocket.CloseAbnormalClosure || !ok && !errors.Is(err, syscall.ECONNRESET) {
-					t.Fatalf("after %d frames: %v, want close 1012 (or 1006)", frames, err)
-				}
-				t.Logf("after %d of %d frames: %v", frames, len(evs), err)
-				break
+			frames, err := readToEnd(w.c)
+			ce, ok := errors.AsType[*websocket.CloseError](err)
+			if ok && ce.Code != websocket.CloseServiceRestart && ce.Code != websocket.CloseAbnormalClosure || !ok && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("after %d frames: %v, want close 1012 (or 1006)", frames, err)
 			}
+			t.Logf("after %d of %d frames: %v", frames, len(evs), err)
 		})
+	}
+}
+
+// readToEnd reads c's frames until the connection ends (within 10 s) and returns how
+// many came and the error it ended with.
+func readToEnd(c *websocket.Conn) (frames int, err error) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			return frames, err
+		}
+		frames++
 	}
 }
 

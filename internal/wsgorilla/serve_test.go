@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,27 +16,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/wsgorilla"
+	"github.com/awareness/awareness/internal/wsgorilla/wsgorillatest"
 )
-
-// goroutines returns how many goroutines run, and how many of them are in package
-// wsgorilla (a connection's reader or an operation's response loop).
-func goroutines() (total, inPackage int) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "internal/wsgorilla.(*Conn).") {
-			inPackage++
-		}
-	}
-	return runtime.NumGoroutine(), inPackage
-}
 
 // settled waits, as goleak does, until no goroutine of the package runs (the
 // connections of earlier tests have ended) and returns the goroutine count then.
@@ -46,7 +26,7 @@ func settled(t *testing.T) int {
 	var total int
 	waitFor(t, func() bool {
 		var in int
-		total, in = goroutines()
+		total, in = wsgorillatest.Goroutines()
 		return in == 0
 	}, "the connections of earlier tests end")
 	return total
@@ -83,24 +63,24 @@ func TestIdleConnectionOwnsOneGoroutine(t *testing.T) {
 				}
 			}
 			var total, in int
-			waitFor(t, func() bool { total, in = goroutines(); return total-before == n && in == n },
+			waitFor(t, func() bool { total, in = wsgorillatest.Goroutines(); return total-before == n && in == n },
 				fmt.Sprintf("%d idle connections own %d goroutines", n, n))
 
 			// A subscription on gqlgen's response loop holds one while it is active.
 			send(t, conns[0], frame{Type: "subscribe", ID: "s", Payload: subscribePayload()})
-			waitFor(t, func() bool { total, in = goroutines(); return total-before == n+1 && in == n+1 },
+			waitFor(t, func() bool { total, in = wsgorillatest.Goroutines(); return total-before == n+1 && in == n+1 },
 				"an active subscription adds its response loop")
 			srv.SendNextSubscriptionMessage()
 			if f := next(t, conns[0]); f.Type != "next" || f.ID != "s" {
 				t.Fatalf("got %+v, want next s", f)
 			}
 			send(t, conns[0], frame{Type: "complete", ID: "s"})
-			waitFor(t, func() bool { total, in = goroutines(); return total-before == n && in == n },
+			waitFor(t, func() bool { total, in = wsgorillatest.Goroutines(); return total-before == n && in == n },
 				"a completed subscription leaves the connection its reader only")
 			for _, c := range conns {
 				c.Close()
 			}
-			waitFor(t, func() bool { total, in = goroutines(); return in == 0 }, "closed connections leave no goroutine")
+			waitFor(t, func() bool { total, in = wsgorillatest.Goroutines(); return in == 0 }, "closed connections leave no goroutine")
 		})
 	}
 }
@@ -140,7 +120,7 @@ func TestConnectionContextEndClosesConnection(t *testing.T) {
 				t.Errorf("close code = %d, want 1000", got)
 			}
 			waitFor(t, func() bool { return tr.Conns.Len() == 0 }, "the connection ends")
-			waitFor(t, func() bool { _, in := goroutines(); return in == 0 }, "the subscription's response loop ends")
+			waitFor(t, func() bool { _, in := wsgorillatest.Goroutines(); return in == 0 }, "the subscription's response loop ends")
 		})
 	}
 }
