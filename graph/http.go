@@ -361,49 +361,10 @@ func appendResponse(b []byte, resp *graphql.Response) ([]byte, error) {
 }
 
 // appendData appends the JSON text data as json.Marshal writes a json.RawMessage
-// (json.Compact with HTML escaping) when data is compact, as gqlgen's output is: '<',
-// '>', '&', U+2028 and U+2029 (which valid JSON has only inside strings) escaped as
-// \u003c, \u003e, \u0026, \u2028 and \u2029, everything else copied. The bytes to
-// escape are found with bytes.IndexByte, the next one of each kind kept, so the runs
-// between them are copied whole.
+// (json.Compact with HTML escaping) when data is compact, as gqlgen's output is: the
+// escaping alone (json.HTMLEscape), without Compact's pass.
 func appendData(b []byte, data []byte) []byte {
-	const hex = "0123456789abcdef"
-	specials := [...]byte{'<', '>', '&', 0xE2}
-	var next [len(specials)]int
-	for k, c := range specials {
-		next[k] = indexFrom(data, 0, c)
-	}
-	start := 0
-	for {
-		k := 0
-		for j := range next {
-			if next[j] < next[k] {
-				k = j
-			}
-		}
-		i := next[k]
-		if i == len(data) {
-			break
-		}
-		switch c := data[i]; {
-		case c != 0xE2:
-			b = append(b, data[start:i]...)
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			start = i + 1
-		case i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
-			b = append(b, data[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[data[i+2]&0xf])
-			start = i + 3
-		}
-		next[k] = indexFrom(data, i+1, specials[k])
-	}
-	return append(b, data[start:]...)
-}
-
-// indexFrom is the index of the first c in data at or after from; len(data) when none.
-func indexFrom(data []byte, from int, c byte) int {
-	if i := bytes.IndexByte(data[from:], c); i >= 0 {
-		return from + i
-	}
-	return len(data)
+	buf := bytes.NewBuffer(b)
+	json.HTMLEscape(buf, data)
+	return buf.Bytes()
 }
