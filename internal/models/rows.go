@@ -145,16 +145,16 @@ func scanEvent(rows *sql.Rows) (awareness.Event, error) {
 // of that session. It reuses one set of destinations for every row, its nullable
 // columns are read without reflection (sql.NullString), and every event shares the
 // ref's strings, so a row allocates what the driver hands over and no more: the page is
-// the hot read of the service (REC-1).
+// the hot read of the service (REC-1). The row becomes an event as every event row
+// does (EventRow.event).
 type pageScanner struct {
-	ref                                awareness.SessionRef
 	r                                  EventRow
 	actorID, runID, payload, dedupeKey sql.NullString
 	dest                               []any
 }
 
 func newPageScanner(ref awareness.SessionRef) *pageScanner {
-	p := &pageScanner{ref: ref}
+	p := &pageScanner{r: EventRow{AgentID: ref.AgentID, SessionKey: ref.Key}}
 	p.dest = []any{&p.r.Sequence, &p.r.Kind, &p.r.ActorType, &p.actorID, &p.r.Summary, &p.r.OccurredAt,
 		&p.runID, &p.payload, &p.dedupeKey, &p.r.RecordedAt}
 	return p
@@ -165,26 +165,17 @@ func (p *pageScanner) scan(rows *sql.Rows) (awareness.Event, error) {
 	if err := rows.Scan(p.dest...); err != nil {
 		return awareness.Event{}, err
 	}
-	ev := awareness.Event{
-		Session:    p.ref,
-		Sequence:   p.r.Sequence,
-		Kind:       awareness.EventKind(p.r.Kind),
-		ActorType:  awareness.ActorType(p.r.ActorType),
-		ActorID:    p.actorID.String,
-		Summary:    p.r.Summary,
-		OccurredAt: fromNanos(p.r.OccurredAt),
-		RunID:      p.runID.String,
-		DedupeKey:  p.dedupeKey.String,
-		RecordedAt: fromNanos(p.r.RecordedAt),
+	p.r.ActorID, p.r.RunID, p.r.PayloadJSON, p.r.DedupeKey =
+		stringOrNil(&p.actorID), stringOrNil(&p.runID), stringOrNil(&p.payload), stringOrNil(&p.dedupeKey)
+	return p.r.event()
+}
+
+// stringOrNil points at s's string, or is nil when s is NULL.
+func stringOrNil(s *sql.NullString) *string {
+	if !s.Valid {
+		return nil
 	}
-	if p.payload.Valid {
-		pl, err := awareness.ParsePayload(p.payload.String)
-		if err != nil {
-			return awareness.Event{}, fmt.Errorf("event %s/%s#%d: decode payload: %w", p.ref.AgentID, p.ref.Key, p.r.Sequence, err)
-		}
-		ev.Payload = pl
-	}
-	return ev, nil
+	return &s.String
 }
 
 // scanCursor scans a row of cursorColumns into a cursor.
