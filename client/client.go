@@ -40,6 +40,8 @@ const (
 	CodeForbidden       = "FORBIDDEN"
 	CodeUnavailable     = "UNAVAILABLE"
 	CodeInternal        = "INTERNAL"
+	CodeRateLimited     = "RATE_LIMITED"
+	CodeComplexity      = "COMPLEXITY_LIMIT_EXCEEDED"
 )
 
 // DefaultTimeout bounds one HTTP request to the service.
@@ -52,6 +54,9 @@ type Error struct {
 	Message string
 	// Status is the HTTP status of the answer.
 	Status int
+	// RetryAfter is the wait the service asked for (extensions.retryAfterMs of
+	// RATE_LIMITED), 0 when it named none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -79,10 +84,19 @@ func Permanent(err error) bool {
 		return false
 	}
 	switch e.Code {
-	case CodeUnavailable, CodeInternal, "RATE_LIMITED", "":
+	case CodeUnavailable, CodeInternal, CodeRateLimited, "":
 		return false
 	}
 	return true
+}
+
+// RetryAfter returns the wait the service asked for before the same request is sent
+// again (RATE_LIMITED's retryAfterMs), or 0.
+func RetryAfter(err error) time.Duration {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // Option configures a Client.
@@ -149,7 +163,11 @@ type gqlError struct {
 
 func (e gqlError) err(status int) *Error {
 	code, _ := e.Extensions["code"].(string)
-	return &Error{Code: code, Message: e.Message, Status: status}
+	out := &Error{Code: code, Message: e.Message, Status: status}
+	if ms, ok := e.Extensions["retryAfterMs"].(float64); ok && ms > 0 {
+		out.RetryAfter = time.Duration(ms * float64(time.Millisecond))
+	}
+	return out
 }
 
 // Do runs one GraphQL operation and decodes its data into out (when non-nil). An

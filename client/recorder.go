@@ -35,9 +35,22 @@ const (
 	// compactMinBytes: the outbox file is rewritten without its delivered events
 	// once it is this large and at least twice its live content.
 	compactMinBytes = 4 << 20
-	// retryMin and retryMax bound the backoff of a delivery the service could not take.
+	// retryMin and retryMax bound the backoff of a delivery the service could not take
+	// (RATE_LIMITED waits its retryAfterMs instead).
 	retryMin = 100 * time.Millisecond
 	retryMax = 5 * time.Second
+	// MaxBatch is the most events one recordEvents request carries (the service's
+	// bound).
+	MaxBatch = 200
+	// batchBytes bounds the encoded events of one request, well under the service's
+	// 1 MiB body limit.
+	batchBytes = 512 << 10
+	// rateStrikes: a batch refused this many times in a row with RATE_LIMITED is split
+	// (a batch may cost more than the token's burst).
+	rateStrikes = 3
+	// retryMemo bounds the timed-out Records remembered for their retry, and how long.
+	retryMemoSize = 1024
+	retryMemoTTL  = 10 * time.Minute
 )
 
 // Errors of Record.
@@ -50,6 +63,11 @@ var (
 	ErrRecordTimeout = errors.New("awareness recorder: the outbox write did not finish in time; the event may or may not be recorded")
 	// ErrClosed: the Recorder is closed.
 	ErrClosed = errors.New("awareness recorder: closed")
+	// ErrDeliveryStopped: the service refused the client's token (UNAUTHENTICATED);
+	// the Recorder delivers nothing more. The events stay in the outbox, and a
+	// Recorder opened on it with a valid token delivers them. Err wraps it with the
+	// service's answer.
+	ErrDeliveryStopped = errors.New("awareness recorder: delivery stopped: the service refused the token")
 )
 
 // Event is one event to record: the fields of the GraphQL RecordEventInput. Kind and
@@ -69,7 +87,9 @@ type Event struct {
 	Channel    string    `json:"channel,omitempty"`
 	Turns      int       `json:"turns,omitempty"`
 	// DedupeKey defaults to a generated random key: the service records the event once
-	// however often the outbox delivers it (SIG-4).
+	// however often the outbox delivers it (SIG-4). A Record that failed with
+	// ErrRecordTimeout and is called again with the same event reuses the key (and
+	// OccurredAt) of that attempt, so the retry cannot record it twice.
 	DedupeKey string   `json:"dedupeKey,omitempty"`
 	Watchers  []string `json:"watchers,omitempty"`
 }
@@ -84,11 +104,25 @@ type Delivery struct {
 	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4); the
 	// event is recorded all the same.
 	SkippedWatchers []SkippedWatcher
-	// Err is set when the service refused the event for good (INVALID_ARGUMENT,
-	// FORBIDDEN, NOT_FOUND …); the event is then dropped from the outbox. UNAUTHENTICATED
-	// is retried like an outage.
+	// Err is set when the service refused the event for good (FORBIDDEN: the token
+	// may not record for that session, CLT-1; or a rule the service has and Record's
+	// validation lacks); the event is then dropped from the outbox, and the refusal
+	// also goes to Errors as a *DeliveryError.
 	Err error
 }
+
+// DeliveryError is a spooled event the service refused for good: it was dropped
+// from the outbox.
+type DeliveryError struct {
+	Event Event
+	Err   error
+}
+
+func (e *DeliveryError) Error() string {
+	return fmt.Sprintf("awareness recorder: the service refused the %s event of %s; it was dropped: %v", e.Event.Kind, e.Event.SessionKey, e.Err)
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
 
 // SkippedWatcher is a producer-passed watcher the service did not give a cursor.
 type SkippedWatcher struct {
@@ -108,6 +142,9 @@ type RecorderOptions struct {
 	// OnDelivery, when set, is called from a sender goroutine after each event the
 	// service answered for good. It must not block for long.
 	OnDelivery func(Delivery)
+	// BatchSize bounds the events of one recordEvents request (default and maximum
+	// MaxBatch).
+	BatchSize int
 }
 
 // Recorder records events through a durable local outbox (SIG-7, CLT-2).
@@ -145,6 +182,11 @@ type Recorder struct {
 	writing   int                 // entries of the batch being written
 	lanes     []*lane
 	idle      chan struct{} // closed and replaced when the outbox becomes empty
+	stopped   error         // delivery stopped for good (ErrDeliveryStopped)
+	retries   map[string]retryMemo
+	single    bool // the service has no recordEvents: one recordEvent per event
+
+	errs chan error // cap errBuffer
 
 	flushNow chan struct{} // cap 1: wakes the flusher
 	stop     chan struct{}
@@ -169,6 +211,14 @@ type batch struct {
 type lane struct {
 	queue []*spooled
 	wake  chan struct{} // cap 1
+	size  int           // events per request now (halved when a batch is too large)
+}
+
+// retryMemo is the dedupeKey and time a timed-out Record used, for its retry.
+type retryMemo struct {
+	key        string
+	occurredAt time.Time
+	at         time.Time
 }
 
 // outboxLine is one line of the outbox file: a spooled event (ID and E), or the
@@ -191,6 +241,9 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 	if opts.Senders <= 0 {
 		opts.Senders = DefaultSenders
 	}
+	if opts.BatchSize <= 0 || opts.BatchSize > MaxBatch {
+		opts.BatchSize = MaxBatch
+	}
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("awareness recorder: %w", err)
@@ -207,7 +260,7 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 	}
 	r := &Recorder{
 		c: c, opts: opts, log: c.log.With("component", "recorder"), path: path, lock: lock,
-		pending: map[uint64]*spooled{}, idle: make(chan struct{}),
+		pending: map[uint64]*spooled{}, idle: make(chan struct{}), retries: map[string]retryMemo{}, errs: make(chan error, errBuffer),
 		flushNow: make(chan struct{}, 1), stop: make(chan struct{}), compactAt: compactMinBytes,
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -223,7 +276,7 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 		return nil, err
 	}
 	for i := 0; i < opts.Senders; i++ {
-		r.lanes = append(r.lanes, &lane{wake: make(chan struct{}, 1)})
+		r.lanes = append(r.lanes, &lane{wake: make(chan struct{}, 1), size: opts.BatchSize})
 	}
 	r.mu.Lock()
 	for _, s := range entries {
@@ -362,17 +415,18 @@ func syncDir(dir string) error {
 // Record spools ev durably and returns; a sender delivers it to the service later.
 // It returns nil only once the event is fsync'd to the outbox: from then on the event
 // reaches the service's log exactly once, whatever happens to the service or to this
-// process. It waits at most RecordTimeout (or until ctx ends) for the fsync, and
-// never for the service. ErrOutboxFull says the outbox is at its bound.
+// process. An event the service would refuse (an unknown kind, a two-line summary, a
+// malformed key …) is refused at once with the service's *Error (INVALID_ARGUMENT)
+// and nothing is spooled (CLT-5). Record waits at most RecordTimeout (or until ctx
+// ends) for the fsync, and never for the service. ErrOutboxFull says the outbox is at
+// its bound.
 func (r *Recorder) Record(ctx context.Context, ev Event) error {
+	if err := ev.Validate(); err != nil {
+		return err
+	}
+	memo := ""
 	if ev.DedupeKey == "" {
-		ev.DedupeKey = newDedupeKey()
-	}
-	if ev.OccurredAt.IsZero() {
-		ev.OccurredAt = time.Now().UTC()
-	}
-	if strings.TrimSpace(ev.SessionKey) == "" || ev.Kind == "" || ev.ActorType == "" {
-		return fmt.Errorf("awareness recorder: an event needs sessionKey, kind and actorType")
+		memo = retryKey(ev)
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -382,6 +436,20 @@ func (r *Recorder) Record(ctx context.Context, ev Event) error {
 	if r.broken != nil {
 		r.mu.Unlock()
 		return fmt.Errorf("awareness recorder: the outbox cannot be written: %w", r.broken)
+	}
+	if memo != "" {
+		if m, ok := r.retries[memo]; ok && time.Since(m.at) < retryMemoTTL {
+			ev.DedupeKey = m.key
+			if ev.OccurredAt.IsZero() {
+				ev.OccurredAt = m.occurredAt
+			}
+		}
+	}
+	if ev.DedupeKey == "" {
+		ev.DedupeKey = newDedupeKey()
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = time.Now().UTC()
 	}
 	r.nextID++
 	s := &spooled{id: r.nextID, ev: ev}
@@ -411,14 +479,47 @@ func (r *Recorder) Record(ctx context.Context, ev Event) error {
 
 	t := time.NewTimer(r.opts.RecordTimeout)
 	defer t.Stop()
+	var out error
 	select {
 	case <-b.done:
-		return b.err
+		out = b.err
 	case <-t.C:
-		return ErrRecordTimeout
+		out = ErrRecordTimeout
 	case <-ctx.Done():
-		return fmt.Errorf("%w (%w)", ErrRecordTimeout, ctx.Err())
+		out = fmt.Errorf("%w (%w)", ErrRecordTimeout, ctx.Err())
 	}
+	if memo != "" {
+		r.remember(memo, ev, errors.Is(out, ErrRecordTimeout))
+	}
+	return out
+}
+
+// retryKey identifies an event as its caller passed it (before the defaults), so a
+// retry of a timed-out Record finds that attempt.
+func retryKey(ev Event) string {
+	b, _ := json.Marshal(ev)
+	return string(b)
+}
+
+// remember keeps (timedOut) or forgets the dedupeKey a Record of memo used.
+func (r *Recorder) remember(memo string, ev Event, timedOut bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !timedOut {
+		delete(r.retries, memo)
+		return
+	}
+	if len(r.retries) >= retryMemoSize {
+		var oldest string
+		var at time.Time
+		for k, m := range r.retries {
+			if oldest == "" || m.at.Before(at) {
+				oldest, at = k, m.at
+			}
+		}
+		delete(r.retries, oldest)
+	}
+	r.retries[memo] = retryMemo{key: ev.DedupeKey, occurredAt: ev.OccurredAt, at: time.Now()}
 }
 
 // newDedupeKey returns 128 random bits in hex.
@@ -501,22 +602,56 @@ func laneOf(ev Event, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded stateVersion event { sequence } skippedWatchers { watcher reason } } }`
+const (
+	recordFields    = `recorded stateVersion event { sequence } skippedWatchers { watcher reason }`
+	recordMutation  = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { ` + recordFields + ` } }`
+	recordsMutation = `mutation($in: [RecordEventInput!]!) { recordEvents(inputs: $in) { index result { ` + recordFields + ` } error { code message } } }`
+)
 
-// sender delivers the events of one lane, head first, retrying until the service
-// answers for good.
+// recordResult is the service's RecordEventResult.
+type recordResult struct {
+	Recorded     bool  `json:"recorded"`
+	StateVersion int64 `json:"stateVersion"`
+	Event        struct {
+		Sequence int64 `json:"sequence"`
+	} `json:"event"`
+	SkippedWatchers []SkippedWatcher `json:"skippedWatchers"`
+}
+
+// itemResult is what the service did with one event of a request: result, or a
+// refusal (err).
+type itemResult struct {
+	result *recordResult
+	err    error
+}
+
+// sender delivers the events of one lane, oldest first, in batches of up to
+// lane.size, until the service has answered for each; it waits retryAfterMs when the
+// service says RATE_LIMITED, backs off on an outage, and stops every sender when the
+// service refuses the token.
 func (r *Recorder) sender(l *lane) {
 	defer r.wg.Done()
 	ctx := r.ctx
 	delay := retryMin
+	strikes := 0
 	for {
 		r.mu.Lock()
-		var head *spooled
-		if len(l.queue) > 0 {
-			head = l.queue[0]
+		stopped := r.stopped != nil
+		single := r.single
+		var batch []*spooled
+		var size int64
+		for _, s := range l.queue {
+			if len(batch) == l.size || (len(batch) > 0 && size+s.bytes > batchBytes) {
+				break
+			}
+			batch = append(batch, s)
+			size += s.bytes
+		}
+		if single && len(batch) > 1 {
+			batch = batch[:1]
 		}
 		r.mu.Unlock()
-		if head == nil {
+		if len(batch) == 0 || stopped {
 			select {
 			case <-l.wake:
 				continue
@@ -524,76 +659,227 @@ func (r *Recorder) sender(l *lane) {
 				return
 			}
 		}
-		var res struct {
-			RecordEvent struct {
-				Recorded     bool  `json:"recorded"`
-				StateVersion int64 `json:"stateVersion"`
-				Event        struct {
-					Sequence int64 `json:"sequence"`
-				} `json:"event"`
-				SkippedWatchers []SkippedWatcher `json:"skippedWatchers"`
-			} `json:"recordEvent"`
-		}
-		err := r.c.Do(ctx, recordMutation, map[string]any{"in": head.ev}, &res)
-		// UNAUTHENTICATED is retried too: the token is the gateway's configuration, and
-		// an event must not be lost while an operator fixes it.
-		if err != nil && (!Permanent(err) || ErrorCode(err) == CodeUnauthenticated) {
+		results, err := r.send(ctx, batch, single)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			lvl := slog.LevelDebug
-			if ErrorCode(err) == CodeUnauthenticated {
-				lvl = slog.LevelError
+			wait := delay
+			switch code := ErrorCode(err); {
+			case code == CodeUnauthenticated:
+				r.stopDelivery(err)
+				continue
+			case code == CodeRateLimited:
+				strikes++
+				if strikes >= rateStrikes && len(batch) > 1 {
+					l.size, strikes = max(1, len(batch)/2), 0
+				}
+				wait = max(RetryAfter(err), retryMin/10)
+				wait += rand.N(wait/10 + 1) // the lanes share the token's budget: do not march in step
+			case tooLarge(err) && len(batch) > 1:
+				l.size = max(1, len(batch)/2)
+				continue
+			case !single && unknownField(err, "recordEvents"):
+				r.log.Info("the service has no recordEvents; delivering one event per request")
+				r.mu.Lock()
+				r.single = true
+				r.mu.Unlock()
+				continue
+			case Permanent(err) && len(batch) > 1:
+				l.size = max(1, len(batch)/2) // find the event the request is refused for
+				continue
+			case Permanent(err):
+				results = []itemResult{{err: err}} // the one event is refused
+			default:
+				delay = min(delay*2, retryMax)
 			}
-			r.log.Log(ctx, lvl, "delivery failed; retrying", "session", head.ev.SessionKey, "err", err, "retry_in", delay)
-			t := time.NewTimer(delay + rand.N(delay/2+1))
-			select {
-			case <-t.C:
-			case <-r.stop:
-				t.Stop()
-				return
+			if results == nil {
+				r.log.Debug("delivery failed; retrying", "session", batch[0].ev.SessionKey, "events", len(batch), "err", err, "retry_in", wait)
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-r.stop:
+					t.Stop()
+					return
+				}
+				continue
 			}
-			delay = min(delay*2, retryMax)
+		}
+		delay, strikes = retryMin, 0
+		if l.size < r.opts.BatchSize && len(results) == len(batch) {
+			l.size = min(r.opts.BatchSize, 2*l.size) // grow back after a split
+		}
+		r.answered(l, batch, results)
+	}
+}
+
+// send posts batch (recordEvents, or recordEvent for one event on a service without
+// it). It returns the answer per event, in order, up to the first event the service
+// could not take now (an outage inside the batch): those after it are sent again.
+func (r *Recorder) send(ctx context.Context, batch []*spooled, single bool) ([]itemResult, error) {
+	if single {
+		var res struct {
+			RecordEvent recordResult `json:"recordEvent"`
+		}
+		if err := r.c.Do(ctx, recordMutation, map[string]any{"in": batch[0].ev}, &res); err != nil {
+			return nil, err
+		}
+		return []itemResult{{result: &res.RecordEvent}}, nil
+	}
+	inputs := make([]Event, len(batch))
+	for i, s := range batch {
+		inputs[i] = s.ev
+	}
+	var res struct {
+		RecordEvents []struct {
+			Index  int           `json:"index"`
+			Result *recordResult `json:"result"`
+			Error  *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"recordEvents"`
+	}
+	if err := r.c.Do(ctx, recordsMutation, map[string]any{"in": inputs}, &res); err != nil {
+		return nil, err
+	}
+	out := make([]itemResult, len(batch))
+	seen := make([]bool, len(batch))
+	for _, it := range res.RecordEvents {
+		if it.Index < 0 || it.Index >= len(batch) {
 			continue
 		}
-		delay = retryMin
-		d := Delivery{Event: head.ev, Recorded: res.RecordEvent.Recorded, Sequence: res.RecordEvent.Event.Sequence,
-			StateVersion: res.RecordEvent.StateVersion, SkippedWatchers: res.RecordEvent.SkippedWatchers, Err: err}
+		seen[it.Index] = true
+		if it.Error != nil {
+			out[it.Index].err = &Error{Code: it.Error.Code, Message: it.Error.Message}
+		} else {
+			out[it.Index].result = it.Result
+		}
+	}
+	for i := range out {
+		if !seen[i] || (out[i].result == nil && out[i].err == nil) {
+			return out[:i], nil // not answered: sent again
+		}
+		if out[i].err != nil && !Permanent(out[i].err) {
+			return out[:i], nil // the service could not take it now: sent again
+		}
+	}
+	return out, nil
+}
+
+// tooLarge reports a refusal of the request's size (COMPLEXITY_LIMIT_EXCEEDED, HTTP
+// 413): a smaller batch may pass.
+func tooLarge(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && (e.Code == CodeComplexity || e.Status == 413)
+}
+
+// unknownField reports the validation error of a service whose schema lacks field.
+func unknownField(err error, field string) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Code == "GRAPHQL_VALIDATION_FAILED" && strings.Contains(e.Message, `"`+field+`"`)
+}
+
+// stopDelivery stops every sender for good: the service refused the token.
+func (r *Recorder) stopDelivery(err error) {
+	r.mu.Lock()
+	first := r.stopped == nil
+	if first {
+		r.stopped = fmt.Errorf("%w: %w", ErrDeliveryStopped, err)
+	}
+	stopped := r.stopped
+	pending := len(r.pending)
+	r.mu.Unlock()
+	if first {
+		r.log.Error("the service refused the token; delivery stopped, the events stay in the outbox", "path", r.path, "pending", pending, "err", err)
+		r.report(stopped)
+	}
+}
+
+// report hands err to Errors, dropping the oldest when the buffer is full.
+func (r *Recorder) report(err error) {
+	for {
+		select {
+		case r.errs <- err:
+			return
+		default:
+		}
+		select {
+		case <-r.errs:
+		default:
+		}
+	}
+}
+
+// Errors receives what goes wrong during delivery, which Record could not report: a
+// spooled event the service refused for good (*DeliveryError) and the refusal of the
+// token that stopped delivery (ErrDeliveryStopped). It holds the last errBuffer
+// errors for a caller that reads late.
+func (r *Recorder) Errors() <-chan error { return r.errs }
+
+// Err returns the error that stopped delivery (wrapping ErrDeliveryStopped), or nil.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+// answered settles the first len(results) events of batch, the head of l.
+func (r *Recorder) answered(l *lane, batch []*spooled, results []itemResult) {
+	if len(results) == 0 {
+		return
+	}
+	done := batch[:len(results)]
+	var ds []Delivery
+	for i, s := range done {
+		d := Delivery{Event: s.ev, Err: results[i].err}
+		if res := results[i].result; res != nil {
+			d.Recorded, d.Sequence, d.StateVersion, d.SkippedWatchers = res.Recorded, res.Event.Sequence, res.StateVersion, res.SkippedWatchers
+		}
 		for _, sw := range d.SkippedWatchers {
-			r.log.Warn("a producer-passed watcher was skipped", "session", head.ev.SessionKey, "watcher", sw.Watcher, "reason", sw.Reason)
+			r.log.Warn("a producer-passed watcher was skipped", "session", s.ev.SessionKey, "watcher", sw.Watcher, "reason", sw.Reason)
 		}
-		if err != nil {
-			r.log.Error("the service refused a spooled event; dropping it", "session", head.ev.SessionKey, "kind", head.ev.Kind, "err", err)
+		if d.Err != nil {
+			r.log.Error("the service refused a spooled event; dropping it", "session", s.ev.SessionKey, "kind", s.ev.Kind, "err", d.Err)
+			r.report(&DeliveryError{Event: s.ev, Err: d.Err})
 		}
-		r.delivered(l, head)
-		if r.opts.OnDelivery != nil {
+		ds = append(ds, d)
+	}
+	r.delivered(l, done)
+	if r.opts.OnDelivery != nil {
+		for _, d := range ds {
 			r.opts.OnDelivery(d)
 		}
 	}
 }
 
-// delivered removes the head of l and appends its done line (not fsync'd: a done line
-// lost in a crash only makes the event be delivered again, which its dedupeKey makes
-// harmless).
-func (r *Recorder) delivered(l *lane, s *spooled) {
+// delivered removes done, the head of l, and appends their done lines (not fsync'd: a
+// done line lost in a crash only makes the event be delivered again, which its
+// dedupeKey makes harmless).
+func (r *Recorder) delivered(l *lane, done []*spooled) {
 	r.mu.Lock()
-	l.queue = l.queue[1:]
-	delete(r.pending, s.id)
-	r.liveBytes -= s.bytes
+	l.queue = l.queue[len(done):]
+	for _, s := range done {
+		delete(r.pending, s.id)
+		r.liveBytes -= s.bytes
+	}
 	if r.emptyLocked() {
 		close(r.idle)
 		r.idle = make(chan struct{})
 	}
 	r.mu.Unlock()
-	line, _ := json.Marshal(outboxLine{Done: s.id})
-	line = append(line, '\n')
+	var buf []byte
+	for _, s := range done {
+		line, _ := json.Marshal(outboxLine{Done: s.id})
+		buf = append(append(buf, line...), '\n')
+	}
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	if _, err := r.f.Write(line); err != nil {
-		r.log.Warn("outbox: writing a delivery mark failed (the event may be delivered again, harmlessly)", "err", err)
+	if _, err := r.f.Write(buf); err != nil {
+		r.log.Warn("outbox: writing delivery marks failed (the events may be delivered again, harmlessly)", "err", err)
 		return
 	}
-	r.fileBytes += int64(len(line))
+	r.fileBytes += int64(len(buf))
 	r.mu.Lock()
 	live := r.liveBytes
 	r.mu.Unlock()

@@ -153,15 +153,19 @@ func fakeService(t *testing.T) (*Client, func() int) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Variables struct {
-				In Event `json:"in"`
+				In []Event `json:"in"`
 			} `json:"variables"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		var items []string
 		mu.Lock()
-		keys[req.Variables.In.DedupeKey] = true
+		for i, e := range req.Variables.In {
+			keys[e.DedupeKey] = true
+			items = append(items, fmt.Sprintf(`{"index":%d,"result":{"recorded":true,"stateVersion":1,"event":{"sequence":1},"skippedWatchers":[]},"error":null}`, i))
+		}
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"data":{"recordEvent":{"recorded":true,"stateVersion":1,"event":{"sequence":1},"skippedWatchers":[]}}}`)
+		_, _ = io.WriteString(w, `{"data":{"recordEvents":[`+strings.Join(items, ",")+`]}}`)
 	}))
 	t.Cleanup(srv.Close)
 	c, err := New(srv.URL + "/query")
@@ -183,8 +187,8 @@ func TestRecorder_CompactsDeliveredEvents(t *testing.T) {
 	r.wmu.Lock()
 	r.compactAt = 64 << 10
 	r.wmu.Unlock()
-	summary := strings.Repeat("x", 500)
-	const n = 800 // about 550 KiB of lines
+	summary, actor := strings.Repeat("x", 200), "user:"+strings.Repeat("y", 400)
+	const n = 800 // about 600 KiB of lines
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -192,7 +196,7 @@ func TestRecorder_CompactsDeliveredEvents(t *testing.T) {
 			defer wg.Done()
 			for i := range n / 8 {
 				e := ev(fmt.Sprintf("agent:main:subagent:c%d", g), i)
-				e.Summary = summary
+				e.Summary, e.ActorID = summary, actor
 				if err := r.Record(context.Background(), e); err != nil {
 					t.Error(err)
 					return

@@ -2,15 +2,12 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -44,102 +41,348 @@ type noticeKey struct{ watcher, agent, target string }
 
 func (n Notice) key() noticeKey { return noticeKey{n.Watcher, n.TargetAgentID, n.Target} }
 
+// Transport selects how a Watcher follows staleNotices.
+type Transport int
+
+// Transports of a Watcher.
+const (
+	// TransportAuto uses WebSocket, switches to SSE when the WebSocket upgrade is
+	// refused (a proxy that does not pass upgrades), and tries WebSocket again every
+	// WatcherOptions.WebSocketRetry.
+	TransportAuto Transport = iota
+	// TransportWebSocket uses graphql-transport-ws only.
+	TransportWebSocket
+	// TransportSSE uses Server-Sent Events only (graphql-sse, distinct connections:
+	// one POST stream per watcher session).
+	TransportSSE
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportWebSocket:
+		return "websocket"
+	case TransportSSE:
+		return "sse"
+	}
+	return "auto"
+}
+
 // Defaults of WatcherOptions.
 const (
-	DefaultMinBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff = 10 * time.Second
-	// wsPing is how often the watcher pings the service; a connection silent for
-	// wsDead is dropped and opened again.
-	wsPing      = 15 * time.Second
-	wsDead      = 45 * time.Second
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 10 * time.Second
+	DefaultWebSocketRetry = 30 * time.Second
+	// streamPing is how often the watcher pings the service over WebSocket; a
+	// connection or SSE stream silent for streamDead is dropped and opened again (the
+	// service sends a keep-alive every 15 s on both).
+	streamPing  = 15 * time.Second
+	streamDead  = 45 * time.Second
 	wsAckWait   = 10 * time.Second
 	wsWriteWait = 10 * time.Second
+	// closeAckWait bounds the last try of Close to send the acknowledgements still owed.
+	closeAckWait = time.Second
+	// errBuffer is how many errors Errors holds for a caller that does not read.
+	errBuffer = 16
 )
 
 // WatcherOptions configure Watch.
 type WatcherOptions struct {
-	// MinBackoff and MaxBackoff bound the wait before reconnecting (exponential with
-	// jitter; defaults DefaultMinBackoff and DefaultMaxBackoff).
+	// MinBackoff and MaxBackoff bound the wait before reconnecting and before a
+	// failed acknowledgement is sent again (exponential with jitter; defaults
+	// DefaultMinBackoff and DefaultMaxBackoff).
 	MinBackoff, MaxBackoff time.Duration
+	// Transport: TransportAuto (the default), TransportWebSocket or TransportSSE.
+	Transport Transport
+	// WebSocketRetry is how long TransportAuto stays on SSE after a refused upgrade
+	// before it tries WebSocket again (default DefaultWebSocketRetry).
+	WebSocketRetry time.Duration
 	// Dialer replaces the WebSocket dialer (default websocket.DefaultDialer).
 	Dialer *websocket.Dialer
-	// OnChange, when set, is called (from the Watcher's goroutine, or from Ack for its
-	// follow-ups) for every item that changes what the service has pending: a notice
-	// that opened, or one that closed. Replays are not reported. It must not block.
+	// OnChange, when set, is called (from the Watcher's goroutines, or from Ack for
+	// its follow-ups) for every item that changes what the service has pending: a
+	// notice that opened, or one that closed. Replays are not reported. It must not
+	// block.
 	OnChange func(Notice)
+	// OnAck, when set, is called with every outcome of an acknowledgement the Watcher
+	// sent again by itself after Ack failed (ErrAckDeferred). It must not block.
+	OnAck func(NoticeAck)
 }
 
-// ErrWatcherClosed is returned by a closed Watcher.
-var ErrWatcherClosed = errors.New("awareness watcher: closed")
+// Errors of a Watcher.
+var (
+	// ErrWatcherClosed is returned by a closed Watcher.
+	ErrWatcherClosed = errors.New("awareness watcher: closed")
+	// ErrAckDeferred: Ack could not reach the service (it is down, or the call timed
+	// out). The notices stay held: the Watcher sends the acknowledgement again by
+	// itself until the service answers (outcomes go to OnAck), unless Release hands
+	// them back first. errors.Is(err, ErrAckDeferred) tells this from a refusal.
+	ErrAckDeferred = errors.New("awareness watcher: the acknowledgement did not reach the service; the Watcher sends it again")
+)
 
-// Watcher follows the stale notices of one or more watcher sessions over
-// graphql-transport-ws (staleNotices(watcher, includeClosed: true)), reconnecting with
-// backoff, and keeps the notices not yet consumed:
+// StreamError is why a stream of the Watcher failed: a WebSocket connection, or the
+// SSE stream of one watcher session.
+type StreamError struct {
+	Transport Transport
+	// Watcher is the watcher session of an SSE stream or of a refused subscription;
+	// "" for a WebSocket connection.
+	Watcher string
+	// Status is the HTTP status of a refused upgrade or stream request; 0 otherwise.
+	Status int
+	// Fatal: retrying cannot help (the token was refused, the watcher is not
+	// allowed); the stream is not opened again.
+	Fatal bool
+	Err   error
+}
+
+func (e *StreamError) Error() string {
+	s := "awareness watcher: " + e.Transport.String()
+	if e.Watcher != "" {
+		s += " stream of " + e.Watcher
+	}
+	if e.Status != 0 {
+		s += fmt.Sprintf(": HTTP %d", e.Status)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// Watcher follows the stale notices of watcher sessions (staleNotices(watcher,
+// includeClosed: true)) over one WebSocket connection, or one SSE stream per watcher,
+// reconnecting with backoff, and keeps each notice in one of three states (CLT-5):
 //
-//   - a notice replayed after a reconnect, or delivered both by the stream and as a
-//     follow-up of Ack, is handed out once;
-//   - a notice acknowledged elsewhere (another gateway, the dashboard) or removed is
-//     dropped, from its closed item, or, when the stream was down then, from the
-//     pendingNotices query the Watcher runs after each reconnect;
-//   - Drain hands out what to put into the prompt now; Ack acknowledges exactly those
-//     notices (NTC-3): a notice opened after the Drain stays pending.
+//   - open: received, not handed out; Drain hands it out and it becomes held;
+//   - held: handed out by Drain and not yet settled. Ack settles it (the service
+//     answers per notice); Release hands it back (it is open again, for the next
+//     Drain): a turn that failed after Drain releases what it drained. A failed Ack
+//     keeps it held and sends the acknowledgement again by itself (ErrAckDeferred);
+//   - done: acknowledged (by this Watcher or anyone else) or closed: never handed out
+//     again, whatever the service replays.
+//
+// A notice the service replays (after every reconnect and restart it sends every
+// pending notice again) is handed out only if it is neither open, held nor done; a
+// notice acknowledged elsewhere or removed is dropped from its closed item, or, when
+// the stream was down then, from the pendingNotices query the Watcher runs after each
+// (re)subscription. Watcher sessions are added and removed on the running Watcher
+// (Add, Remove). Errors reach the caller through Errors and Err, never only the log.
 type Watcher struct {
-	c        *Client
-	watchers []string
-	opts     WatcherOptions
-	log      *slog.Logger
+	c    *Client
+	opts WatcherOptions
+	log  *slog.Logger
 
-	mu        sync.Mutex
-	open      map[noticeKey]*tracked // received, not drained
-	drained   map[noticeKey]int64    // drained, not known closed: notifiedVersion
-	err       error                  // fatal: the stream will not be opened again
-	dups      int                    // replayed items dropped
-	connected chan struct{}          // closed while a stream is up; replaced on loss
-	up        bool
+	mu       sync.Mutex
+	subs     map[string]*sub // watcher session → its subscription
+	open     map[noticeKey]*tracked
+	held     map[noticeKey]*heldNotice
+	done     map[noticeKey]int64 // highest notifiedVersion acknowledged or closed
+	fatal    error               // the Watcher stopped for good
+	lastErr  error               // the last stream failure, cleared when all are up
+	dups     int
+	conn     *wsConn // the WebSocket connection while one is up
+	sse      map[string]*sseStream
+	current  Transport
+	upAll    chan struct{} // closed while every subscription is up; replaced on loss
+	allUp    bool
+	nextSub  int
+	ackOwed  bool
+	closed   bool
+	sseGroup sync.WaitGroup // the SSE stream goroutines, started under mu while !closed
+	confirmQ map[string]bool
 
+	notify      chan struct{} // cap 1
+	errs        chan error    // cap errBuffer
+	ackWake     chan struct{} // cap 1
+	confirmWake chan struct{} // cap 1
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+}
+
+// sub is one watcher session the Watcher follows.
+type sub struct {
 	notify chan struct{} // cap 1
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	up     bool          // its subscription is live
 }
 
 type tracked struct {
 	n         Notice
-	confirmed bool // seen since the last reconnect
+	confirmed bool // seen since the last (re)subscription
 }
 
-// Watch starts following the notices of watchers. Close stops it.
+type heldNotice struct {
+	n Notice
+	// gone: the service no longer has this notice pending (acknowledged elsewhere,
+	// removed, or replaced): Release drops it instead of handing it out again.
+	gone bool
+	// owed: an Ack of it failed to reach the service; the Watcher sends it again.
+	owed bool
+}
+
+// Watch starts following the notices of watchers (none is allowed: Add them later).
+// Close stops it.
 func (c *Client) Watch(watchers []string, opts WatcherOptions) (*Watcher, error) {
-	if len(watchers) == 0 {
-		return nil, errors.New("awareness watcher: name at least one watcher session")
-	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = DefaultMinBackoff
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
 	}
+	if opts.WebSocketRetry <= 0 {
+		opts.WebSocketRetry = DefaultWebSocketRetry
+	}
 	if opts.Dialer == nil {
 		opts.Dialer = websocket.DefaultDialer
 	}
 	w := &Watcher{
-		c: c, watchers: append([]string(nil), watchers...), opts: opts, log: c.log.With("component", "watcher"),
-		open: map[noticeKey]*tracked{}, drained: map[noticeKey]int64{},
-		connected: make(chan struct{}), notify: make(chan struct{}, 1),
+		c: c, opts: opts, log: c.log.With("component", "watcher"),
+		subs: map[string]*sub{}, open: map[noticeKey]*tracked{}, held: map[noticeKey]*heldNotice{},
+		done: map[noticeKey]int64{}, sse: map[string]*sseStream{},
+		upAll: make(chan struct{}), notify: make(chan struct{}, 1), errs: make(chan error, errBuffer),
+		ackWake: make(chan struct{}, 1), confirmWake: make(chan struct{}, 1), confirmQ: map[string]bool{},
+	}
+	for _, watcher := range watchers {
+		if watcher == "" {
+			return nil, errors.New("awareness watcher: a watcher session key is empty")
+		}
+		w.subs[watcher] = &sub{notify: make(chan struct{}, 1)}
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.wg.Add(1)
+	w.wg.Add(3)
 	go w.run()
+	go w.ackRetrier()
+	go w.confirmer()
 	return w, nil
 }
 
-// Notify receives a value when notices become available to Drain.
+// Add starts following the notices of more watcher sessions on the running Watcher
+// (a new subscription on its WebSocket, or a new SSE stream). It first asks the
+// service for the watcher's pending notices with the client's credentials, so a
+// watcher the token may not read is refused here, with the service's *Error; when the
+// service cannot be reached the watcher is added all the same and subscribed once it
+// can.
+func (w *Watcher) Add(ctx context.Context, watchers ...string) error {
+	for _, watcher := range watchers {
+		if watcher == "" {
+			return errors.New("awareness watcher: a watcher session key is empty")
+		}
+		if _, err := w.c.PendingNotices(ctx, watcher); err != nil && Permanent(err) {
+			return err
+		}
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWatcherClosed
+	}
+	var added []string
+	for _, watcher := range watchers {
+		if _, ok := w.subs[watcher]; !ok {
+			w.subs[watcher] = &sub{notify: make(chan struct{}, 1)}
+			added = append(added, watcher)
+		}
+	}
+	if w.current == TransportSSE {
+		for _, watcher := range added {
+			w.startSSELocked(watcher)
+		}
+	}
+	w.updateUpLocked()
+	conn := w.conn
+	w.mu.Unlock()
+	if conn != nil {
+		for _, watcher := range added {
+			conn.subscribe(watcher)
+		}
+	}
+	return nil
+}
+
+// Remove stops following the notices of watcher sessions. Their open notices are
+// dropped (they stay pending in the service); held ones stay until Ack or Release.
+func (w *Watcher) Remove(watchers ...string) {
+	w.mu.Lock()
+	conn := w.conn
+	for _, watcher := range watchers {
+		delete(w.subs, watcher)
+		for k := range w.open {
+			if k.watcher == watcher {
+				delete(w.open, k)
+			}
+		}
+		if s := w.sse[watcher]; s != nil {
+			s.cancel()
+			delete(w.sse, watcher)
+		}
+	}
+	w.updateUpLocked()
+	w.mu.Unlock()
+	if conn != nil {
+		for _, watcher := range watchers {
+			conn.unsubscribe(watcher)
+		}
+	}
+}
+
+// Watchers returns the watcher sessions followed, sorted.
+func (w *Watcher) Watchers() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.subs))
+	for k := range w.subs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Notify receives a value when notices of any watcher session become available to
+// Drain.
 func (w *Watcher) Notify() <-chan struct{} { return w.notify }
 
-// WaitConnected waits until the stream is up (subscribed), or ctx ends.
+// NotifyOf receives a value when notices of watcher become available to Drain; nil
+// (never ready) for a watcher session the Watcher does not follow.
+func (w *Watcher) NotifyOf(watcher string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.subs[watcher]; s != nil {
+		return s.notify
+	}
+	return nil
+}
+
+// Errors receives every stream failure (a *StreamError: a refused upgrade with its
+// HTTP status, a lost connection, a refused subscription) and every failure of an
+// acknowledgement the Watcher sends again by itself. It holds the last errBuffer
+// errors for a caller that reads late; older ones are dropped.
+func (w *Watcher) Errors() <-chan error { return w.errs }
+
+// Err returns why the Watcher is not following its notices now: the error that
+// stopped it for good (a refused token), or, while a stream is down and being
+// retried, its last failure. It is nil while every subscription is up.
+func (w *Watcher) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fatal != nil {
+		return w.fatal
+	}
+	if w.allUp {
+		return nil
+	}
+	return w.lastErr
+}
+
+// Transport returns the transport in use now: TransportWebSocket or TransportSSE.
+func (w *Watcher) Transport() Transport {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// WaitConnected waits until every watcher session's subscription is up, or the
+// Watcher stopped for good (its error), or ctx ends.
 func (w *Watcher) WaitConnected(ctx context.Context) error {
 	w.mu.Lock()
-	ch, err := w.connected, w.err
+	ch, err := w.upAll, w.fatal
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -147,99 +390,277 @@ func (w *Watcher) WaitConnected(ctx context.Context) error {
 	select {
 	case <-ch:
 		return nil
+	case <-w.ctx.Done():
+		if err := w.Err(); err != nil {
+			return err
+		}
+		return ErrWatcherClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// Err returns the fatal error that stopped the stream (a refused token), if any.
-func (w *Watcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-// Pending returns the notices that Drain would hand out now, without draining them:
-// those of the given watchers, or of all when none is given.
+// Pending returns the open notices that Drain would hand out now, without draining
+// them: those of the given watchers, or of all when none is given.
 func (w *Watcher) Pending(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.sortedOpenLocked(watchers)
-}
-
-func (w *Watcher) sortedOpenLocked(watchers []string) []Notice {
 	out := make([]Notice, 0, len(w.open))
 	for _, t := range w.open {
 		if len(watchers) == 0 || slices.Contains(watchers, t.n.Watcher) {
 			out = append(out, t.n)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].OpenedAt.Equal(out[j].OpenedAt) {
-			return out[i].OpenedAt.Before(out[j].OpenedAt)
-		}
-		return out[i].key().target < out[j].key().target
-	})
+	sortNotices(out)
 	return out
 }
 
-// Drain hands out the notices to put into the prompt now (oldest first), each once:
-// those of the given watchers (the session whose turn is being built), or of all when
-// none is given. Pass what the turn actually consumed to Ack.
+// Held returns the notices handed out by Drain and neither acknowledged nor
+// released: those of the given watchers, or of all when none is given.
+func (w *Watcher) Held(watchers ...string) []Notice {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Notice, 0, len(w.held))
+	for _, h := range w.held {
+		if len(watchers) == 0 || slices.Contains(watchers, h.n.Watcher) {
+			out = append(out, h.n)
+		}
+	}
+	sortNotices(out)
+	return out
+}
+
+func sortNotices(ns []Notice) {
+	sort.Slice(ns, func(i, j int) bool {
+		if !ns[i].OpenedAt.Equal(ns[j].OpenedAt) {
+			return ns[i].OpenedAt.Before(ns[j].OpenedAt)
+		}
+		return ns[i].Target < ns[j].Target
+	})
+}
+
+// Drain hands out the open notices to put into the prompt now (oldest first), each
+// once: those of the given watchers (the session whose turn is being built), or of
+// all when none is given. They are held until Ack (what the turn consumed) or Release
+// (what it did not).
 func (w *Watcher) Drain(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := w.sortedOpenLocked(watchers)
+	var out []Notice
+	for _, t := range w.open {
+		if len(watchers) == 0 || slices.Contains(watchers, t.n.Watcher) {
+			out = append(out, t.n)
+		}
+	}
+	sortNotices(out)
 	for _, n := range out {
 		delete(w.open, n.key())
-		w.drained[n.key()] = n.NotifiedVersion
+		w.held[n.key()] = &heldNotice{n: n}
 	}
 	return out
 }
 
-const ackMutation = `mutation($w: String!, $n: [NoticeRef!]) { ackNotices(watcher: $w, notices: $n) {
-  watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt closed } }`
-
-// Ack acknowledges exactly the given drained notices (NTC-3): each pair is
-// acknowledged only while its pending notice is still the one drained. It returns the
-// follow-up notices the acknowledgement opened (events arrived since the notice
-// opened); they are also kept for the next Drain.
-func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]Notice, error) {
-	byWatcher := map[string][]map[string]any{}
-	var order []string
-	for _, n := range drained {
-		if _, ok := byWatcher[n.Watcher]; !ok {
-			order = append(order, n.Watcher)
-		}
-		byWatcher[n.Watcher] = append(byWatcher[n.Watcher], map[string]any{
-			"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion,
-		})
-	}
-	var followUps []Notice
-	for _, watcher := range order {
-		var res struct {
-			AckNotices []Notice `json:"ackNotices"`
-		}
-		if err := w.c.Do(ctx, ackMutation, map[string]any{"w": watcher, "n": byWatcher[watcher]}, &res); err != nil {
-			return followUps, err
-		}
-		followUps = append(followUps, res.AckNotices...)
-	}
+// Release hands drained notices back: each that is still held, and that the service
+// has not acknowledged or replaced meanwhile, is open again and handed out by the
+// next Drain (a turn that failed after Drain, CLT-5). A release also stops the
+// Watcher sending again a failed Ack of it. It returns how many were handed back.
+func (w *Watcher) Release(drained ...Notice) int {
 	w.mu.Lock()
-	for _, n := range drained {
-		if w.drained[n.key()] == n.NotifiedVersion {
-			delete(w.drained, n.key())
+	n := 0
+	for _, d := range drained {
+		k := d.key()
+		h := w.held[k]
+		if h == nil || h.n.NotifiedVersion != d.NotifiedVersion {
+			continue
+		}
+		delete(w.held, k)
+		if h.gone || w.done[k] >= d.NotifiedVersion || w.subs[d.Watcher] == nil {
+			continue
+		}
+		if t := w.open[k]; t != nil && t.n.NotifiedVersion >= d.NotifiedVersion {
+			continue
+		}
+		w.open[k] = &tracked{n: h.n, confirmed: true}
+		w.notifyLocked(d.Watcher)
+		n++
+	}
+	w.mu.Unlock()
+	return n
+}
+
+// Ack acknowledges exactly the given drained notices (acknowledgeNotices, NTC-3) and
+// returns the service's outcome for each:
+//
+//   - AckAcknowledged, AckAlreadyAcknowledged: the notice is done; a FollowUp (or
+//     Pending) notice is kept for the next Drain (and handed out once, however often
+//     the stream also delivers it);
+//   - AckSuperseded, AckNotPending: the notice was never acknowledged and the service
+//     has another one pending (kept for the next Drain) or none; the caller learns
+//     that what its turn consumed is not what the service had pending.
+//
+// When the service cannot be reached (down, a timeout), the error wraps
+// ErrAckDeferred: the notices stay held and the Watcher sends the acknowledgement
+// again until the service answers (OnAck gets the outcomes), or until Release hands
+// them back. A refusal (an *Error such as FORBIDDEN) leaves them held, to release.
+func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]NoticeAck, error) {
+	var out []NoticeAck
+	var errs []error
+	for watcher, group := range groupByWatcher(drained) {
+		acks, err := w.c.AcknowledgeNotices(ctx, watcher, group)
+		if err != nil {
+			if Permanent(err) {
+				errs = append(errs, err)
+				continue
+			}
+			w.mu.Lock()
+			for _, n := range group {
+				if h := w.held[n.key()]; h != nil && h.n.NotifiedVersion == n.NotifiedVersion {
+					h.owed = true
+					w.ackOwed = true
+				}
+			}
+			w.mu.Unlock()
+			select {
+			case w.ackWake <- struct{}{}:
+			default:
+			}
+			errs = append(errs, fmt.Errorf("%w: %w", ErrAckDeferred, err))
+			continue
+		}
+		w.settle(acks)
+		out = append(out, acks...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// groupByWatcher splits notices by watcher session, in order of first appearance.
+func groupByWatcher(ns []Notice) func(func(string, []Notice) bool) {
+	return func(yield func(string, []Notice) bool) {
+		groups := map[string][]Notice{}
+		var order []string
+		for _, n := range ns {
+			if _, ok := groups[n.Watcher]; !ok {
+				order = append(order, n.Watcher)
+			}
+			groups[n.Watcher] = append(groups[n.Watcher], n)
+		}
+		for _, watcher := range order {
+			if !yield(watcher, groups[watcher]) {
+				return
+			}
 		}
 	}
+}
+
+// settle applies the service's outcomes of an acknowledgement.
+func (w *Watcher) settle(acks []NoticeAck) {
+	w.mu.Lock()
 	var changed []Notice
-	for _, n := range followUps {
-		if w.acceptLocked(n, true) {
-			changed = append(changed, n)
+	for _, a := range acks {
+		k := a.key()
+		if h := w.held[k]; h != nil && h.n.NotifiedVersion == a.NotifiedVersion {
+			delete(w.held, k)
+		}
+		if a.Outcome.Done() {
+			w.doneLocked(k, a.NotifiedVersion)
+		}
+		for _, n := range []*Notice{a.FollowUp, a.Pending} {
+			if n != nil && w.acceptLocked(*n, true) {
+				changed = append(changed, *n)
+			}
 		}
 	}
 	w.mu.Unlock()
 	w.changed(changed...)
-	return followUps, nil
+}
+
+// doneLocked records that the pair's notices up to version are done, and drops an
+// open copy of them.
+func (w *Watcher) doneLocked(k noticeKey, version int64) {
+	if w.done[k] < version {
+		w.done[k] = version
+	}
+	if t := w.open[k]; t != nil && t.n.NotifiedVersion <= version {
+		delete(w.open, k)
+	}
+	if h := w.held[k]; h != nil && h.n.NotifiedVersion <= version {
+		h.gone = true
+	}
+}
+
+// ackRetrier sends again the acknowledgements Ack could not deliver, with backoff,
+// until the service answers them, they are released, or the Watcher closes (Close
+// tries once more).
+func (w *Watcher) ackRetrier() {
+	defer w.wg.Done()
+	delay := w.opts.MinBackoff
+	for {
+		select {
+		case <-w.ackWake:
+		case <-w.ctx.Done():
+			return
+		}
+		for {
+			t := time.NewTimer(delay + rand.N(delay/2+1))
+			select {
+			case <-t.C:
+			case <-w.ctx.Done():
+				t.Stop()
+				return
+			}
+			if w.sendOwed(w.ctx) {
+				delay = w.opts.MinBackoff
+				break
+			}
+			delay = min(2*delay, w.opts.MaxBackoff)
+		}
+	}
+}
+
+// sendOwed sends the owed acknowledgements once; it reports whether none is owed any
+// more.
+func (w *Watcher) sendOwed(ctx context.Context) bool {
+	w.mu.Lock()
+	var owed []Notice
+	for _, h := range w.held {
+		if h.owed {
+			owed = append(owed, h.n)
+		}
+	}
+	w.ackOwed = len(owed) > 0
+	w.mu.Unlock()
+	if len(owed) == 0 {
+		return true
+	}
+	sortNotices(owed)
+	settled := true
+	for watcher, group := range groupByWatcher(owed) {
+		acks, err := w.c.AcknowledgeNotices(ctx, watcher, group)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.report(fmt.Errorf("%w: %w", ErrAckDeferred, err))
+			}
+			if !Permanent(err) {
+				settled = false
+				continue
+			}
+			w.mu.Lock() // refused: left held, to release
+			for _, n := range group {
+				if h := w.held[n.key()]; h != nil && h.n.NotifiedVersion == n.NotifiedVersion {
+					h.owed = false
+				}
+			}
+			w.mu.Unlock()
+			continue
+		}
+		w.settle(acks)
+		if w.opts.OnAck != nil {
+			for _, a := range acks {
+				w.opts.OnAck(a)
+			}
+		}
+	}
+	return settled
 }
 
 func (w *Watcher) changed(ns ...Notice) {
@@ -251,73 +672,282 @@ func (w *Watcher) changed(ns ...Notice) {
 	}
 }
 
-// Duplicates returns how many replayed items the Watcher dropped so far.
+func (w *Watcher) notifyLocked(watcher string) {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+	if s := w.subs[watcher]; s != nil {
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Duplicates returns how many replayed items the Watcher dropped so far (copies of a
+// notice open, held or done).
 func (w *Watcher) Duplicates() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.dups
 }
 
-// acceptLocked applies one item of the stream (or a follow-up of Ack); it reports
-// whether the item changed what the service has pending (not a replay).
+// acceptLocked applies one item of a stream (or a follow-up of Ack); it reports
+// whether the item changed what the service has pending (not a replay). fresh says
+// the item comes from the service now (not from before a reconnect).
 func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 	k := n.key()
+	if w.subs[n.Watcher] == nil {
+		return false // not followed (removed)
+	}
 	if n.Closed {
-		if t, ok := w.open[k]; ok && t.n.NotifiedVersion <= n.NotifiedVersion {
-			delete(w.open, k)
-		}
-		if v, ok := w.drained[k]; ok && v <= n.NotifiedVersion {
-			delete(w.drained, k)
-		}
+		w.doneLocked(k, n.NotifiedVersion)
 		return true
 	}
-	if v, ok := w.drained[k]; ok && v >= n.NotifiedVersion {
+	if n.NotifiedVersion <= w.done[k] {
 		w.dups++
-		return false // drained already: a replay
+		return false
 	}
-	if t, ok := w.open[k]; ok && t.n.NotifiedVersion >= n.NotifiedVersion {
+	if h := w.held[k]; h != nil {
+		if h.n.NotifiedVersion >= n.NotifiedVersion {
+			w.dups++
+			return false // in the caller's hands: Ack settles it, Release hands it back
+		}
+		h.gone = true // the service has a newer one pending: the held one is settled
+	}
+	if t := w.open[k]; t != nil && t.n.NotifiedVersion >= n.NotifiedVersion {
 		t.confirmed = t.confirmed || fresh
 		w.dups++
-		return false // a replay
+		return false
 	}
-	delete(w.drained, k) // a newer notice supersedes the drained one
 	w.open[k] = &tracked{n: n, confirmed: fresh}
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
+	w.notifyLocked(n.Watcher)
 	return true
 }
 
-// Close stops the stream. Notices not acknowledged stay pending in the service.
-func (w *Watcher) Close() error {
+// accept applies one stream item.
+func (w *Watcher) accept(n Notice) {
+	w.mu.Lock()
+	changed := w.acceptLocked(n, true)
+	w.mu.Unlock()
+	if changed {
+		w.changed(n)
+	}
+}
+
+// report hands err to Errors, dropping the oldest when the buffer is full.
+func (w *Watcher) report(err error) {
+	for {
+		select {
+		case w.errs <- err:
+			return
+		default:
+		}
+		select {
+		case <-w.errs:
+		default:
+		}
+	}
+}
+
+// streamFailed records a stream failure: in Err while it lasts, in Errors, and in
+// the log.
+func (w *Watcher) streamFailed(err *StreamError) {
+	w.mu.Lock()
+	w.lastErr = err
+	w.mu.Unlock()
+	w.report(err)
+	lvl := slog.LevelInfo
+	if err.Status != 0 || err.Fatal {
+		lvl = slog.LevelWarn
+	}
+	w.log.Log(context.Background(), lvl, "notice stream failed", "transport", err.Transport.String(),
+		"watcher", err.Watcher, "status", err.Status, "fatal", err.Fatal, "err", err.Err)
+}
+
+// stop ends the Watcher for good with err.
+func (w *Watcher) stop(err error) {
+	w.mu.Lock()
+	if w.fatal == nil {
+		w.fatal = err
+	}
+	w.mu.Unlock()
+	w.log.Error("notice stream refused; not reconnecting", "err", err)
 	w.cancel()
+}
+
+// dropWatcher stops following one watcher session whose subscription the service
+// refused for good (FORBIDDEN, INVALID_ARGUMENT …): the others go on.
+func (w *Watcher) dropWatcher(watcher string, err *StreamError) {
+	w.streamFailed(err)
+	w.Remove(watcher)
+}
+
+// setUp marks the subscriptions of watchers up (or down) and resets the confirmation
+// of their open notices when they come up.
+func (w *Watcher) setUp(up bool, watchers ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, watcher := range watchers {
+		s := w.subs[watcher]
+		if s == nil {
+			continue
+		}
+		s.up = up
+		if up {
+			for k, t := range w.open {
+				if k.watcher == watcher {
+					t.confirmed = false
+				}
+			}
+		}
+	}
+	w.updateUpLocked()
+}
+
+func (w *Watcher) updateUpLocked() {
+	all := w.conn != nil || w.current == TransportSSE
+	for _, s := range w.subs {
+		all = all && s.up
+	}
+	switch {
+	case all && !w.allUp:
+		w.allUp = true
+		w.lastErr = nil
+		close(w.upAll)
+	case !all && w.allUp:
+		w.allUp = false
+		w.upAll = make(chan struct{})
+	}
+}
+
+// enqueueConfirm asks the confirmer to run confirm for watcher.
+func (w *Watcher) enqueueConfirm(watchers ...string) {
+	w.mu.Lock()
+	for _, watcher := range watchers {
+		w.confirmQ[watcher] = true
+	}
+	w.mu.Unlock()
+	select {
+	case w.confirmWake <- struct{}{}:
+	default:
+	}
+}
+
+// confirmer runs the confirmations asked for, one watcher at a time.
+func (w *Watcher) confirmer() {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.confirmWake:
+		case <-w.ctx.Done():
+			return
+		}
+		for {
+			w.mu.Lock()
+			var next string
+			for watcher := range w.confirmQ {
+				next = watcher
+				break
+			}
+			delete(w.confirmQ, next)
+			w.mu.Unlock()
+			if next == "" {
+				break
+			}
+			w.confirm(next)
+		}
+	}
+}
+
+// confirm drops the open notices of watcher that the service no longer has pending,
+// and marks such held ones gone: they were acknowledged or removed while its stream
+// was down. It runs after each (re)subscription.
+func (w *Watcher) confirm(watcher string) {
+	pending, err := w.c.PendingNotices(w.ctx, watcher)
+	if err != nil {
+		w.log.Debug("confirm pending notices", "watcher", watcher, "err", err)
+		return
+	}
+	have := map[noticeKey]int64{}
+	for _, n := range pending {
+		have[n.key()] = n.NotifiedVersion
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, t := range w.open {
+		if v, ok := have[k]; k.watcher == watcher && !t.confirmed && (!ok || v != t.n.NotifiedVersion) {
+			delete(w.open, k)
+		}
+	}
+	for k, h := range w.held {
+		if v, ok := have[k]; k.watcher == watcher && (!ok || v != h.n.NotifiedVersion) {
+			h.gone = true
+		}
+	}
+}
+
+// Close stops the streams; Close never fails. Acknowledgements still owed are tried
+// once more (for at most a second); notices not acknowledged stay pending in the
+// service, which delivers them again to the next Watcher.
+func (w *Watcher) Close() error {
+	w.mu.Lock()
+	owed := w.ackOwed && w.ctx.Err() == nil
+	w.mu.Unlock()
+	if owed {
+		ctx, cancel := context.WithTimeout(context.Background(), closeAckWait)
+		w.sendOwed(ctx)
+		cancel()
+	}
+	w.cancel()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 	w.wg.Wait()
+	w.sseGroup.Wait()
 	return nil
 }
 
-// run keeps a stream up until Close or a fatal refusal.
+// run keeps the streams up until Close or a fatal refusal: WebSocket, or SSE when
+// the transport says so or (auto) when the upgrade was refused.
 func (w *Watcher) run() {
 	defer w.wg.Done()
+	mode := TransportWebSocket
+	if w.opts.Transport == TransportSSE {
+		mode = TransportSSE
+	}
 	delay := w.opts.MinBackoff
-	for {
+	var handover *wsConn
+	for w.ctx.Err() == nil {
+		if mode == TransportSSE {
+			handover = w.runSSE()
+			mode = TransportWebSocket
+			continue
+		}
 		start := time.Now()
-		err := w.stream()
+		err := w.runWS(handover)
+		handover = nil
 		if w.ctx.Err() != nil {
 			return
 		}
-		if fatal, ok := errors.AsType[*fatalError](err); ok {
-			w.mu.Lock()
-			w.err = fatal.err
-			w.mu.Unlock()
-			w.log.Error("notice stream refused; not reconnecting", "err", fatal.err)
+		if err.Fatal {
+			w.streamFailed(err)
+			w.stop(err)
 			return
+		}
+		w.streamFailed(err)
+		if w.opts.Transport == TransportAuto && err.Status != 0 {
+			w.log.Warn("the WebSocket upgrade was refused; following the notices over SSE", "status", err.Status,
+				"retry_websocket_in", w.opts.WebSocketRetry)
+			mode = TransportSSE
+			continue
 		}
 		if time.Since(start) > 2*w.opts.MaxBackoff {
 			delay = w.opts.MinBackoff // it was up for a while: start the backoff again
 		}
-		w.log.Info("notice stream lost; reconnecting", "err", err, "in", delay)
-		t := time.NewTimer(delay + rand.N(delay/2+1))
+		wait := max(delay+rand.N(delay/2+1), RetryAfter(err.Err))
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-w.ctx.Done():
@@ -325,213 +955,5 @@ func (w *Watcher) run() {
 			return
 		}
 		delay = min(2*delay, w.opts.MaxBackoff)
-	}
-}
-
-type fatalError struct{ err error }
-
-func (f *fatalError) Error() string { return f.err.Error() }
-
-type wsMessage struct {
-	ID      string          `json:"id,omitempty"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
-
-const subscribeNotices = `subscription($w: String) { staleNotices(watcher: $w, includeClosed: true) {
-  watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt closed } }`
-
-// stream runs one connection: init, one subscription per watcher, then reads until
-// the connection fails.
-func (w *Watcher) stream() error {
-	header := http.Header{}
-	if a := w.c.authorization(); a != "" {
-		header.Set("Authorization", a)
-	}
-	dialer := *w.opts.Dialer
-	dialer.Subprotocols = []string{"graphql-transport-ws"}
-	dctx, cancel := context.WithTimeout(w.ctx, wsAckWait)
-	conn, resp, err := dialer.DialContext(dctx, w.c.wsURL, header)
-	cancel()
-	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-			return &fatalError{fmt.Errorf("awareness watcher: %s refused the token (HTTP 401)", w.c.wsURL)}
-		}
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(w.ctx, func() { _ = conn.Close() })
-	defer stop()
-
-	var wmu sync.Mutex
-	write := func(m wsMessage) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_ = conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
-		return conn.WriteJSON(m)
-	}
-	initPayload, _ := json.Marshal(map[string]string{"Authorization": w.c.authorization()})
-	if w.c.authorization() == "" {
-		initPayload = nil
-	}
-	if err := write(wsMessage{Type: "connection_init", Payload: initPayload}); err != nil {
-		return err
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(wsAckWait))
-	for {
-		var m wsMessage
-		if err := conn.ReadJSON(&m); err != nil {
-			return closeError(err)
-		}
-		if m.Type == "connection_ack" {
-			break
-		}
-		if m.Type == "ping" {
-			_ = write(wsMessage{Type: "pong"})
-		}
-	}
-	for i, watcher := range w.watchers {
-		payload, _ := json.Marshal(map[string]any{"query": subscribeNotices, "variables": map[string]any{"w": watcher}})
-		if err := write(wsMessage{ID: strconv.Itoa(i + 1), Type: "subscribe", Payload: payload}); err != nil {
-			return err
-		}
-	}
-	w.reconnected()
-	defer w.disconnected()
-	// Confirm the notices kept from before: those no longer pending were closed while
-	// the stream was down.
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.confirm()
-	}()
-	// Our pings keep a quiet connection alive through proxies and detect a dead peer.
-	pingDone := make(chan struct{})
-	defer close(pingDone)
-	go func() {
-		t := time.NewTicker(wsPing)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				if write(wsMessage{Type: "ping"}) != nil {
-					return
-				}
-			case <-pingDone:
-				return
-			}
-		}
-	}()
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(wsDead))
-		var m wsMessage
-		if err := conn.ReadJSON(&m); err != nil {
-			return closeError(err)
-		}
-		switch m.Type {
-		case "ping":
-			_ = write(wsMessage{Type: "pong"})
-		case "next":
-			var p struct {
-				Data struct {
-					StaleNotices *Notice `json:"staleNotices"`
-				} `json:"data"`
-				Errors []gqlError `json:"errors"`
-			}
-			if err := json.Unmarshal(m.Payload, &p); err != nil {
-				return fmt.Errorf("awareness watcher: malformed next: %w", err)
-			}
-			if len(p.Errors) > 0 {
-				return p.Errors[0].err(0)
-			}
-			if n := p.Data.StaleNotices; n != nil {
-				w.mu.Lock()
-				changed := w.acceptLocked(*n, true)
-				w.mu.Unlock()
-				if changed {
-					w.changed(*n)
-				}
-			}
-		case "error":
-			var errs []gqlError
-			_ = json.Unmarshal(m.Payload, &errs)
-			if len(errs) > 0 {
-				e := errs[0].err(0)
-				switch e.Code {
-				case CodeUnavailable, CodeInternal, "":
-					return e // the service ended the stream: subscribe again
-				}
-				return &fatalError{e}
-			}
-			return errors.New("awareness watcher: subscription error")
-		case "complete":
-			return errors.New("awareness watcher: the service completed the stream")
-		}
-	}
-}
-
-// closeError turns the close codes that retrying cannot fix into fatal errors.
-func closeError(err error) error {
-	if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
-		switch ce.Code {
-		case 4401, 4403, 4400:
-			return &fatalError{fmt.Errorf("awareness watcher: the service closed the stream: %d %s", ce.Code, ce.Text)}
-		}
-	}
-	return err
-}
-
-func (w *Watcher) reconnected() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, t := range w.open {
-		t.confirmed = false
-	}
-	if !w.up {
-		w.up = true
-		close(w.connected)
-	}
-}
-
-func (w *Watcher) disconnected() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.up {
-		w.up = false
-		w.connected = make(chan struct{})
-	}
-}
-
-const pendingQuery = `query($w: String!) { pendingNotices(watcher: $w) { watcher target targetAgentId notifiedVersion } }`
-
-// confirm drops the kept notices (open or drained) that the service no longer has
-// pending: they were acknowledged or removed while the stream was down.
-func (w *Watcher) confirm() {
-	pending := map[noticeKey]int64{}
-	asked := map[string]bool{}
-	for _, watcher := range w.watchers {
-		var res struct {
-			PendingNotices []Notice `json:"pendingNotices"`
-		}
-		if err := w.c.Do(w.ctx, pendingQuery, map[string]any{"w": watcher}, &res); err != nil {
-			w.log.Debug("confirm pending notices", "watcher", watcher, "err", err)
-			continue
-		}
-		asked[watcher] = true
-		for _, n := range res.PendingNotices {
-			pending[n.key()] = n.NotifiedVersion
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k, t := range w.open {
-		if v, ok := pending[k]; asked[k.watcher] && !t.confirmed && (!ok || v != t.n.NotifiedVersion) {
-			delete(w.open, k)
-		}
-	}
-	for k, v := range w.drained {
-		if p, ok := pending[k]; asked[k.watcher] && (!ok || p != v) {
-			delete(w.drained, k)
-		}
 	}
 }

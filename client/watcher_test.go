@@ -11,7 +11,7 @@ import (
 
 // A Watcher whose service refuses the token stops for good with the refusal in Err,
 // and Close ends its goroutines; one on an unreachable service keeps retrying until
-// Close.
+// Close, with each failure in Errors and the last in Err.
 func TestWatcher_RefusedTokenIsFatalAndCloseEndsIt(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
@@ -44,40 +44,109 @@ func TestWatcher_RefusedTokenIsFatalAndCloseEndsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case err := <-w2.Errors():
+		if se, ok := errors.AsType[*StreamError](err); !ok || se.Fatal {
+			t.Fatalf("an unreachable service: %v, want a StreamError that is not fatal", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failed connection did not reach Errors")
+	}
 	time.Sleep(50 * time.Millisecond)
-	if w2.Err() != nil {
-		t.Fatalf("an unreachable service is fatal: %v", w2.Err())
+	if se, ok := errors.AsType[*StreamError](w2.Err()); !ok || se.Fatal {
+		t.Fatalf("Err of a watcher retrying an unreachable service: %v, want its last failure", w2.Err())
 	}
 	_ = w2.Close()
 }
 
-// Drain hands out each notice once; a replay (same notifiedVersion) is dropped, a
-// closed item removes a notice, and a newer notice supersedes a drained one.
-func TestWatcher_AcceptDedupesAndCloses(t *testing.T) {
-	w := &Watcher{open: map[noticeKey]*tracked{}, drained: map[noticeKey]int64{}, notify: make(chan struct{}, 1)}
-	n := Notice{Watcher: "agent:main:main", Target: "agent:main:subagent:a", TargetAgentID: "main", NotifiedVersion: 2}
+// bareWatcher is a Watcher without goroutines, to drive its notice states.
+func bareWatcher(watchers ...string) *Watcher {
+	w := &Watcher{subs: map[string]*sub{}, open: map[noticeKey]*tracked{}, held: map[noticeKey]*heldNotice{},
+		done: map[noticeKey]int64{}, notify: make(chan struct{}, 1), upAll: make(chan struct{})}
+	for _, watcher := range watchers {
+		w.subs[watcher] = &sub{notify: make(chan struct{}, 1)}
+	}
+	return w
+}
+
+func (w *Watcher) acceptForTest(n Notice) bool {
 	w.mu.Lock()
-	if !w.acceptLocked(n, true) || w.acceptLocked(n, true) {
+	defer w.mu.Unlock()
+	return w.acceptLocked(n, true)
+}
+
+// CLT-5 in the Watcher's states: Drain hands out each notice once; a replay of an
+// open or held notice is dropped; Release hands a held notice back for the next
+// Drain; a closed item, or an acknowledgement, makes it done, and a replay of a done
+// notice is dropped, a released done notice too; a newer notice on the pair is a new
+// one.
+func TestWatcher_NoticeStates_CLT5(t *testing.T) {
+	const main, other = "agent:main:main", "agent:main:other"
+	w := bareWatcher(main, other)
+	n := Notice{Watcher: main, Target: "agent:main:subagent:a", TargetAgentID: "main", NotifiedVersion: 2}
+	if !w.acceptForTest(n) || w.acceptForTest(n) {
 		t.Fatal("first item not accepted, or the replay accepted")
 	}
-	w.mu.Unlock()
-	if got := w.Drain(); len(got) != 1 {
-		t.Fatalf("drained %d", len(got))
+	select {
+	case <-w.NotifyOf(main):
+	default:
+		t.Fatal("NotifyOf(main) was not signalled")
 	}
-	w.mu.Lock()
-	if w.acceptLocked(n, true) {
-		t.Fatal("a replay of a drained notice was accepted")
+	select {
+	case <-w.NotifyOf(other):
+		t.Fatal("NotifyOf(other) was signalled for a notice of main")
+	default:
+	}
+	if got := w.Drain(other); len(got) != 0 {
+		t.Fatalf("Drain(other) handed out %+v", got)
+	}
+	drained := w.Drain(main)
+	if len(drained) != 1 || len(w.Held()) != 1 {
+		t.Fatalf("drained %d, held %d", len(drained), len(w.Held()))
+	}
+	if w.acceptForTest(n) {
+		t.Fatal("a replay of a held notice (the service restarted between Drain and Ack) was accepted")
+	}
+	if got := w.Drain(); len(got) != 0 {
+		t.Fatalf("a held notice was handed out again: %+v", got)
+	}
+	// The turn failed: Release hands it back once.
+	if w.Release(drained...) != 1 || w.Release(drained...) != 0 {
+		t.Fatal("Release did not hand the notice back exactly once")
+	}
+	again := w.Drain()
+	if len(again) != 1 || again[0] != n {
+		t.Fatalf("after Release, Drain handed out %+v", again)
+	}
+	// Acknowledged (here: its closed item): done; replays and a release are dropped.
+	closed := n
+	closed.Closed = true
+	w.acceptForTest(closed)
+	if w.acceptForTest(n) {
+		t.Fatal("a replay of a closed notice was accepted")
+	}
+	if w.Release(again...) != 0 || len(w.Drain()) != 0 {
+		t.Fatal("a released notice that closed meanwhile was handed out again")
 	}
 	newer := n
 	newer.NotifiedVersion = 5
-	if !w.acceptLocked(newer, true) {
-		t.Fatal("a newer notice was dropped")
+	if !w.acceptForTest(newer) || len(w.Drain()) != 1 {
+		t.Fatal("a newer notice on the pair was dropped")
 	}
-	closed := newer
-	closed.Closed = true
-	w.acceptLocked(closed, true)
-	w.mu.Unlock()
-	if got := w.Drain(); len(got) != 0 || w.Duplicates() != 2 {
-		t.Fatalf("after the closed item: drained %d, duplicates %d", len(got), w.Duplicates())
+	w.settle([]NoticeAck{{Watcher: main, Target: n.Target, TargetAgentID: "main", NotifiedVersion: 5, Outcome: AckAcknowledged,
+		FollowUp: &Notice{Watcher: main, Target: n.Target, TargetAgentID: "main", ChangesSince: 5, NotifiedVersion: 7}}})
+	if len(w.Held()) != 0 {
+		t.Fatalf("an acknowledged notice is still held: %+v", w.Held())
+	}
+	if fu := w.Drain(); len(fu) != 1 || fu[0].NotifiedVersion != 7 {
+		t.Fatalf("the follow-up was not kept for Drain: %+v", fu)
+	}
+	if w.acceptForTest(newer) || w.Duplicates() != 4 {
+		t.Fatalf("a replay of the acknowledged notice: duplicates %d, want 4", w.Duplicates())
+	}
+	// A removed watcher's items are ignored.
+	w.subs = map[string]*sub{main: w.subs[main]}
+	if w.acceptForTest(Notice{Watcher: other, Target: n.Target, TargetAgentID: "main", NotifiedVersion: 9}) {
+		t.Fatal("an item of a watcher not followed was accepted")
 	}
 }

@@ -422,12 +422,12 @@ func TestClient_WatcherOnceAcrossServerRestarts_NTC5_NTC7(t *testing.T) {
 			// M moves; acknowledging the drained notice opens one follow-up, handed
 			// out once although it comes both from Ack and from the stream.
 			s.humanTurn(t, child)
-			fu, err := w.Ack(context.Background(), first)
+			acks, err := w.Ack(context.Background(), first)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(fu) != 1 || fu[0].ChangesSince != first[0].NotifiedVersion {
-				t.Fatalf("follow-ups %+v, want one from %d", fu, first[0].NotifiedVersion)
+			if len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged || acks[0].FollowUp == nil || acks[0].FollowUp.ChangesSince != first[0].NotifiedVersion {
+				t.Fatalf("acknowledgements %+v, want one acknowledged with a follow-up from %d", acks, first[0].NotifiedVersion)
 			}
 			first = drainWait(t, w, 1)
 			time.Sleep(quiet)

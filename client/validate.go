@@ -1,0 +1,50 @@
+package client
+
+import (
+	"time"
+
+	"github.com/awareness/awareness/internal/awareness"
+)
+
+// Validate checks ev with the service's own rules (the core's ValidateRecord: the key
+// grammar, the kinds, actor types and outcomes, the payload whitelist, the summary and
+// text rules, SIG-1..5, KEY-1..4, ERR-3) and returns the *Error the service would
+// answer, with its code and message, or nil. Record calls it first (CLT-5). What it
+// cannot know is the token's role (FORBIDDEN, CLT-1): that refusal comes at delivery.
+func (ev Event) Validate() error {
+	_, err := awareness.ValidateRecord(ev.input(), time.Now())
+	if err != nil {
+		return &Error{Code: awareness.ErrorCode(err), Message: awareness.ErrorMessage(err)}
+	}
+	return nil
+}
+
+// input is ev as the service decodes it: the JSON encoding omits empty fields, which
+// the service sees as absent.
+func (ev Event) input() awareness.RecordInput {
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	in := awareness.RecordInput{
+		SessionKey: ev.SessionKey, AgentID: opt(ev.AgentID),
+		Kind: awareness.EventKind(ev.Kind), ActorType: awareness.ActorType(ev.ActorType),
+		ActorID: opt(ev.ActorID), Summary: opt(ev.Summary), RunID: opt(ev.RunID),
+		Channel: opt(ev.Channel), DedupeKey: opt(ev.DedupeKey), Watchers: ev.Watchers,
+	}
+	if !ev.OccurredAt.IsZero() {
+		t := ev.OccurredAt
+		in.OccurredAt = &t
+	}
+	if ev.Outcome != "" {
+		o := awareness.RunOutcome(ev.Outcome)
+		in.Outcome = &o
+	}
+	if ev.Turns != 0 {
+		t := ev.Turns
+		in.Turns = &t
+	}
+	return in
+}
