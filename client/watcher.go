@@ -937,7 +937,7 @@ func (w *Watcher) run() {
 			return
 		}
 		w.streamFailed(err)
-		if w.opts.Transport == TransportAuto && err.Status != 0 {
+		if w.opts.Transport == TransportAuto && upgradeRefused(err.Status) {
 			w.log.Warn("the WebSocket upgrade was refused; following the notices over SSE", "status", err.Status,
 				"retry_websocket_in", w.opts.WebSocketRetry)
 			mode = TransportSSE
@@ -956,4 +956,18 @@ func (w *Watcher) run() {
 		}
 		delay = min(2*delay, w.opts.MaxBackoff)
 	}
+}
+
+// upgradeRefused reports whether the HTTP status answering a WebSocket upgrade says
+// that upgrades do not pass (a proxy's 400, 403, 404, 405, 426, 501, a 200 from a
+// proxy that dropped the Upgrade header …), rather than an outage (502, 503, 504),
+// a refused token (401) or a limit (408, 429).
+func upgradeRefused(status int) bool {
+	switch {
+	case status == 0 || status == 401 || status == 408 || status == 429:
+		return false
+	case status >= 500:
+		return status == 501 || status == 505
+	}
+	return status != 101
 }
