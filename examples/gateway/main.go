@@ -98,12 +98,8 @@ func run(ctx context.Context, out io.Writer, url, token, outbox string, verbose 
 	}
 	// 2. The writer sent the researcher a message with watch:true: the gateway
 	// registers the watch on the session that received it (WAT-3).
-	var watched struct {
-		Watch struct{ Watched bool } `json:"watch"`
-	}
-	if err := c.Do(ctx, `mutation($in: WatchInput!) { watch(input: $in) { watched } }`,
-		map[string]any{"in": map[string]any{"watcher": writer, "target": researcher}}, &watched); err != nil || !watched.Watch.Watched {
-		return fmt.Errorf("watch: %v", err)
+	if r, err := c.WatchTarget(ctx, writer, client.Target{SessionKey: researcher}); err != nil || !r.Watched {
+		return fmt.Errorf("watch: %v %s", err, r.Reason)
 	}
 	fmt.Fprintf(out, "spawned %s and %s; %s watches %s\n", researcher, writer, writer, researcher)
 
@@ -140,14 +136,12 @@ func run(ctx context.Context, out io.Writer, url, token, outbox string, verbose 
 
 	// 8. Nothing is left pending anywhere.
 	for _, watcher := range []string{manager, writer} {
-		var p struct {
-			PendingNotices []client.Notice `json:"pendingNotices"`
-		}
-		if err := c.Do(ctx, `query($w: String!) { pendingNotices(watcher: $w) { target notifiedVersion } }`, map[string]any{"w": watcher}, &p); err != nil {
+		pending, err := c.PendingNotices(ctx, watcher)
+		if err != nil {
 			return err
 		}
-		if len(p.PendingNotices) != 0 {
-			return fmt.Errorf("%s still has %d pending notices", watcher, len(p.PendingNotices))
+		if len(pending) != 0 {
+			return fmt.Errorf("%s still has %d pending notices", watcher, len(pending))
 		}
 	}
 	fmt.Fprintln(out, "done: every notice was drained, reconciled and acknowledged exactly")
@@ -178,7 +172,7 @@ func (g *gateway) turn(ctx context.Context, session string, want int, during fun
 			break
 		}
 		select {
-		case <-g.w.Notify():
+		case <-g.w.NotifyOf(session):
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
 			return fmt.Errorf("%s: waiting for %d notices, got %d: %w", session, want, len(drained), ctx.Err())
@@ -190,6 +184,8 @@ func (g *gateway) turn(ctx context.Context, session string, want int, during fun
 		fmt.Fprintf(&prompt, "[notice wake=%v] %s\n", n.Wake, n.Text)
 		r, err := g.c.Reconcile(ctx, n.TargetRef(), n.ChangesSince)
 		if err != nil {
+			// The turn fails: what it drained goes back for the next turn (CLT-5).
+			g.w.Release(drained...)
 			return fmt.Errorf("reconcile %s: %w", n.Target, err)
 		}
 		if r.FullRefresh {
@@ -209,12 +205,23 @@ func (g *gateway) turn(ctx context.Context, session string, want int, during fun
 			return err
 		}
 	}
-	followUps, err := g.w.Ack(ctx, drained)
+	// Ack names exactly what the prompt consumed; the service answers per notice. A
+	// failed Ack (the service is down) is sent again by the Watcher (ErrAckDeferred).
+	acks, err := g.w.Ack(ctx, drained)
 	if err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}
-	fmt.Fprintf(g.out, "%s acknowledged %d notices exactly; %d follow-ups\n", session, len(drained), len(followUps))
-	if len(followUps) > 0 {
+	followUps := 0
+	for _, a := range acks {
+		if a.Outcome != client.AckAcknowledged {
+			return fmt.Errorf("%s@%d: %s, not acknowledged", a.Target, a.NotifiedVersion, a.Outcome)
+		}
+		if a.FollowUp != nil {
+			followUps++
+		}
+	}
+	fmt.Fprintf(g.out, "%s acknowledged %d notices exactly; %d follow-ups\n", session, len(acks), followUps)
+	if followUps > 0 {
 		return errors.New("unexpected follow-up notices")
 	}
 	return nil
