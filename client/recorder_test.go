@@ -232,3 +232,219 @@ func TestRecorder_CompactsDeliveredEvents(t *testing.T) {
 		t.Fatalf("a reopened outbox holds %d delivered events", p)
 	}
 }
+
+// batchService is a fake service answering recordEvents with answer(request number,
+// inputs): the JSON of the answer. It records every input it was sent.
+type batchService struct {
+	mu     sync.Mutex
+	reqs   int
+	sent   [][]Event
+	answer func(req int, in []Event) string
+}
+
+func newBatchService(t *testing.T, answer func(req int, in []Event) string) (*Client, *batchService) {
+	t.Helper()
+	b := &batchService{answer: answer}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Query     string `json:"query"`
+			Variables struct {
+				In []Event `json:"in"`
+			} `json:"variables"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		b.mu.Lock()
+		b.reqs++
+		n := b.reqs
+		b.sent = append(b.sent, req.Variables.In)
+		b.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, b.answer(n, req.Variables.In))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL + "/query")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, b
+}
+
+// okItems answers every input as recorded, except those refused by refuse (an
+// InputError code, or "").
+func okItems(in []Event, refuse func(Event) string) string {
+	var items []string
+	for i, e := range in {
+		if code := refuse(e); code != "" {
+			items = append(items, fmt.Sprintf(`{"index":%d,"result":null,"error":{"code":%q,"message":"refused"}}`, i, code))
+			continue
+		}
+		items = append(items, fmt.Sprintf(`{"index":%d,"result":{"recorded":true,"stateVersion":1,"event":{"sequence":1},"skippedWatchers":[]},"error":null}`, i))
+	}
+	return `{"data":{"recordEvents":[` + strings.Join(items, ",") + `]}}`
+}
+
+func never(Event) string { return "" }
+
+// The replay posts batches of at most MaxBatch, waits the retryAfterMs of
+// RATE_LIMITED (not a growing backoff), goes on after an input the service could not
+// take now from that input, drops (and reports) an input refused for good, and keeps
+// every session's order.
+func TestRecorder_BatchesRetryAfterAndRefusals(t *testing.T) {
+	var refusedOnce sync.Once
+	c, svc := newBatchService(t, func(req int, in []Event) string {
+		if req <= 3 {
+			return `{"errors":[{"message":"slow down","extensions":{"code":"RATE_LIMITED","retryAfterMs":40}}],"data":null}`
+		}
+		transient := ""
+		return okItems(in, func(e Event) string {
+			switch {
+			case e.RunID == "forbidden":
+				return "FORBIDDEN"
+			case e.RunID == "7" && transient == "":
+				refused := false
+				refusedOnce.Do(func() { refused = true })
+				if refused {
+					transient = "UNAVAILABLE"
+					return transient
+				}
+			case transient != "":
+				return transient // after the outage inside the batch, nothing is taken
+			}
+			return ""
+		})
+	})
+	rec, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), RecorderOptions{Senders: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	const key = "agent:main:subagent:batch"
+	const n = 450
+	for i := range n {
+		e := ev(key, i)
+		if i == 100 {
+			e.RunID = "forbidden"
+		}
+		if err := rec.Record(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	if err := rec.Flush(withDeadline(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("delivery took %v: RATE_LIMITED's retryAfterMs of 40 ms was not what it waited", d)
+	}
+	select {
+	case err := <-rec.Errors():
+		if de, ok := errors.AsType[*DeliveryError](err); !ok || de.Event.RunID != "forbidden" || ErrorCode(err) != CodeForbidden {
+			t.Fatalf("Errors: %v, want the FORBIDDEN event's DeliveryError", err)
+		}
+	default:
+		t.Fatal("the refused event did not reach Errors")
+	}
+	// The service took each input once it answered it, in order.
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	taken := map[string]int{}
+	var order []string
+	for r, batch := range svc.sent {
+		if len(batch) > MaxBatch {
+			t.Fatalf("request %d carried %d events", r, len(batch))
+		}
+		if r < 3 {
+			continue // refused whole
+		}
+		for _, e := range batch {
+			if taken[e.DedupeKey] == 0 {
+				order = append(order, e.RunID)
+			}
+			taken[e.DedupeKey]++
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("the service saw %d distinct events, want %d", len(order), n)
+	}
+	for i, id := range order {
+		want := fmt.Sprint(i)
+		if i == 100 {
+			want = "forbidden"
+		}
+		if id != want {
+			t.Fatalf("position %d: run %s, want %s", i, id, want)
+		}
+	}
+}
+
+// A retried Record after ErrRecordTimeout reuses the attempt's dedupeKey, so the
+// service records the event once; a later Record of the same event is a new event.
+func TestRecorder_RetryAfterTimeoutKeepsTheDedupeKey(t *testing.T) {
+	c := deadEndpoint(t)
+	r, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), RecorderOptions{RecordTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	e := ev("agent:main:subagent:retry", 1)
+	var timedOut int
+	for range 3 {
+		if err := r.Record(context.Background(), e); errors.Is(err, ErrRecordTimeout) {
+			timedOut++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if timedOut == 0 {
+		t.Skip("no Record timed out at a 1 ns bound")
+	}
+	waitUntil(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.pending) == 3 })
+	r.mu.Lock()
+	keys := map[string]bool{}
+	for _, s := range r.pending {
+		keys[s.ev.DedupeKey] = true
+	}
+	r.mu.Unlock()
+	// Every attempt after a timeout reused the key; the first that returned nil
+	// closed the retry, so a later Record would get a new one.
+	if len(keys) != 1 && timedOut == 3 {
+		t.Fatalf("three timed-out attempts of one event spooled %d dedupeKeys", len(keys))
+	}
+	if len(keys) > 3-timedOut+1 {
+		t.Fatalf("%d timed-out attempts, %d dedupeKeys", timedOut, len(keys))
+	}
+}
+
+// Record refuses at once what the service would refuse, with the service's message,
+// and spools nothing.
+func TestRecorder_RecordValidates_CLT5(t *testing.T) {
+	c := deadEndpoint(t)
+	r, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	err = r.Record(context.Background(), Event{SessionKey: "agent:main:subagent:v", Kind: "compacted", ActorType: "system", Summary: "a\nb"})
+	if e, ok := errors.AsType[*Error](err); !ok || e.Code != CodeInvalidArgument || e.Message != "summary must be one line" {
+		t.Fatalf("Record of a two-line summary: %v", err)
+	}
+	if r.Pending() != 0 {
+		t.Fatal("a refused event was spooled")
+	}
+}
+
+func withDeadline(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}

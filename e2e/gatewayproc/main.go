@@ -3,7 +3,10 @@
 // prints one line "OK <session> <runId>" to stdout after each Record that returned
 // nil, or it only delivers what the outbox holds.
 //
-//	gatewayproc -endpoint URL -outbox FILE [-record N] [-sessions S] [-prefix P] [-flush]
+//	gatewayproc -endpoint URL -outbox FILE [-token T] [-record N] [-sessions S] [-prefix P] [-flush]
+//
+// A refused event or a delivery the service stopped (a refused token) is printed to
+// stderr as "ERROR <err>"; -flush then exits 1.
 package main
 
 import (
@@ -25,8 +28,13 @@ func main() {
 	sessions := flag.Int("sessions", 4, "sessions, one goroutine each")
 	prefix := flag.String("prefix", "p", "run id prefix")
 	flush := flag.Bool("flush", false, "wait until the outbox is delivered, then exit")
+	token := flag.String("token", "", "bearer token")
 	flag.Parse()
-	c, err := client.New(*endpoint)
+	var opts []client.Option
+	if *token != "" {
+		opts = append(opts, client.WithToken(*token))
+	}
+	c, err := client.New(*endpoint, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -36,6 +44,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	go func() {
+		for err := range rec.Errors() {
+			fmt.Fprintln(os.Stderr, "ERROR", err)
+		}
+	}()
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -54,6 +67,8 @@ func main() {
 					fmt.Fprintf(out, "OK %s %s\n", key, runID)
 					out.Flush()
 					mu.Unlock()
+				} else {
+					fmt.Fprintln(os.Stderr, "ERROR", err)
 				}
 			}
 		}()
@@ -65,7 +80,7 @@ func main() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := rec.Flush(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "flush:", err)
+			fmt.Fprintln(os.Stderr, "flush:", err, rec.Err())
 			os.Exit(1)
 		}
 		fmt.Fprintln(out, "FLUSHED")
