@@ -1,20 +1,32 @@
 // Package client is the gateway half of the awareness protocol, for Go gateways
-// (CLT-2). It speaks only the public GraphQL API of the service:
+// (CLT-2, CLT-5). It speaks only the public GraphQL API of the service, and checks
+// events with the service's own validation (the domain core's ValidateRecord and
+// vocabulary tables, imported, not copied):
 //
-//   - [Recorder] records events through a durable local outbox: Record returns once
-//     the event is fsync'd to a file the gateway owns, never waits for the service,
-//     and a background sender delivers every spooled event exactly once (each carries
-//     a generated dedupeKey, SIG-4), keeping per-session order, across outages of the
-//     service and crashes of the gateway (SIG-7).
-//   - [Watcher] follows staleNotices of one or more watchers over graphql-transport-ws
-//     with reconnect and backoff, drops replayed duplicates, and offers Drain (the
-//     notices to inject into a prompt now) and Ack (the exact acknowledgement of what
-//     was drained, NTC-3).
+//   - [Recorder] records events through a durable local outbox. Record refuses at
+//     once, with the service's *Error, an event the service would refuse; otherwise
+//     it returns once the event is fsync'd to a file the gateway owns, never waiting
+//     for the service. Senders deliver the spooled events in recordEvents batches of
+//     up to 200, exactly once (each carries a generated dedupeKey, SIG-4, kept by a
+//     retry after a timed-out Record), in order per session, across outages of the
+//     service and crashes of the gateway (SIG-7), waiting what RATE_LIMITED's
+//     retryAfterMs asks. A refused token stops delivery and says so (Err, Errors).
+//   - [Watcher] follows staleNotices of watcher sessions (added and removed while it
+//     runs) over graphql-transport-ws, or over SSE when the upgrade is refused
+//     (TransportAuto) or asked for, with reconnect and backoff. Drain hands out the
+//     notices to inject into a prompt now; each is then held until Ack (the exact
+//     acknowledgement, acknowledgeNotices, with the service's outcome per notice) or
+//     Release (the turn failed: it is drained again). A notice is handed out once per
+//     opening whatever the service replays, and a failed Ack is sent again by the
+//     Watcher. Stream failures reach the caller (Errors, Err).
 //   - [Client.Reconcile] pages sessionStatus(changesSince:) until complete, or reports
 //     that a full refresh is needed (historyGap, CURSOR_AHEAD; REC-1..3).
+//   - Typed calls: [Client.WatchTarget], [Client.UnwatchTarget],
+//     [Client.PendingNotices], [Client.AcknowledgeNotices].
 //
 // Every call takes a context; every goroutine the package starts belongs to a
-// Recorder or a Watcher and ends in its Close.
+// Recorder or a Watcher and ends in its Close, which never fails on a transport
+// error.
 package client
 
 import (

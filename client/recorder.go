@@ -915,15 +915,19 @@ func (r *Recorder) Pending() int {
 
 func (r *Recorder) emptyLocked() bool { return len(r.pending) == 0 && r.cur == nil && r.writing == 0 }
 
-// Flush waits until every event recorded so far is delivered (or ctx ends).
+// Flush waits until every event recorded so far is delivered, or delivery stopped
+// (Err), or ctx ends.
 func (r *Recorder) Flush(ctx context.Context) error {
 	for {
 		r.mu.Lock()
 		empty := r.emptyLocked()
-		idle := r.idle
+		idle, stopped := r.idle, r.stopped
 		r.mu.Unlock()
 		if empty {
 			return nil
+		}
+		if stopped != nil {
+			return stopped
 		}
 		select {
 		case <-idle:
