@@ -56,8 +56,10 @@ func (c *wsConn) subscribe(watcher string) {
 		_ = c.conn.Close() // the reader sees the failure and reconnects
 		return
 	}
-	c.w.setUp(true, watcher)
-	c.w.enqueueConfirm(watcher)
+	// Unless the connection ended meanwhile (the next one subscribes again).
+	if c.w.setUpIf(func() bool { return c.w.conn == c }, true, watcher) {
+		c.w.enqueueConfirm(watcher)
+	}
 }
 
 // unsubscribe completes the subscription of watcher.

@@ -786,9 +786,16 @@ func (w *Watcher) dropWatcher(watcher string, err *StreamError) {
 
 // setUp marks the subscriptions of watchers up (or down) and resets the confirmation
 // of their open notices when they come up.
-func (w *Watcher) setUp(up bool, watchers ...string) {
+func (w *Watcher) setUp(up bool, watchers ...string) { w.setUpIf(nil, up, watchers...) }
+
+// setUpIf is setUp while live (called with mu held) holds, or always for nil; it
+// reports whether it applied.
+func (w *Watcher) setUpIf(live func() bool, up bool, watchers ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if live != nil && !live() {
+		return false
+	}
 	for _, watcher := range watchers {
 		s := w.subs[watcher]
 		if s == nil {
@@ -804,6 +811,7 @@ func (w *Watcher) setUp(up bool, watchers ...string) {
 		}
 	}
 	w.updateUpLocked()
+	return true
 }
 
 func (w *Watcher) updateUpLocked() {
