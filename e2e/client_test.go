@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -515,76 +514,6 @@ func TestClient_ReferenceGateway_CLT2(t *testing.T) {
 			t.Errorf("the transcript lacks %q", want)
 		}
 	}
-}
-
-// TestMeasureOutboxReplay spools 10,000 events while the service is down (8
-// goroutines, 8 sessions), then starts it and times the delivery of the whole outbox.
-// It only logs numbers.
-//
-//	AWARENESS_MEASURE=1 go test -run TestMeasureOutboxReplay -v ./e2e/
-func TestMeasureOutboxReplay(t *testing.T) {
-	if os.Getenv("AWARENESS_MEASURE") != "1" {
-		t.Skip("set AWARENESS_MEASURE=1 to measure the outbox")
-	}
-	const total, goroutines = 10000, 8
-	db := filepath.Join(t.TempDir(), "awareness.db")
-	addr := freeAddr(t)
-	c := newClient(t, addr, client.WithTimeout(2*time.Second))
-	var dmu sync.Mutex
-	var first, last time.Time
-	senders := client.DefaultSenders
-	if v, err := strconv.Atoi(os.Getenv("AWARENESS_MEASURE_SENDERS")); err == nil && v > 0 {
-		senders = v
-	}
-	rec, err := c.OpenRecorder(filepath.Join(t.TempDir(), "outbox"), client.RecorderOptions{Senders: senders, OnDelivery: func(client.Delivery) {
-		dmu.Lock()
-		defer dmu.Unlock()
-		if first.IsZero() {
-			first = time.Now()
-		}
-		last = time.Now()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	acked := map[string][]string{}
-	attempted := map[string]bool{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprintf("agent:main:subagent:m%d", g)
-			for i := range total / goroutines {
-				id := fmt.Sprintf("m%d-%d", g, i)
-				if err := rec.Record(context.Background(), client.Event{SessionKey: key, Kind: "compacted", ActorType: "system", RunID: id}); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				acked[key] = append(acked[key], id)
-				attempted[id] = true
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	spool := time.Since(t0)
-	t.Logf("spooled %d events with fsync in %v: %.0f records/s (%d goroutines)", total, spool, float64(total)/spool.Seconds(), goroutines)
-	startServerAt(t, db, addr)
-	t1 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := rec.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	replay := time.Since(t1)
-	t.Logf("replayed %d spooled events in %v from the service's start (%v from the first delivery to the last: %.0f events/s, %d senders)",
-		total, replay, last.Sub(first), float64(total)/last.Sub(first).Seconds(), senders)
-	checkExactlyOnce(t, c, acked, attempted)
 }
 
 // The Go and TypeScript clients share the outbox format: what one spooled and did not

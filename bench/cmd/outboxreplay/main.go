@@ -6,9 +6,12 @@
 // every event is checked in the log exactly once and in order per session.
 //
 // Each run measures the Recorder as it is (recordEvents batches of up to 200) and, as
-// the baseline in the same run, the Recorder with BatchSize 1 (one event per request,
-// as it delivered before batches), interleaved, -runs times; it prints one line per
-// measurement and the ratio of the medians, with the load average.
+// the baselines in the same run: the floor, the same events posted straight as
+// recordEvents batches of 200 by DefaultSenders goroutines, one session each at a
+// time, without an outbox (what the service costs); and the Recorder with BatchSize 1
+// (one event per request, as it delivered before batches). They are interleaved,
+// -runs times; it prints one line per measurement and the ratios of the medians, with
+// the load average.
 //
 //	go build -o /tmp/awareness . && go run ./bench/cmd/outboxreplay -bin /tmp/awareness
 package main
@@ -31,6 +34,9 @@ import (
 )
 
 const token = "outboxreplay-0123456789abcdef0123456789abcdef"
+
+// floor stands for the measurement without a Recorder.
+const floor = -1
 
 type config struct {
 	bin              string
@@ -56,7 +62,7 @@ func main() {
 }
 
 func run(c config) error {
-	kinds := []int{client.MaxBatch}
+	kinds := []int{client.MaxBatch, floor}
 	if c.baseline {
 		kinds = append(kinds, 1)
 	}
@@ -70,7 +76,11 @@ func run(c config) error {
 				return fmt.Errorf("run %d, batch %d: %w", r, batch, err)
 			}
 			times[batch] = append(times[batch], d)
-			fmt.Printf("run %d  batch %3d  replay %8.3fs  %7.0f events/s  load %s\n", r, batch, d.Seconds(), float64(c.events)/d.Seconds(), loadavg())
+			name := fmt.Sprintf("recorder, batch %3d", batch)
+			if batch == floor {
+				name = "floor, no outbox   "
+			}
+			fmt.Printf("run %d  %s  replay %8.3fs  %7.0f events/s  load %s\n", r, name, d.Seconds(), float64(c.events)/d.Seconds(), loadavg())
 		}
 	}
 	med := func(ds []time.Duration) time.Duration {
@@ -78,7 +88,8 @@ func run(c config) error {
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	fmt.Printf("median replay with batches of %d: %.3fs", client.MaxBatch, med(times[client.MaxBatch]).Seconds())
+	fmt.Printf("median replay with batches of %d: %.3fs; the floor %.3fs (%.2f× of it)", client.MaxBatch, med(times[client.MaxBatch]).Seconds(),
+		med(times[floor]).Seconds(), float64(med(times[client.MaxBatch]))/float64(med(times[floor])))
 	if c.baseline {
 		fmt.Printf("; one event per request: %.3fs; ratio %.1f×", med(times[1]).Seconds(),
 			float64(med(times[1]))/float64(med(times[client.MaxBatch])))
@@ -119,6 +130,13 @@ func measure(c config, batch int) (time.Duration, error) {
 	cl, err := client.New(srv.Base+"/query", client.WithToken(token))
 	if err != nil {
 		return 0, err
+	}
+	if batch == floor {
+		d, err := post(ctx, cl, keys, c.events/c.sessions)
+		if err != nil {
+			return 0, err
+		}
+		return d, check(ctx, cl, keys, c.events/c.sessions)
 	}
 	t0 := time.Now()
 	rec, err := cl.OpenRecorder(outbox, client.RecorderOptions{BatchSize: batch})
@@ -179,6 +197,57 @@ func spool(outbox string, events, sessions int) ([]string, error) {
 		return nil, err
 	}
 	return keys, rec.Close()
+}
+
+// post appends the events straight, as recordEvents batches of 200 from
+// DefaultSenders goroutines, each posting its sessions' events in order.
+func post(ctx context.Context, cl *client.Client, keys []string, per int) (time.Duration, error) {
+	const mutation = `mutation($in: [RecordEventInput!]!) { recordEvents(inputs: $in) { index error { code message } } }`
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, client.DefaultSenders)
+	for g := range client.DefaultSenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := g; s < len(keys); s += client.DefaultSenders {
+				for i := 0; i < per; i += client.MaxBatch {
+					var in []client.Event
+					for j := i; j < min(per, i+client.MaxBatch); j++ {
+						in = append(in, client.Event{SessionKey: keys[s], Kind: "compacted", ActorType: "system",
+							RunID: fmt.Sprintf("r%d-%d", s, j), DedupeKey: fmt.Sprintf("floor-%d-%d", s, j)})
+					}
+					var res struct {
+						RecordEvents []struct {
+							Error *struct{ Code, Message string }
+						}
+					}
+					for {
+						err := cl.Do(ctx, mutation, map[string]any{"in": in}, &res)
+						if d := client.RetryAfter(err); d > 0 {
+							time.Sleep(d)
+							continue
+						}
+						if err == nil {
+							for _, it := range res.RecordEvents {
+								if it.Error != nil {
+									err = fmt.Errorf("%s: %s", it.Error.Code, it.Error.Message)
+								}
+							}
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return time.Since(t0), <-errs
 }
 
 // check reads every session's log: each spooled event once, in recording order.
