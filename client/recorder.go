@@ -824,6 +824,22 @@ func (r *Recorder) Err() error {
 	return r.stopped
 }
 
+// Resume restarts delivery after the service refused the token (Err), for when the
+// refusal is fixed on the service's side (the token added to its auth file). A token
+// fixed on the gateway's side needs a new Client: Close this Recorder and open one on
+// the same outbox with it.
+func (r *Recorder) Resume() {
+	r.mu.Lock()
+	r.stopped = nil
+	r.mu.Unlock()
+	for _, l := range r.lanes {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // answered settles the first len(results) events of batch, the head of l.
 func (r *Recorder) answered(l *lane, batch []*spooled, results []itemResult) {
 	if len(results) == 0 {
