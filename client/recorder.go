@@ -64,9 +64,9 @@ var (
 	// ErrClosed: the Recorder is closed.
 	ErrClosed = errors.New("awareness recorder: closed")
 	// ErrDeliveryStopped: the service refused the client's token (UNAUTHENTICATED);
-	// the Recorder delivers nothing more. The events stay in the outbox, and a
-	// Recorder opened on it with a valid token delivers them. Err wraps it with the
-	// service's answer.
+	// the Recorder delivers nothing more until Resume. Record goes on spooling: the
+	// events stay in the outbox, and a Recorder opened on it with a valid token (or
+	// this one after Resume) delivers them. Err wraps it with the service's answer.
 	ErrDeliveryStopped = errors.New("awareness recorder: delivery stopped: the service refused the token")
 )
 
