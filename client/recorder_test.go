@@ -283,8 +283,6 @@ func okItems(in []Event, refuse func(Event) string) string {
 	return `{"data":{"recordEvents":[` + strings.Join(items, ",") + `]}}`
 }
 
-func never(Event) string { return "" }
-
 // The replay posts batches of at most MaxBatch, waits the retryAfterMs of
 // RATE_LIMITED (not a growing backoff), goes on after an input the service could not
 // take now from that input, drops (and reports) an input refused for good, and keeps

@@ -183,7 +183,6 @@ type Watcher struct {
 	current  Transport
 	upAll    chan struct{} // closed while every subscription is up; replaced on loss
 	allUp    bool
-	nextSub  int
 	ackOwed  bool
 	closed   bool
 	sseGroup sync.WaitGroup // the SSE stream goroutines, started under mu while !closed
@@ -405,14 +404,7 @@ func (w *Watcher) WaitConnected(ctx context.Context) error {
 func (w *Watcher) Pending(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]Notice, 0, len(w.open))
-	for _, t := range w.open {
-		if len(watchers) == 0 || slices.Contains(watchers, t.n.Watcher) {
-			out = append(out, t.n)
-		}
-	}
-	sortNotices(out)
-	return out
+	return of(w.open, watchers, func(t *tracked) Notice { return t.n })
 }
 
 // Held returns the notices handed out by Drain and neither acknowledged nor
@@ -420,10 +412,16 @@ func (w *Watcher) Pending(watchers ...string) []Notice {
 func (w *Watcher) Held(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]Notice, 0, len(w.held))
-	for _, h := range w.held {
-		if len(watchers) == 0 || slices.Contains(watchers, h.n.Watcher) {
-			out = append(out, h.n)
+	return of(w.held, watchers, func(h *heldNotice) Notice { return h.n })
+}
+
+// of returns the notices of a state map that belong to watchers (all when none),
+// oldest first.
+func of[V any](m map[noticeKey]V, watchers []string, notice func(V) Notice) []Notice {
+	out := make([]Notice, 0, len(m))
+	for k, v := range m {
+		if len(watchers) == 0 || slices.Contains(watchers, k.watcher) {
+			out = append(out, notice(v))
 		}
 	}
 	sortNotices(out)
@@ -446,13 +444,7 @@ func sortNotices(ns []Notice) {
 func (w *Watcher) Drain(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []Notice
-	for _, t := range w.open {
-		if len(watchers) == 0 || slices.Contains(watchers, t.n.Watcher) {
-			out = append(out, t.n)
-		}
-	}
-	sortNotices(out)
+	out := of(w.open, watchers, func(t *tracked) Notice { return t.n })
 	for _, n := range out {
 		delete(w.open, n.key())
 		w.held[n.key()] = &heldNotice{n: n}

@@ -380,17 +380,7 @@ func drainWait(t *testing.T, w *client.Watcher, n int) []client.Notice {
 
 func newWatcher(t *testing.T, c *client.Client, watchers ...string) *client.Watcher {
 	t.Helper()
-	w, err := c.Watch(watchers, client.WatcherOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := w.WaitConnected(ctx); err != nil {
-		t.Fatalf("watcher: %v (%v)", err, w.Err())
-	}
-	return w
+	return startWatcher(t, c, client.WatcherOptions{}, watchers...)
 }
 
 // NTC-5, NTC-7 at the gateway: a pending notice is delivered again after every
