@@ -592,3 +592,62 @@ func TestClient_WatcherAddRemove_CLT5(t *testing.T) {
 		})
 	}
 }
+
+// NTC-3: Ack says what it did with each drained notice: alreadyAcknowledged when
+// another client acknowledged it first (with the pair's newer pending notice, kept for
+// the next Drain), notPending when its cursor went away (unwatch).
+func TestClient_AckOutcomes_NTC3(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
+	c := newClient(t, s.addr)
+	ctx := context.Background()
+	const c1, c2 = "agent:main:subagent:o1", "agent:main:subagent:o2"
+	s.spawn(t, c1, mainWatcher)
+	s.spawn(t, c2, mainWatcher)
+	w := startWatcher(t, c, client.WatcherOptions{}, mainWatcher)
+	var h handouts
+	s.humanTurn(t, c1)
+	s.humanTurn(t, c2)
+	drained := drainN(t, w, &h, 2)
+	var n1, n2 client.Notice
+	for _, n := range drained {
+		if n.Target == c1 {
+			n1 = n
+		} else {
+			n2 = n
+		}
+	}
+	// Another gateway acknowledges n1, and the person types into c1 again.
+	if acks, err := c.AcknowledgeNotices(ctx, mainWatcher, []client.Notice{n1}); err != nil || len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged {
+		t.Fatalf("the other gateway's AcknowledgeNotices: %+v, %v", acks, err)
+	}
+	s.humanTurn(t, c1)
+	// c2's cursor goes away.
+	if ok, err := c.UnwatchTarget(ctx, mainWatcher, client.Target{SessionKey: c2}); err != nil || !ok {
+		t.Fatalf("UnwatchTarget: %v, %v", ok, err)
+	}
+	acks, err := w.Ack(ctx, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]client.NoticeAck{}
+	for _, a := range acks {
+		got[a.Target] = a
+	}
+	if a := got[c1]; a.Outcome != client.AckAlreadyAcknowledged || a.Pending == nil || a.Pending.NotifiedVersion <= n1.NotifiedVersion {
+		t.Errorf("Ack of %s acknowledged elsewhere: %+v, want alreadyAcknowledged with the newer pending notice", c1, a)
+	}
+	if a := got[c2]; a.Outcome != client.AckNotPending || a.NotifiedVersion != n2.NotifiedVersion {
+		t.Errorf("Ack of %s after unwatch: %+v, want notPending", c2, a)
+	}
+	if held := w.Held(); len(held) != 0 {
+		t.Errorf("still held after Ack: %+v", held)
+	}
+	next := drainN(t, w, &h, 1)
+	if next[0].Target != c1 || next[0].NotifiedVersion <= n1.NotifiedVersion {
+		t.Fatalf("next Drain: %+v, want c1's newer notice", next[0])
+	}
+	time.Sleep(quiet)
+	if extra := w.Drain(); len(extra) != 0 || len(h.twice()) != 0 {
+		t.Fatalf("handed out twice: %v %+v", h.twice(), extra)
+	}
+}
