@@ -215,6 +215,8 @@ type heldNotice struct {
 	gone bool
 	// owed: an Ack of it failed to reach the service; the Watcher sends it again.
 	owed bool
+	// confirmed: seen since the last (re)subscription, as tracked.confirmed.
+	confirmed bool
 }
 
 // Watch starts following the notices of watchers (none is allowed: Add them later).
@@ -446,8 +448,9 @@ func (w *Watcher) Drain(watchers ...string) []Notice {
 	defer w.mu.Unlock()
 	out := of(w.open, watchers, func(t *tracked) Notice { return t.n })
 	for _, n := range out {
-		delete(w.open, n.key())
-		w.held[n.key()] = &heldNotice{n: n}
+		k := n.key()
+		w.held[k] = &heldNotice{n: n, confirmed: w.open[k].confirmed}
+		delete(w.open, k)
 	}
 	return out
 }
@@ -472,7 +475,7 @@ func (w *Watcher) Release(drained ...Notice) int {
 		if t := w.open[k]; t != nil && t.n.NotifiedVersion >= d.NotifiedVersion {
 			continue
 		}
-		w.open[k] = &tracked{n: h.n, confirmed: true}
+		w.open[k] = &tracked{n: h.n, confirmed: h.confirmed}
 		w.notifyLocked(d.Watcher)
 		n++
 	}
@@ -703,6 +706,7 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 	}
 	if h := w.held[k]; h != nil {
 		if h.n.NotifiedVersion >= n.NotifiedVersion {
+			h.confirmed = h.confirmed || fresh
 			w.dups++
 			return false // in the caller's hands: Ack settles it, Release hands it back
 		}
@@ -800,6 +804,11 @@ func (w *Watcher) setUpIf(live func() bool, up bool, watchers ...string) bool {
 					t.confirmed = false
 				}
 			}
+			for k, h := range w.held {
+				if k.watcher == watcher {
+					h.confirmed = false
+				}
+			}
 		}
 	}
 	w.updateUpLocked()
@@ -863,13 +872,19 @@ func (w *Watcher) confirmer() {
 
 // confirm drops the open notices of watcher that the service no longer has pending,
 // and marks such held ones gone: they were acknowledged or removed while its stream
-// was down. It runs after each (re)subscription.
+// was down. It runs after each (re)subscription, and leaves alone what the stream
+// delivered since (confirmed): the query's answer may be older than that.
 func (w *Watcher) confirm(watcher string) {
 	pending, err := w.c.PendingNotices(w.ctx, watcher)
 	if err != nil {
 		w.log.Debug("confirm pending notices", "watcher", watcher, "err", err)
 		return
 	}
+	w.applyPending(watcher, pending)
+}
+
+// applyPending is confirm with the service's answer.
+func (w *Watcher) applyPending(watcher string, pending []Notice) {
 	have := map[noticeKey]int64{}
 	for _, n := range pending {
 		have[n.key()] = n.NotifiedVersion
@@ -882,7 +897,7 @@ func (w *Watcher) confirm(watcher string) {
 		}
 	}
 	for k, h := range w.held {
-		if v, ok := have[k]; k.watcher == watcher && (!ok || v != h.n.NotifiedVersion) {
+		if v, ok := have[k]; k.watcher == watcher && !h.confirmed && (!ok || v != h.n.NotifiedVersion) {
 			h.gone = true
 		}
 	}

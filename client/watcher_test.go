@@ -150,3 +150,31 @@ func TestWatcher_NoticeStates_CLT5(t *testing.T) {
 		t.Fatal("an item of a watcher not followed was accepted")
 	}
 }
+
+// The pendingNotices answer after a (re)subscription may be older than what the
+// stream delivered since: a notice delivered (and drained) after it is kept; a notice
+// from before the reconnect that the answer lacks was acknowledged or removed while
+// the stream was down, and is dropped, open or held (CLT-5).
+func TestWatcher_ConfirmLeavesWhatTheStreamDelivered_CLT5(t *testing.T) {
+	const main = "agent:main:main"
+	w := bareWatcher(main)
+	n := Notice{Watcher: main, Target: "agent:main:subagent:a", TargetAgentID: "main", NotifiedVersion: 2}
+	m := Notice{Watcher: main, Target: "agent:main:subagent:b", TargetAgentID: "main", NotifiedVersion: 3}
+	w.setUp(true, main)
+	w.acceptForTest(n)
+	w.acceptForTest(m)
+	drained := w.Drain(main) // both held
+	w.applyPending(main, nil) // an answer from before they opened
+	if got := w.Release(drained...); got != 2 {
+		t.Fatalf("Release after a stale confirmation handed back %d, want 2", got)
+	}
+	drained = w.Drain(main)
+	// The stream goes down and up; only m is replayed, n was acknowledged meanwhile.
+	w.setUp(false, main)
+	w.setUp(true, main)
+	w.acceptForTest(m)
+	w.applyPending(main, []Notice{m})
+	if got := w.Release(drained...); got != 1 || w.Pending()[0].Target != m.Target {
+		t.Fatalf("after the reconnect Release handed back %d: %+v, want m only", got, w.Pending())
+	}
+}
