@@ -163,7 +163,7 @@ func TestWatcher_ConfirmLeavesWhatTheStreamDelivered_CLT5(t *testing.T) {
 	w.setUp(true, main)
 	w.acceptForTest(n)
 	w.acceptForTest(m)
-	drained := w.Drain(main) // both held
+	drained := w.Drain(main)  // both held
 	w.applyPending(main, nil) // an answer from before they opened
 	if got := w.Release(drained...); got != 2 {
 		t.Fatalf("Release after a stale confirmation handed back %d, want 2", got)
