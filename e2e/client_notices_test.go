@@ -446,7 +446,8 @@ func TestClient_RecorderWrongTokenStopsDelivery_CLT5(t *testing.T) {
 	}
 }
 
-// CLT-5: behind a proxy that refuses WebSocket upgrades, TransportAuto follows the
+// CLT-5: behind a proxy that refuses WebSocket upgrades, a WebSocket-only Watcher
+// says why it cannot connect (Err, Errors: the status); TransportAuto follows the
 // notices over SSE (the refusal, with its status, reaches Errors), a notice arrives
 // within 2 s of its event, and once the proxy passes upgrades the Watcher goes back
 // to WebSocket, handing nothing out twice.
@@ -459,6 +460,25 @@ func TestClient_WatcherFallsBackToSSE_CLT5(t *testing.T) {
 	}
 	const child = "agent:main:subagent:sse"
 	s.spawn(t, child, mainWatcher)
+
+	// WebSocket only: the refusal, with its status, is in Err and Errors.
+	wsOnly, err := c.Watch([]string{mainWatcher}, client.WatcherOptions{Transport: client.TransportWebSocket, MinBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	if err := wsOnly.WaitConnected(ctx); err == nil {
+		t.Fatal("a WebSocket-only Watcher connected through a proxy that refuses upgrades")
+	}
+	cancel()
+	if se, ok := errors.AsType[*client.StreamError](wsOnly.Err()); !ok || se.Status != http.StatusForbidden || se.Fatal {
+		t.Fatalf("Err of the WebSocket-only Watcher: %v, want the refused upgrade with its status", wsOnly.Err())
+	}
+	if err := <-wsOnly.Errors(); client.ErrorCode(err) != "" || !errors.As(err, new(*client.StreamError)) {
+		t.Fatalf("Errors of the WebSocket-only Watcher: %v", err)
+	}
+	_ = wsOnly.Close()
+
 	w := startWatcher(t, c, client.WatcherOptions{WebSocketRetry: 500 * time.Millisecond}, mainWatcher)
 	if tr := w.Transport(); tr != client.TransportSSE {
 		t.Fatalf("behind the refusing proxy the transport is %v", tr)
