@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -125,14 +126,24 @@ const acknowledgeMutation = `mutation($w: String!, $n: [NoticeRef!]!) { acknowle
 // acknowledgeNotices mutation, NTC-3): each only while it is still its pair's pending
 // notice. The answer says, per notice, what happened. It moves no Watcher's state:
 // Watcher.Ack is this call plus the Watcher's bookkeeping.
+// More than maxAckNotices notices are sent in several calls.
 func (c *Client) AcknowledgeNotices(ctx context.Context, watcher string, notices []Notice) ([]NoticeAck, error) {
-	refs := make([]map[string]any, 0, len(notices))
-	for _, n := range notices {
-		refs = append(refs, map[string]any{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion})
+	var out []NoticeAck
+	for chunk := range slices.Chunk(notices, maxAckNotices) {
+		refs := make([]map[string]any, 0, len(chunk))
+		for _, n := range chunk {
+			refs = append(refs, map[string]any{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion})
+		}
+		var res struct {
+			AcknowledgeNotices []NoticeAck `json:"acknowledgeNotices"`
+		}
+		if err := c.Do(ctx, acknowledgeMutation, map[string]any{"w": watcher, "n": refs}, &res); err != nil {
+			return out, err
+		}
+		out = append(out, res.AcknowledgeNotices...)
 	}
-	var res struct {
-		AcknowledgeNotices []NoticeAck `json:"acknowledgeNotices"`
-	}
-	err := c.Do(ctx, acknowledgeMutation, map[string]any{"w": watcher, "n": refs}, &res)
-	return res.AcknowledgeNotices, err
+	return out, nil
 }
+
+// maxAckNotices is the most notices one acknowledgeNotices call may name.
+const maxAckNotices = 1000

@@ -502,6 +502,8 @@ func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]NoticeAck, error
 	var errs []error
 	for watcher, group := range groupByWatcher(drained) {
 		acks, err := w.c.AcknowledgeNotices(ctx, watcher, group)
+		w.settle(acks) // a part answered before a failure is settled
+		out = append(out, acks...)
 		if err != nil {
 			if Permanent(err) {
 				errs = append(errs, err)
@@ -520,10 +522,7 @@ func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]NoticeAck, error
 			default:
 			}
 			errs = append(errs, fmt.Errorf("%w: %w", ErrAckDeferred, err))
-			continue
 		}
-		w.settle(acks)
-		out = append(out, acks...)
 	}
 	return out, errors.Join(errs...)
 }
@@ -631,6 +630,12 @@ func (w *Watcher) sendOwed(ctx context.Context) bool {
 	settled := true
 	for watcher, group := range groupByWatcher(owed) {
 		acks, err := w.c.AcknowledgeNotices(ctx, watcher, group)
+		w.settle(acks)
+		if w.opts.OnAck != nil {
+			for _, a := range acks {
+				w.opts.OnAck(a)
+			}
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.report(fmt.Errorf("%w: %w", ErrAckDeferred, err))
@@ -646,13 +651,6 @@ func (w *Watcher) sendOwed(ctx context.Context) bool {
 				}
 			}
 			w.mu.Unlock()
-			continue
-		}
-		w.settle(acks)
-		if w.opts.OnAck != nil {
-			for _, a := range acks {
-				w.opts.OnAck(a)
-			}
 		}
 	}
 	return settled
