@@ -46,8 +46,14 @@ const statusQuery = `query($k: String!, $a: String, $s: Int, $l: Int) { sessionS
 // reconcilePage is the page size Reconcile asks for (the service's maximum).
 const reconcilePage = 200
 
+// maxRetryAfter is the longest RATE_LIMITED wait Reconcile takes by itself; a longer
+// one is returned to the caller.
+const maxRetryAfter = 5 * time.Second
+
 // Reconcile reads every change of target after changesSince, following
-// nextChangesSince across truncated pages (REC-1). It never moves a cursor (REC-4).
+// nextChangesSince across truncated pages (REC-1). A page refused with RATE_LIMITED
+// (the token's query budget) is asked again after its retryAfterMs, up to 5 s. It
+// never moves a cursor (REC-4).
 func (c *Client) Reconcile(ctx context.Context, target Target, changesSince int64) (Reconciliation, error) {
 	var out Reconciliation
 	since := changesSince
@@ -68,6 +74,17 @@ func (c *Client) Reconcile(ctx context.Context, target Target, changesSince int6
 			} `json:"sessionStatus"`
 		}
 		err := c.Do(ctx, statusQuery, vars, &res)
+		if d := RetryAfter(err); d > 0 && d <= maxRetryAfter {
+			// The token's query budget (ERR-4) is spent: the page after the wait asked.
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return out, ctx.Err()
+			}
+		}
 		if ErrorCode(err) == CodeCursorAhead {
 			out.FullRefresh, out.Reason = true, "changesSince is ahead of the session's version (CURSOR_AHEAD): its history was reset or deleted"
 			return out, nil
