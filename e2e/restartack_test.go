@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -350,5 +351,97 @@ func TestPostgres_RollingRestartKeepsPendingNotices_NTC5(t *testing.T) {
 				t.Errorf("%s: the notice %s changesSince 0 is still pending after its exact ack", w, fmt.Sprint(n.Target))
 			}
 		}
+	}
+}
+
+// TestPostgres_StartBesideAcks_NoNoticeChanged_NTC5: process A serves a gateway that
+// acknowledges, one notice after another, while process B starts on the same database
+// over 10,000 pending notices of other watchers (half of them with M > N). Every
+// acknowledgement acknowledges exactly its notice, A's subscriber gets each pending
+// notice once and nothing again (B's start publishes nothing), and B's start changes
+// no pending notice of the others: the same rows, N, M and opening times (a start that
+// blocks nobody; its timing is bench/cmd/pgscale -phases start).
+func TestPostgres_StartBesideAcks_NoNoticeChanged_NTC5(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	a := startPGServer(t, dsn)
+	const others, acked = 10000, 300
+	acker := "agent:main:subagent:acker"
+	seed := fmt.Sprintf(`INSERT INTO cursors (watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at)
+SELECT 'agent:main:subagent:other' || (i %% 100), 'main', 'agent:main:subagent:t' || (i / 100), 0, 1, 1 + i %% 2, %[1]d + i, %[1]d
+FROM generate_series(0, %[2]d - 1) AS i
+UNION ALL
+SELECT '%[3]s', 'main', 'agent:main:subagent:a' || i, 0, 1, 1, %[1]d + i, %[1]d FROM generate_series(0, %[4]d - 1) AS i`,
+		time.Now().UnixNano(), others, acker, acked)
+	var inserted int64
+	pgQuery(t, dsn, &inserted, "WITH ins AS ("+seed+" RETURNING 1) SELECT count(*) FROM ins")
+	if inserted != others+acked {
+		t.Fatalf("seeded %d cursors", inserted)
+	}
+	const othersSum = `SELECT count(*)::text || ' ' || sum(l)::text || ' ' || sum(n)::text || ' ' || sum(m)::text || ' ' || sum(opened_at)::text
+FROM cursors WHERE n > l AND watcher_key <> 'agent:main:subagent:acker'`
+	var before string
+	pgQuery(t, dsn, &before, othersSum)
+
+	ws := dialWS(t, a.wsURL)
+	ws.subscribe("n", acker)
+	pending := map[string]notice{}
+	for range acked {
+		n, _ := ws.nextNotice("n")
+		if _, dup := pending[n.Target]; dup {
+			t.Fatalf("the subscription sent %s twice", n.Target)
+		}
+		pending[n.Target] = n
+	}
+	type result struct {
+		acks []noticeAck
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		for i := range acked {
+			n := pending[fmt.Sprintf("agent:main:subagent:a%d", i)]
+			resp, err := a.gql(acknowledgeNoticesDoc, map[string]any{"w": acker, "n": []map[string]any{
+				{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion}}})
+			var d struct {
+				AcknowledgeNotices []noticeAck `json:"acknowledgeNotices"`
+			}
+			if err == nil {
+				err = json.Unmarshal(resp.Data, &d)
+			}
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.acks = append(r.acks, d.AcknowledgeNotices...)
+		}
+		done <- r
+	}()
+	b := startPGServer(t, dsn)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	acks := res.acks
+	for _, k := range acks {
+		if k.Outcome != "acknowledged" {
+			t.Errorf("the ack of %s N=%d beside B's start: %s", k.Target, k.NotifiedVersion, k.Outcome)
+		}
+	}
+	if len(acks) != acked {
+		t.Fatalf("%d answers for %d acknowledgements", len(acks), acked)
+	}
+	ws.none("n")
+	var after string
+	pgQuery(t, dsn, &after, othersSum)
+	if after != before {
+		t.Errorf("B's start changed the pending notices of the others: %s, were %s", after, before)
+	}
+	if !strings.Contains(b.logs.String(), `msg="startup sweep done" notices_opened=0`) {
+		t.Errorf("B's start opened notices:\n%s", tail(b.logs.String(), 2000))
+	}
+	if p := a.pendingNotices(t, acker); len(p) != 0 {
+		t.Errorf("%d notices of the acker still pending", len(p))
 	}
 }
