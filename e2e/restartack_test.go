@@ -28,6 +28,29 @@ type restartKind struct {
 
 var restartKinds = []restartKind{{"SIGKILL", syscall.SIGKILL}, {"SIGTERM", syscall.SIGTERM}}
 
+// restartVariant is a database, and which process a round restarts how.
+type restartVariant struct {
+	name  string
+	pg    bool
+	other bool // PostgreSQL: restart another process, not the one the gateway uses
+	kind  restartKind
+}
+
+// start starts the gateway's process on a fresh database of the variant, and with
+// other, a second process on it.
+func (v restartVariant) start(t *testing.T) (s, other *server) {
+	t.Helper()
+	if !v.pg {
+		return startServer(t, filepath.Join(t.TempDir(), "awareness.db")), nil
+	}
+	dsn := pgtest.NewDatabase(t)
+	s = startPGServer(t, dsn)
+	if v.other {
+		other = startPGServer(t, dsn)
+	}
+	return s, other
+}
+
 // restartOf stops s with k's signal and starts a new process on the same database.
 func restartOf(t *testing.T, s *server, k restartKind, pg bool) *server {
 	t.Helper()
@@ -82,30 +105,15 @@ func (s *server) watch(t *testing.T, watcher, target string) {
 // process sharing the database restarts while the gateway talks to the first.
 func TestExactAckAcrossRestart_NTC5(t *testing.T) {
 	t.Parallel()
-	type variant struct {
-		name  string
-		pg    bool
-		other bool // restart another process, not the one the gateway uses
-		kind  restartKind
-	}
-	var vs []variant
+	var vs []restartVariant
 	for _, k := range restartKinds {
-		vs = append(vs, variant{"sqlite/" + k.name, false, false, k}, variant{"postgres/" + k.name, true, false, k},
-			variant{"postgres/other-process-" + k.name, true, true, k})
+		vs = append(vs, restartVariant{"sqlite/" + k.name, false, false, k}, restartVariant{"postgres/" + k.name, true, false, k},
+			restartVariant{"postgres/other-process-" + k.name, true, true, k})
 	}
 	for _, v := range vs {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			var s, other *server
-			if v.pg {
-				dsn := pgtest.NewDatabase(t)
-				s = startPGServer(t, dsn)
-				if v.other {
-					other = startPGServer(t, dsn)
-				}
-			} else {
-				s = startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
-			}
+			s, other := v.start(t)
 			target := "agent:main:subagent:child"
 			s.watch(t, mainWatcher, target)
 			first := s.humanTurn(t, target)
@@ -175,31 +183,16 @@ type noticeID struct {
 func TestRestartBetweenDrainAndAck_20Rounds_NTC5_NTC3(t *testing.T) {
 	t.Parallel()
 	const rounds = 20
-	type variant struct {
-		name  string
-		pg    bool
-		other bool
-		kind  restartKind
-	}
-	var vs []variant
+	var vs []restartVariant
 	for _, k := range restartKinds {
-		vs = append(vs, variant{"sqlite/" + k.name, false, false, k}, variant{"postgres/" + k.name, true, false, k})
+		vs = append(vs, restartVariant{"sqlite/" + k.name, false, false, k}, restartVariant{"postgres/" + k.name, true, false, k})
 	}
-	vs = append(vs, variant{"postgres/other-process-SIGKILL", true, true, restartKinds[0]})
+	vs = append(vs, restartVariant{"postgres/other-process-SIGKILL", true, true, restartKinds[0]})
 	for _, v := range vs {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			began := time.Now()
-			var s, other *server
-			if v.pg {
-				dsn := pgtest.NewDatabase(t)
-				s = startPGServer(t, dsn)
-				if v.other {
-					other = startPGServer(t, dsn)
-				}
-			} else {
-				s = startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
-			}
+			s, other := v.start(t)
 			targets := []string{"agent:main:subagent:r0", "agent:main:subagent:r1", "agent:main:subagent:r2"}
 			for _, tg := range targets {
 				s.watch(t, mainWatcher, tg)
