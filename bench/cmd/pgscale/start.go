@@ -26,7 +26,9 @@ import (
 //     pruner's first pass, its listener's first scan); the acknowledgements of that
 //     window against those before it, and the same with a process starting on
 //     another, empty database instead (the control: what a start costs A through the
-//     machine's CPU alone, with no row in common);
+//     machine's CPU alone, with no row in common); and, sampled every 5 ms, how long
+//     some backend of A's database waited on a lock (a row lock of B's sweep is what
+//     held acknowledgements up);
 //   - memory: B's resident set 5 s after it is ready, over that database and over an
 //     empty one (the difference is what the pending notices of the deployment cost a
 //     process that serves none of them).
@@ -42,6 +44,9 @@ type startResult struct {
 	// ctlBase and ctlDuring are the control: A's acknowledgements while a process
 	// starts on another (empty) database.
 	ctlBase, ctlDuring dist
+	// lockBefore and lockDuring are how long a backend of A's database was seen
+	// waiting on a lock, before B's start and during it.
+	lockBefore, lockDuring time.Duration
 }
 
 func (r *runner) startPhase(ctx context.Context, rep *bytes.Buffer) error {
@@ -64,13 +69,13 @@ func (r *runner) startPhase(ctx context.Context, rep *bytes.Buffer) error {
 	}
 	fmt.Fprintf(rep, "### Start: a process starting beside a serving one, %d pending notices of other watchers among %d cursors\n\n",
 		r.cfg.pending, r.cfg.startCursors)
-	fmt.Fprintf(rep, "| binary | B ready after | cursors: seq scans (rows read) during B's start | cursors: index scans | A's exact acks before B: n, p50 / p99 / max | during B's start: n, p50 / p99 / max | delay (max during − max before) | control, a start on another database: max before / max during (delay) | B's RSS 5 s after ready: loaded / empty database (difference) |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(rep, "| binary | B ready after | cursors: seq scans (rows read) during B's start | cursors: index scans | A's exact acks before B: n, p50 / p99 / max | during B's start: n, p50 / p99 / max | delay (max during − max before) | control, a start on another database: max before / max during (delay) | lock waits seen on A's database (every 5 ms): before / during | B's RSS 5 s after ready: loaded / empty database (difference) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range res {
-		fmt.Fprintf(rep, "| %s | %s | %d (%d) | %d | %d, %s / %s / %s | %d, %s / %s / %s | %s | %s / %s (%s) | %.1f / %.1f MiB (%+.1f MiB) |\n",
+		fmt.Fprintf(rep, "| %s | %s | %d (%d) | %d | %d, %s / %s / %s | %d, %s / %s / %s | %s | %s / %s (%s) | %v / %v | %.1f / %.1f MiB (%+.1f MiB) |\n",
 			x.bin, ms(x.ready), x.seqScans, x.seqRows, x.idx,
 			x.nBase, ms(x.base.p50), ms(x.base.p99), ms(x.base.max),
 			x.nDuring, ms(x.during.p50), ms(x.during.p99), ms(x.during.max), ms(max(0, x.during.max-x.base.max)),
-			ms(x.ctlBase.max), ms(x.ctlDuring.max), ms(max(0, x.ctlDuring.max-x.ctlBase.max)),
+			ms(x.ctlBase.max), ms(x.ctlDuring.max), ms(max(0, x.ctlDuring.max-x.ctlBase.max)), x.lockBefore, x.lockDuring,
 			float64(x.rssLoaded)/(1<<20), float64(x.rssEmpty)/(1<<20), float64(x.rssLoaded-x.rssEmpty)/(1<<20))
 	}
 	fmt.Fprintf(rep, "\n")
@@ -134,12 +139,12 @@ func (r *runner) startRun(ctx context.Context, bin string) (startResult, error) 
 	// database, then (the control: a process start's CPU on this machine, no shared
 	// rows) while a process starts on the empty one.
 	next := 0
-	w, err := r.ackWindow(ctx, bin, a, dsn, &next, ackers)
+	w, err := r.ackWindow(ctx, bin, a, dsn, dsn, &next, ackers)
 	if err != nil {
 		return x, err
 	}
-	x.base, x.during, x.nBase, x.nDuring = w.before, w.during, w.nBefore, w.nDuring
-	if w, err = r.ackWindow(ctx, bin, a, empty, &next, ackers); err != nil {
+	x.base, x.during, x.nBase, x.nDuring, x.lockBefore, x.lockDuring = w.before, w.during, w.nBefore, w.nDuring, w.lockBefore, w.lockDuring
+	if w, err = r.ackWindow(ctx, bin, a, dsn, empty, &next, ackers); err != nil {
 		return x, err
 	}
 	x.ctlBase, x.ctlDuring = w.before, w.during
@@ -147,16 +152,21 @@ func (r *runner) startRun(ctx context.Context, bin string) (startResult, error) 
 }
 
 // window is what ackWindow measured: the acknowledgements before the start and
-// during it.
+// during it, and how long some backend of the database waited on a lock (sampled
+// every lockSample) in each.
 type window struct {
-	before, during   dist
-	nBefore, nDuring int
+	before, during         dist
+	nBefore, nDuring       int
+	lockBefore, lockDuring time.Duration
 }
+
+// lockSample is the period at which ackWindow looks for backends waiting on a lock.
+const lockSample = 5 * time.Millisecond
 
 // ackWindow has a acknowledge the notices of acker from *next on, one after another,
 // for -start-baseline, then while a process of bin starts on startDSN and for a
 // second after it is ready (its pruner's first pass, its listener's first scan).
-func (r *runner) ackWindow(ctx context.Context, bin string, a *server, startDSN string, next *int, ackers int) (window, error) {
+func (r *runner) ackWindow(ctx context.Context, bin string, a *server, aDSN, startDSN string, next *int, ackers int) (window, error) {
 	type ack struct {
 		at, took time.Duration
 		err      error
@@ -168,6 +178,26 @@ func (r *runner) ackWindow(ctx context.Context, bin string, a *server, startDSN 
 		wg    sync.WaitGroup
 		begin = time.Now()
 	)
+	var waits []time.Duration // when a backend was seen waiting on a lock
+	lockConn, err := pgx.Connect(ctx, aDSN)
+	if err != nil {
+		return window{}, err
+	}
+	defer lockConn.Close(context.Background())
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(lockSample):
+			}
+			var n int
+			if err := lockConn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err == nil && n > 0 {
+				waits = append(waits, time.Since(begin))
+			}
+		}
+	})
 	wg.Go(func() {
 		for ; *next < ackers; *next++ {
 			select {
@@ -216,7 +246,15 @@ func (r *runner) ackWindow(ctx context.Context, bin string, a *server, startDSN 
 	if failed > 0 {
 		return window{}, fmt.Errorf("%d acknowledgements failed, the first: %w", failed, firstErr)
 	}
-	return window{summarize(before), summarize(during), len(before), len(during)}, nil
+	w := window{before: summarize(before), during: summarize(during), nBefore: len(before), nDuring: len(during)}
+	for _, at := range waits {
+		if at < started {
+			w.lockBefore += lockSample
+		} else {
+			w.lockDuring += lockSample
+		}
+	}
+	return w, nil
 }
 
 // ackExact acknowledges watcher's notice on target exactly (notifiedVersion 1).
