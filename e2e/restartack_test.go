@@ -151,7 +151,7 @@ func TestExactAckAcrossRestart_NTC5(t *testing.T) {
 			}
 			// And the follow-up, across one more restart, with acknowledgeNotices.
 			if v.other {
-				other = restartOf(t, other, v.kind, true)
+				restartOf(t, other, v.kind, true)
 			} else {
 				s = restartOf(t, s, v.kind, v.pg)
 			}
