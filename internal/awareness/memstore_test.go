@@ -41,6 +41,7 @@ type memDB struct {
 	prompts    map[awareness.SessionRef][]string
 	salt       []byte
 	lastPrune  time.Time
+	lastExpiry time.Time
 	eventCount int64
 }
 
@@ -564,10 +565,15 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 			cut(ref, seq)
 		}
 	}
-	if p.CursorTTL > 0 {
+	switch {
+	case p.CursorTTL == 0:
+	case !db.lastExpiry.IsZero() && p.ExpireEvery > 0 && now.Sub(db.lastExpiry) < p.ExpireEvery:
+		res.ExpirySkipped = true
+	default:
 		res.CursorsExpired, res.Closed = db.deleteCursors(func(c awareness.Cursor) bool {
 			return c.UpdatedAt.Before(now.Add(-p.CursorTTL))
 		})
+		db.lastExpiry = now
 	}
 	db.lastPrune = now
 	return res, nil
