@@ -12,6 +12,6 @@ export { Recorder, OutboxFullError, RecordTimeoutError, DeliveryError, type Even
 export { Watcher, WatcherError, AckPendingError, type Transport, type WatcherOptions } from './watcher.js';
 export { reconcile, type Reconciliation, type StateEvent, type Target } from './reconcile.js';
 export {
-  validateEvent, resolveSession, resolveWatcher, parseSessionKey, InvalidEventError,
+  validateEvent, RECORD_FIELDS, resolveSession, resolveWatcher, parseSessionKey, InvalidEventError,
   EVENT_KINDS, ACTOR_TYPES, RUN_OUTCOMES, LIMITS, type EventKind, type ActorType, type RunOutcome, type KindRole,
 } from './vocab.js';

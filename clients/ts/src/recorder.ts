@@ -137,6 +137,8 @@ export class Recorder extends EventEmitter {
   stopped: AwarenessError | null = null;
   /** The latest error: an event the service refused, a refused token, an outbox write. */
   lastError: unknown = null;
+  /** Delivery counters: requests sent, RATE_LIMITED answers, other failed requests, events delivered and dropped. */
+  readonly stats = { requests: 0, rateLimited: 0, failures: 0, delivered: 0, dropped: 0 };
   private readonly opts: Required<Omit<RecorderOptions, 'onDelivery'>> & Pick<RecorderOptions, 'onDelivery'>;
 
   private constructor(private readonly client: Client, readonly path: string, opts: RecorderOptions) {
@@ -347,6 +349,7 @@ export class Recorder extends EventEmitter {
         const batch = this.batchOf(lane);
         const single = this.singleMode;
         let items: RecordEventsItem[];
+        this.stats.requests++;
         try {
           items = single
             ? [{ index: 0, result: await this.client.recordEvent(batch[0].ev as unknown as Record<string, unknown>, this.abort.signal), error: null }]
@@ -365,6 +368,8 @@ export class Recorder extends EventEmitter {
             this.singleMode = true;
             continue;
           }
+          if (err.code === Codes.RateLimited) this.stats.rateLimited++;
+          else this.stats.failures++;
           if (err.code === Codes.RateLimited) {
             // A batch larger than the caller's burst would never pass: halve it.
             lane.size = Math.max(1, lane.size >> 1);
@@ -399,6 +404,8 @@ export class Recorder extends EventEmitter {
           }
           done.push(s);
           const err = item.error ? new DeliveryError(s.ev, item.error.message, item.error.code) : undefined;
+          if (err) this.stats.dropped++;
+          else this.stats.delivered++;
           if (err) {
             this.client.log.error(`awareness recorder: the service refused a spooled event; dropping it: ${err.message}`);
             this.fail(err);

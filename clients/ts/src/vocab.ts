@@ -59,11 +59,9 @@ export class InvalidEventError extends AwarenessError {
   }
 }
 
-// The fields of RecordEventInput, in schema order (the order the service checks the
-// scalars in).
-const FIELDS = ['sessionKey', 'agentId', 'kind', 'actorType', 'actorId', 'summary', 'occurredAt', 'runId',
+/** The fields of RecordEventInput, in schema order (the order the service checks the scalars in). */
+export const RECORD_FIELDS = ['sessionKey', 'agentId', 'kind', 'actorType', 'actorId', 'summary', 'occurredAt', 'runId',
   'outcome', 'channel', 'turns', 'dedupeKey', 'watchers'] as const;
-const STRING_FIELDS = new Set(['sessionKey', 'agentId', 'actorId', 'summary', 'runId', 'channel', 'dedupeKey']);
 
 // Go's notions of a space (unicode.IsSpace: White_Space), a control character
 // (unicode.IsControl: Cc), a printable rune (strconv.IsPrint) and the line separators
@@ -87,8 +85,9 @@ export function toLower(s: string): string {
 }
 
 const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
-// A lone surrogate reaches the service as U+FFFD (its JSON decoder replaces it).
-const runes = (s: string) => [...s].map((c) => (c.length === 1 && c >= '\ud800' && c <= '\udfff' ? '\ufffd' : c));
+const runes = (s: string) => [...s];
+// With the u flag a paired surrogate is one code point: this matches lone ones only.
+const loneSurrogate = /[\ud800-\udfff]/u;
 
 /** The service's truncateForMessage: 80 bytes at most, control characters and line breaks as '?'. */
 function truncateForMessage(s: string): string {
@@ -203,67 +202,91 @@ export function validTime(s: string): boolean {
   return m[7] === undefined || (Number(m[7]) <= 24 && Number(m[8]) <= 60);
 }
 
-// fmt.Sprint of a decoded JSON value, as the service prints it in a scalar's message.
-function goSprint(v: unknown): string {
-  if (Array.isArray(v)) return '[' + v.map(goSprint).join(' ') + ']';
-  if (v !== null && typeof v === 'object') {
-    return 'map[' + Object.keys(v).sort().map((k) => `${k}:${goSprint((v as Record<string, unknown>)[k])}`).join(' ') + ']';
-  }
-  return JSON.stringify(v) === undefined ? String(v) : typeof v === 'string' ? v : JSON.stringify(v);
-}
+// The Go kind (reflect.Kind) the service's variable validation names in its messages.
+const goKind = (v: unknown) => (typeof v === 'boolean' ? 'bool' : Array.isArray(v) ? 'slice' : typeof v === 'object' ? 'map' : typeof v);
 const truncate40 = (s: string) => (bytes(s) <= 40 ? s : Buffer.from(s).subarray(0, 40).toString() + '…');
+// strconv.ParseInt(s, 10, 64) succeeds.
+const int64Text = (s: string) => /^[+-]?\d+$/.test(s) && BigInt(s) >= -(2n ** 63n) && BigInt(s) < 2n ** 63n;
+const ENUMS: Record<string, [readonly string[], string]> = {
+  kind: [EVENT_KINDS.map((r) => r.kind), 'EventKind'], actorType: [ACTOR_TYPES, 'ActorType'], outcome: [RUN_OUTCOMES, 'RunOutcome'],
+};
+const REQUIRED = new Set(['sessionKey', 'kind', 'actorType']);
+
+/** Every string of a JSON value, keys included. */
+function* strings(v: unknown): Generator<string> {
+  if (typeof v === 'string') yield v;
+  else if (Array.isArray(v)) for (const x of v) yield* strings(x);
+  else if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) { yield k; yield* strings(x); }
+}
 
 /**
  * Checks an event as the service checks a RecordEventInput and throws the
- * InvalidEventError it would answer: the variable's shape first (unknown fields,
- * missing ones, unknown enum values: GRAPHQL_VALIDATION_FAILED), then the scalars in
- * field order, then SIG-1..5 and KEY-1..4 (INVALID_ARGUMENT). Undefined and null
- * optional fields count as absent.
+ * InvalidEventError it would answer: the request's text (no lone surrogate), then the
+ * variable's shape (unknown fields, missing ones, JSON types, unknown enum values:
+ * GRAPHQL_VALIDATION_FAILED), then the scalars in field order, then SIG-1..5 and
+ * KEY-1..4 (INVALID_ARGUMENT). Undefined and null optional fields count as absent.
  */
 export function validateEvent(ev: Record<string, unknown>): void {
   if (ev === null || typeof ev !== 'object' || Array.isArray(ev)) fail('an event must be an object', ValidationFailed);
+  for (const s of strings(ev)) {
+    if (loneSurrogate.test(s)) fail('request text is not valid UTF-8 or escapes a lone UTF-16 surrogate');
+  }
   const has = (f: string) => ev[f] !== undefined && ev[f] !== null;
+  const list = (v: unknown) => (Array.isArray(v) ? v : [v]);
+
+  // The variable (gqlparser's VariableValues): unknown fields, then each field in order.
   for (const k of Object.keys(ev)) {
-    if (!(FIELDS as readonly string[]).includes(k) && ev[k] !== undefined) fail(`unknown field ${JSON.stringify(k)}`, ValidationFailed, k);
+    if (ev[k] !== undefined && k !== '__typename' && !(RECORD_FIELDS as readonly string[]).includes(k)) fail(`unknown field ${JSON.stringify(k)}`, ValidationFailed, k);
   }
-  for (const f of ['sessionKey', 'kind', 'actorType']) {
-    if (!(f in ev) || ev[f] === undefined) fail(`${f} must be defined`, ValidationFailed, f);
-    if (ev[f] === null) fail(`${f} cannot be null`, ValidationFailed, f);
-  }
-  const enums: [string, readonly string[], string][] = [
-    ['kind', EVENT_KINDS.map((r) => r.kind), 'EventKind'], ['actorType', ACTOR_TYPES, 'ActorType'], ['outcome', RUN_OUTCOMES, 'RunOutcome'],
-  ];
-  for (const [f, values, type] of enums) {
-    if (has(f) && !values.includes(ev[f] as string)) fail(`${goSprint(ev[f])} is not a valid ${type}`, ValidationFailed, f);
-  }
-  let watchers: unknown[] = [];
-  if (has('watchers')) {
-    watchers = typeof ev.watchers === 'string' ? [ev.watchers] : Array.isArray(ev.watchers) ? ev.watchers : fail('watchers must be a list of strings', ValidationFailed, 'watchers');
-    if (watchers.some((w) => w === null || w === undefined)) fail('a watcher cannot be null', ValidationFailed, 'watchers');
-  }
-  if (has('turns') && (typeof ev.turns !== 'number' || !Number.isInteger(ev.turns)) && typeof ev.turns !== 'string') {
-    fail(`turns must be a whole number, got ${goSprint(ev.turns)}`, ValidationFailed, 'turns');
+  for (const f of RECORD_FIELDS) {
+    const v = ev[f];
+    if (v === undefined || v === null) {
+      if (REQUIRED.has(f)) fail(`${f} ${v === undefined ? 'must be defined' : 'cannot be null'}`, ValidationFailed, f);
+      continue;
+    }
+    if (ENUMS[f]) {
+      const [values, type] = ENUMS[f];
+      if (typeof v !== 'string' && typeof v !== 'number') fail('enums must be ints or strings', ValidationFailed, f);
+      const text = typeof v === 'number' ? JSON.stringify(v) : v;
+      if (!values.some((x) => x.toLowerCase() === toLower(text))) fail(`${text} is not a valid ${type}`, ValidationFailed, f);
+    } else if (f === 'turns') {
+      if (typeof v !== 'string' && typeof v !== 'number') fail(`cannot use ${goKind(v)} as Int`, ValidationFailed, f);
+      if (typeof v === 'number' && !Number.isFinite(v)) fail(`turns must be a finite number, got ${v}`, ValidationFailed, f);
+      if (!int64Text(typeof v === 'number' ? JSON.stringify(v) : v)) fail('cannot use string as Int', ValidationFailed, f);
+    } else if (f === 'watchers') {
+      for (const w of list(v)) {
+        if (w === null || w === undefined) fail('a watcher cannot be null', ValidationFailed, f);
+        if (typeof w !== 'string' && typeof w !== 'number') fail(`cannot use ${goKind(w)} as String`, ValidationFailed, f);
+      }
+    } else if (f !== 'occurredAt' && typeof v !== 'string' && typeof v !== 'number') {
+      fail(`cannot use ${goKind(v)} as String`, ValidationFailed, f);
+    }
   }
 
-  for (const f of FIELDS) {
+  // The scalars (gqlgen's unmarshalInputRecordEventInput), in field order.
+  for (const f of RECORD_FIELDS) {
     if (!has(f)) continue;
     const v = ev[f];
-    if (STRING_FIELDS.has(f) && typeof v !== 'string') fail(`String must be a JSON string, got ${truncate40(goSprint(v))}`, Codes.InvalidArgument, f);
-    if (f === 'occurredAt' && (typeof v !== 'string' || !validTime(v))) fail(timeMessage, Codes.InvalidArgument, f);
-    if (f === 'turns') {
+    const notString = (x: unknown) => typeof x === 'number' && fail(`String must be a JSON string, got ${truncate40(JSON.stringify(x))}`, Codes.InvalidArgument, f);
+    if (f === 'occurredAt') {
+      if (typeof v !== 'string' || !validTime(v)) fail(timeMessage, Codes.InvalidArgument, f);
+    } else if (f === 'turns') {
       if (typeof v === 'string') fail(`Int must be a JSON number, not the string ${quote(truncate40(v))}`, Codes.InvalidArgument, f);
-      if (Math.abs(v as number) > LIMITS.maxInt + (v as number < 0 ? 1 : 0)) {
+      if (Math.abs(v as number) > LIMITS.maxInt + ((v as number) < 0 ? 1 : 0)) {
         fail(`Int must be a whole number from -2147483648 to 2147483647 (32 bits), got ${truncate40(JSON.stringify(v))}`, Codes.InvalidArgument, f);
       }
-    }
-    if (f === 'watchers') {
-      for (const w of watchers) if (typeof w !== 'string') fail(`String must be a JSON string, got ${truncate40(goSprint(w))}`, Codes.InvalidArgument, f);
+    } else if (f === 'watchers') {
+      list(v).forEach(notString);
+    } else {
+      notString(v);
     }
   }
 
   // ValidateRecord (internal/awareness/event.go), in its order.
   resolveSession(ev.sessionKey as string, has('agentId') ? (ev.agentId as string) : undefined);
-  const kind = EVENT_KINDS.find((r) => r.kind === ev.kind)!;
+  const kind = EVENT_KINDS.find((r) => r.kind === ev.kind);
+  if (!kind) fail(`kind ${q(ev.kind as string)} is not an event kind`);
+  if (!(ACTOR_TYPES as readonly unknown[]).includes(ev.actorType)) fail(`actorType ${q(ev.actorType as string)} is not ${oneOf(ACTOR_TYPES)}`);
   if (has('actorId')) {
     let a = trimSpace(ev.actorId as string);
     checkLine('actorId', a, LIMITS.actorIdBytes);
@@ -278,8 +301,9 @@ export function validateEvent(ev: Record<string, unknown>): void {
     if (ev.dedupeKey === '') fail('dedupeKey is empty; omit it instead');
     checkLine('dedupeKey', ev.dedupeKey as string, LIMITS.dedupeKeyBytes);
   }
-  if (has('outcome') && !kind.outcome) {
-    fail(`outcome is only allowed on ${oneOf(EVENT_KINDS.filter((r) => r.outcome).map((r) => r.kind))}, not on ${kind.kind}`);
+  if (has('outcome')) {
+    if (!kind.outcome) fail(`outcome is only allowed on ${oneOf(EVENT_KINDS.filter((r) => r.outcome).map((r) => r.kind))}, not on ${kind.kind}`);
+    if (!(RUN_OUTCOMES as readonly unknown[]).includes(ev.outcome)) fail(`outcome ${q(ev.outcome as string)} is not ${oneOf(RUN_OUTCOMES)}`);
   }
   if (has('channel')) {
     const c = toLower(trimSpace(ev.channel as string));
@@ -295,5 +319,7 @@ export function validateEvent(ev: Record<string, unknown>): void {
     const n = runes(s).length;
     if (n > LIMITS.summaryChars) fail(`summary is ${n} characters; the limit is ${LIMITS.summaryChars}`);
   }
-  if (watchers.length > LIMITS.watchersPerEvent) fail(`at most ${LIMITS.watchersPerEvent} watchers per event, got ${watchers.length}`);
+  if (has('watchers') && list(ev.watchers).length > LIMITS.watchersPerEvent) {
+    fail(`at most ${LIMITS.watchersPerEvent} watchers per event, got ${list(ev.watchers).length}`);
+  }
 }
