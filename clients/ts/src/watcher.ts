@@ -660,6 +660,7 @@ export class Watcher extends EventEmitter {
       }
       const k = key(a);
       this.#settle(k, a.notifiedVersion);
+      if (this.#held.get(k)?.n.notifiedVersion === a.notifiedVersion) this.#held.delete(k);
       if (!j.waiters.length) background.push(a);
       for (const x of j.waiters) x.resolve(a);
       if (a.followUp) this.#accept(a.followUp, false);
