@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { statSync, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Client, Recorder, RecordTimeoutError, InvalidEventError, DeliveryError, reconcile } from '../dist/index.js';
-import { backends, tempDir, freePort, startServer, sleep, authFile, unhandled } from './helpers.mjs';
+import { backends, tempDir, freePort, startServer, sleep, waitFor, authFile, unhandled } from './helpers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -68,7 +68,8 @@ for (const b of backends()) {
     const client = new Client(`${s.base}/query`, { timeoutMs: 2000 });
     const rec = await Recorder.open(client, join(dir, 'outbox'));
     const acked = new Map(), attempted = new Set();
-    let stop = false, maxMs = 0;
+    let stop = false, maxMs = 0, recorded = 0;
+    const more = async (what, n) => { const to = recorded + n; await waitFor(what, () => recorded >= to, 60000); };
     const loops = [0, 1, 2, 3].map(async (g) => {
       for (let i = 0; !stop; i++) {
         const key = `agent:main:subagent:k${g}-${i % 2}`, id = `r${g}-${i}`;
@@ -78,22 +79,23 @@ for (const b of backends()) {
         maxMs = Math.max(maxMs, performance.now() - t0);
         if (!acked.has(key)) acked.set(key, []);
         acked.get(key).push(id);
+        recorded++;
         await sleep(1);
       }
     });
     try {
-      await sleep(500);
+      await more('records before the kill', 50);
       await s.kill();
-      await sleep(1000);
+      await more('records while the service is down', 50);
       assert.ok(rec.pending() > 0, 'nothing spooled while the service was down');
       s = await startServer(db.url, port);
-      await sleep(500);
+      await more('records after the restart', 50);
       stop = true;
       await Promise.all(loops);
       await rec.flush(60000);
       assert.ok(maxMs < 2000, `a record took ${maxMs} ms`);
       const n = await checkExactlyOnce(client, acked, attempted);
-      assert.ok(n > 100, `only ${n} records`);
+      assert.ok(n >= 150, `only ${n} records`);
       assert.ok(rec.stats.requests < n, `${rec.stats.requests} requests for ${n} events: no batching`);
     } finally {
       stop = true;
