@@ -87,15 +87,23 @@ const retryMin = 100, retryMax = 5000;
 // A request stays well under the service's 1 MiB body limit.
 const maxBatchBytes = 512 << 10;
 
-function laneOf(ev: Event, n: number): number {
-  let id: string;
-  try {
-    const r = resolveSession(ev.sessionKey, ev.agentId ?? undefined);
-    id = `${r.agentId}\0${r.key}`;
-  } catch {
-    id = `${String(ev.agentId ?? '').trim().toLowerCase()}\0${String(ev.sessionKey).trim().toLowerCase()}`;
+/** The sender of a session: its canonical (agent, key) hashed, so that all its events go through one sender. */
+function laneOf(ev: Event, n: number, cache: Map<string, number>): number {
+  const raw = `${ev.agentId ?? ''}\0${ev.sessionKey}`;
+  let lane = cache.get(raw);
+  if (lane === undefined) {
+    let id: string;
+    try {
+      const r = resolveSession(ev.sessionKey, ev.agentId ?? undefined);
+      id = `${r.agentId}\0${r.key}`;
+    } catch {
+      id = `${String(ev.agentId ?? '').trim().toLowerCase()}\0${String(ev.sessionKey).trim().toLowerCase()}`;
+    }
+    lane = createHash('sha1').update(id).digest().readUInt32BE(0) % n;
+    if (cache.size > 10_000) cache.clear();
+    cache.set(raw, lane);
   }
-  return createHash('sha1').update(id).digest().readUInt32BE(0) % n;
+  return lane;
 }
 
 function alive(pid: number): boolean {
@@ -127,6 +135,7 @@ export class Recorder extends EventEmitter {
   private writing = 0;
   private fileOps: Promise<void> = Promise.resolve();
   private lanes: Lane[] = [];
+  private laneCache = new Map<string, number>();
   private closed = false;
   private broken: unknown = null;
   private abort = new AbortController();
@@ -305,7 +314,7 @@ export class Recorder extends EventEmitter {
   private publish(entries: Spooled[]) {
     for (const s of entries) {
       this.pendingMap.set(s.id, s);
-      this.lanes[laneOf(s.ev, this.lanes.length)].queue.push(s);
+      this.lanes[laneOf(s.ev, this.lanes.length, this.laneCache)].queue.push(s);
     }
     this.startLanes();
   }
@@ -429,8 +438,9 @@ export class Recorder extends EventEmitter {
   /** Takes delivered events out of their lane and marks them done in the file. */
   private delivered(lane: Lane, done: Spooled[]) {
     if (!done.length) return;
-    const ids = new Set(done.map((s) => s.id));
-    lane.queue = lane.queue.filter((s) => !ids.has(s.id));
+    // done is the head of the lane: its batch, up to the first input to send again.
+    if (lane.queue[0] === done[0]) lane.queue.splice(0, done.length);
+    else lane.queue = lane.queue.filter((s) => !done.includes(s));
     for (const s of done) {
       this.pendingMap.delete(s.id);
       this.liveBytes -= s.bytes;

@@ -76,6 +76,7 @@ export function trimSpace(s: string): string { return s.replace(space, ''); }
 
 /** strings.ToLower: simple case mapping, rune by rune (U+0130 → i, Σ → σ everywhere). */
 export function toLower(s: string): string {
+  if (/^[\x00-\x7f]*$/.test(s)) return s.toLowerCase();
   let out = '';
   for (const ch of s) {
     const l = ch.toLowerCase();
