@@ -78,7 +78,7 @@ export class RecordTimeoutError extends Error {
 
 interface Spooled { id: number; ev: Event; bytes: number }
 interface Batch { buf: string[]; entries: Spooled[]; done: Promise<void>; resolve: () => void; reject: (e: unknown) => void }
-interface Lane { queue: Spooled[]; running: boolean; size: number }
+interface Lane { queue: Spooled[]; running: boolean; size: number; limited: number }
 // What record() did with one caller's object: a retry with the same object is the same event.
 interface Recorded { ev: Event; done: Promise<void>; fingerprint: string }
 
@@ -166,7 +166,7 @@ export class Recorder extends EventEmitter {
     try {
       const entries = r.load();
       await r.rewrite(entries);
-      for (let i = 0; i < r.opts.senders; i++) r.lanes.push({ queue: [], running: false, size: r.opts.batchSize });
+      for (let i = 0; i < r.opts.senders; i++) r.lanes.push({ queue: [], running: false, size: r.opts.batchSize, limited: 0 });
       for (const s of entries) r.liveBytes += s.bytes;
       r.publish(entries);
       if (entries.length) client.log.info(`awareness recorder: replaying ${entries.length} spooled events from ${path}`);
@@ -380,8 +380,8 @@ export class Recorder extends EventEmitter {
           if (err.code === Codes.RateLimited) this.stats.rateLimited++;
           else this.stats.failures++;
           if (err.code === Codes.RateLimited) {
-            // A batch larger than the caller's burst would never pass: halve it.
-            lane.size = Math.max(1, lane.size >> 1);
+            // A batch larger than the caller's burst would never pass: halve it after three refusals in a row.
+            if (++lane.limited % 3 === 0) lane.size = Math.max(1, lane.size >> 1);
             await this.sleep((err.retryAfterMs ?? delay) * (1 + Math.random() / 10));
             continue;
           }
@@ -399,6 +399,7 @@ export class Recorder extends EventEmitter {
           items = [{ index: 0, result: null, error: { code: err.code, message: err.detail } }];
         }
         delay = retryMin;
+        lane.limited = 0;
         lane.size = Math.min(this.opts.batchSize, lane.size * 2);
         // An input the service could not take now is sent again with everything after it
         // (those it appended are deduplicated then, SIG-4).

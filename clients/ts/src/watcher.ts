@@ -30,8 +30,8 @@ export interface WatcherOptions {
  */
 export class WatcherError extends AwarenessError {
   constructor(message: string, code: string, status: number, readonly fatal: boolean, readonly transport: 'websocket' | 'sse',
-    readonly watcher?: string, cause?: unknown) {
-    super(message, code, status, { cause });
+    readonly watcher?: string, cause?: unknown, retryAfterMs?: number) {
+    super(message, code, status, { cause, retryAfterMs });
     this.name = 'WatcherError';
   }
 }
@@ -247,7 +247,7 @@ export class Watcher extends EventEmitter {
     clearTimeout(s.retry);
     const d = Math.min(this.#min * 2 ** s.retries, this.#max);
     s.retries = Math.min(s.retries + 1, 30);
-    s.retry = setTimeout(() => this.#start(w), d + Math.random() * d / 2);
+    s.retry = setTimeout(() => this.#start(w), Math.max(d + Math.random() * d / 2, err?.retryAfterMs ?? 0));
   }
 
   #report(err: unknown) {
@@ -695,9 +695,10 @@ export class Watcher extends EventEmitter {
 }
 
 /** The GraphQL errors a stream answered with: fatal unless the service says to try again. */
-function streamError(errors: readonly { message: string; extensions?: { code?: string } }[], transport: 'websocket' | 'sse', w: string): WatcherError {
+function streamError(errors: readonly { message: string; extensions?: { code?: string; retryAfterMs?: number } }[], transport: 'websocket' | 'sse', w: string): WatcherError {
   const code = errors[0]?.extensions?.code ?? '';
-  return new WatcherError(`staleNotices(${w}) over ${transport}: ${errors[0]?.message}`, code, 0, !transient(code), transport, w);
+  return new WatcherError(`staleNotices(${w}) over ${transport}: ${errors[0]?.message}`, code, 0, !transient(code), transport, w, errors,
+    errors[0]?.extensions?.retryAfterMs);
 }
 
 /** A WebSocket that closed or failed: 4401 (refused credentials) and 4403 are fatal, anything else is retried. */
