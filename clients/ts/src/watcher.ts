@@ -150,7 +150,7 @@ export class Watcher extends EventEmitter {
     this.#upgradeRetryMs = opts.upgradeRetryMs ?? 30_000;
     this.#connectedOnce = new Promise((res) => { this.#markConnected = res; });
     const ws = watchers.map(resolveWatcher);
-    this.#link = this.#mode === 'sse' ? this.#sseLink() : this.#wsLink(false);
+    this.#link = this.#mode === 'sse' ? this.#sseLink() : this.#wsLink();
     for (const w of ws) this.#follow(w);
   }
 
@@ -276,7 +276,7 @@ export class Watcher extends EventEmitter {
     if (this.#closed) return;
     this.#probeTimer = setTimeout(() => {
       if (this.#closed || this.#link?.kind !== 'sse') return;
-      this.#probe = this.#wsLink(true);
+      this.#probe = this.#wsLink();
       for (const [w, s] of this.#streams) if (!s.failed) this.#probe.subscribe(w);
     }, this.#upgradeRetryMs);
     this.#probeTimer.unref();
@@ -308,8 +308,10 @@ export class Watcher extends EventEmitter {
     this.#scheduleProbe();
   }
 
-  #wsLink(probe: boolean): Link {
+  #wsLink(): Link {
     const client = this.#client;
+    // A probe until #switchBack makes it the link.
+    const probing = () => this.#probe === link;
     const subs = new Map<string, () => void>();
     let connected = false, disposed = false, refused = 0, seen = Date.now();
     let socket: WebSocket | null = null;
@@ -332,19 +334,19 @@ export class Watcher extends EventEmitter {
           error: (e) => {
             if (!live()) return;
             subs.delete(w);
-            if (probe) return this.#probeFailed(link);
+            if (probing()) return this.#probeFailed(link);
             if (refused && this.#mode === 'auto') return this.#fallBack(link);
             this.#down(link, w, problem ?? (Array.isArray(e) ? streamError(e, 'websocket', w) : socketError(e, w, refused)));
           },
           complete: () => {
             if (!live()) return;
             subs.delete(w);
-            if (probe) return this.#probeFailed(link);
+            if (probing()) return this.#probeFailed(link);
             this.#down(link, w, problem);
           },
         });
         subs.set(w, un);
-        if (connected && !probe) this.#up(link, w);
+        if (connected && !probing()) this.#up(link, w);
       },
       unsubscribe: (w) => { const un = subs.get(w); subs.delete(w); un?.(); },
       dispose: async () => {
@@ -370,7 +372,7 @@ export class Watcher extends EventEmitter {
           refused = 0;
           seen = Date.now();
           if (disposed) return;
-          if (probe) return this.#switchBack(link);
+          if (probing()) return this.#switchBack(link);
           this.emit('connected', 'websocket');
           for (const w of subs.keys()) this.#up(link, w);
         },

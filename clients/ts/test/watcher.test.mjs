@@ -245,6 +245,14 @@ for (const b of backends()) {
       for (const a of await w.ack(handed.take(w.drain(W)))) assert.equal(a.outcome, 'acknowledged');
       await sleep(1500); // the SSE streams have closed
       assert.deepEqual(w.drain(W), []);
+      // The WebSocket taken again reconnects like the first one.
+      const upgrades = p.state.upgrades;
+      p.cut();
+      await waitFor('the WebSocket reconnected', () => p.state.upgrades > upgrades && w.connected);
+      await s.human(c2);
+      await waitFor('a notice after the reconnect', () => w.pending(W).length === 1);
+      assert.equal(w.transport, 'websocket');
+      for (const a of await w.ack(handed.take(w.drain(W)))) assert.equal(a.outcome, 'acknowledged');
       assert.equal(handed.twice, 0);
       assert.ok(errors.length === 0 || errors.every((e) => e instanceof WatcherError), errors.join('; '));
       t.diagnostic(`${b.name}: the first notice over SSE ${fallback.toFixed(0)} ms after the Watcher started; a live one ${live.toFixed(0)} ms after its event`);
