@@ -16,8 +16,8 @@ export interface Event {
   actorType: ActorType;
   actorId?: string;
   summary?: string;
-  /** Defaults to the time of record(), so an event delivered after an outage keeps its time. */
-  occurredAt?: string;
+  /** Defaults to the time of record(), so an event delivered after an outage keeps its time; a Date is spooled as its ISO string. */
+  occurredAt?: string | Date;
   runId?: string;
   /** How a run_failed run ended: one of RUN_OUTCOMES. */
   outcome?: string;
@@ -255,8 +255,9 @@ export class Recorder extends EventEmitter {
       await this.wait(again.done, again.ev);
       return again.ev;
     }
-    validateEvent(input as unknown as Record<string, unknown>);
-    const ev = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined && v !== null)) as unknown as Event;
+    const fields = Object.entries(input).map(([k, v]) => [k, v instanceof Date ? (Number.isNaN(v.getTime()) ? 'Invalid Date' : v.toISOString()) : v]);
+    validateEvent(Object.fromEntries(fields));
+    const ev = Object.fromEntries(fields.filter(([, v]) => v !== undefined && v !== null)) as unknown as Event;
     ev.dedupeKey ??= 'outbox-' + randomBytes(16).toString('hex');
     ev.occurredAt ??= new Date().toISOString();
     const id = ++this.nextId;

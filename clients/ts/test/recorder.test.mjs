@@ -184,8 +184,15 @@ for (const b of backends()) {
       ev.runId = 'twice'; // the same object changed: a new event
       const other = await rec.record(ev);
       assert.notEqual(other.dedupeKey, first.dedupeKey);
+      // A Date is spooled as its ISO string; an invalid one is refused.
+      const at = new Date(Date.now() - 60_000);
+      const dated = await rec.record({ sessionKey: 'agent:main:subagent:d', kind: 'compacted', actorType: 'system', runId: 'dated', occurredAt: at });
+      assert.equal(dated.occurredAt, at.toISOString());
+      await assert.rejects(rec.record({ sessionKey: 'agent:main:subagent:d', kind: 'compacted', actorType: 'system', occurredAt: new Date('nope') }), InvalidEventError);
       await rec.flush(20000);
-      assert.deepEqual(await runIds(client, 'agent:main:subagent:d'), ['once', 'twice']);
+      assert.deepEqual(await runIds(client, 'agent:main:subagent:d'), ['once', 'twice', 'dated']);
+      const r = await reconcile(client, { sessionKey: 'agent:main:subagent:d' }, 0);
+      assert.equal(Date.parse(r.events[2].occurredAt), at.getTime());
     } finally {
       await rec.close();
       await s.kill();
