@@ -1,9 +1,17 @@
 /**
  * The gateway half of the session state awareness protocol, for TypeScript gateways
- * (CLT-2), on the public GraphQL API only: Recorder (a durable outbox), Watcher
- * (staleNotices with drain and exact acknowledgement) and reconcile().
+ * (CLT-2, CLT-5), on the public GraphQL API only: Recorder (a durable outbox), Watcher
+ * (staleNotices with drain, release and exact acknowledgement) and reconcile().
  */
-export { Client, AwarenessError, Codes, type ClientOptions, type Logger } from './client.js';
-export { Recorder, OutboxFullError, RecordTimeoutError, type Event, type Delivery, type RecorderOptions } from './recorder.js';
-export { Watcher, type Notice, type WatcherOptions } from './watcher.js';
+export {
+  Client, AwarenessError, Codes, MAX_BATCH,
+  type ClientOptions, type Logger, type Notice, type NoticeRef, type NoticeAck, type AckOutcome,
+  type WatchCursor, type WatchResult, type RecordEventResult, type RecordEventsItem,
+} from './client.js';
+export { Recorder, OutboxFullError, RecordTimeoutError, DeliveryError, type Event, type Delivery, type RecorderOptions } from './recorder.js';
+export { Watcher, WatcherError, AckPendingError, type Transport, type WatcherOptions } from './watcher.js';
 export { reconcile, type Reconciliation, type StateEvent, type Target } from './reconcile.js';
+export {
+  validateEvent, RECORD_FIELDS, resolveSession, resolveWatcher, parseSessionKey, InvalidEventError,
+  EVENT_KINDS, ACTOR_TYPES, RUN_OUTCOMES, LIMITS, type EventKind, type ActorType, type RunOutcome, type KindRole,
+} from './vocab.js';
