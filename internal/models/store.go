@@ -88,6 +88,9 @@ type Store struct {
 	obs    awareness.Observer
 	// origin identifies this store instance in the hints it sends (notify.go).
 	origin string
+	// notices builds every notice the store returns, its text naming the
+	// deployment's reconcile tool (NTC-1).
+	notices awareness.NoticeTool
 	// pg is the parsed connection configuration of a PostgreSQL store (nil on SQLite),
 	// from which the Listener opens its own connection.
 	pg *pgx.ConnConfig
@@ -624,7 +627,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 	c := awareness.Cursor{Target: ev.Session, N: ev.Sequence, M: ev.Sequence, OpenedAt: now, UpdatedAt: now}
 	err := eachOpened(opened.String, func(watcher string, l int64) {
 		c.Watcher, c.L = watcher, l
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			op.Opened = append(op.Opened, n)
 		}
 	})
@@ -655,7 +658,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 			}
 		}
 		if opened {
-			if n, ok := awareness.NoticeOf(next); ok {
+			if n, ok := s.notices.Notice(next); ok {
 				op.Opened = append(op.Opened, n)
 			}
 		}
@@ -927,7 +930,7 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		if ref.Qualified() {
 			where, args = "(target_agent_id = ? AND target_key = ?) OR watcher_key = ?", append(args, ref.Key)
 		}
-		_, gone, err := deleteCursors(t, where, args...)
+		_, gone, err := s.deleteCursors(t, where, args...)
 		if err != nil {
 			return err
 		}
@@ -1021,7 +1024,7 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 		closed []awareness.Notice
 	)
 	err := s.writeTx(ctx, "Unwatch", func(t *tx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t, cursorOfPairWhere, watcher, target.AgentID, target.Key)
+		n, closed, err = s.deleteCursors(t, cursorOfPairWhere, watcher, target.AgentID, target.Key)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1034,7 +1037,7 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 // deleteCursors deletes the cursors matching where and returns how many, and the
 // pending notices among them as closed notices (DELETE … RETURNING: SQLite 3.35 and
 // PostgreSQL both have it).
-func deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice, error) {
+func (s *Store) deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice, error) {
 	if err := materialise(t, where, args...); err != nil {
 		return 0, nil, err
 	}
@@ -1042,15 +1045,15 @@ func deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice,
 	if err != nil {
 		return 0, nil, err
 	}
-	return int64(len(curs)), closedNotices(curs), nil
+	return int64(len(curs)), s.closedNotices(curs), nil
 }
 
 // closedNotices returns the pending notices of curs as closed notices, in (watcher,
 // target agent, target key) order.
-func closedNotices(curs []awareness.Cursor) []awareness.Notice {
+func (s *Store) closedNotices(curs []awareness.Cursor) []awareness.Notice {
 	var out []awareness.Notice
 	for _, c := range curs {
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			out = append(out, awareness.ClosedNotice(n))
 		}
 	}
@@ -1140,12 +1143,12 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 			if err := t.saveCursor(next); err != nil {
 				return err
 			}
-			if n, ok := awareness.NoticeOf(c); ok {
+			if n, ok := s.notices.Notice(c); ok {
 				res.Closed = append(res.Closed, awareness.ClosedNotice(n))
 				h.addClosed(n)
 			}
 			if opened {
-				if n, ok := awareness.NoticeOf(next); ok {
+				if n, ok := s.notices.Notice(next); ok {
 					res.Opened = append(res.Opened, n)
 					h.addWatcher(n.Watcher)
 				}
@@ -1227,7 +1230,7 @@ func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice
 	}
 	out := make([]awareness.Notice, 0, len(curs))
 	for _, c := range curs {
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			out = append(out, n)
 		}
 	}
@@ -1242,7 +1245,7 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awar
 		closed []awareness.Notice
 	)
 	err := s.writeTx(ctx, "ResetWatcher", func(t *tx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t, "watcher_key = ?", watcher)
+		n, closed, err = s.deleteCursors(t, "watcher_key = ?", watcher)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1288,7 +1291,7 @@ WHERE m > l AND (n <> m OR opened_at IS NULL)`, nanos(now), nanos(now)); err != 
 			return err
 		}
 		for _, c := range curs {
-			if n, ok := awareness.NoticeOf(c); ok {
+			if n, ok := s.notices.Notice(c); ok {
 				out = append(out, n)
 				h.addWatcher(n.Watcher)
 			}
@@ -1375,7 +1378,7 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 			}
 		}
 		if p.CursorTTL > 0 {
-			n, closed, err := deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+			n, closed, err := s.deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
 			if err != nil {
 				return err
 			}
