@@ -133,6 +133,7 @@ func hookCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type hookFlagValues struct {
 	url, watcher, tokenFile, format, project *string
 	bound, timeout                           *time.Duration
+	wake                                     *bool
 }
 
 // hookFlags defines the flags of one hook subcommand (nil for an unknown one).
@@ -149,6 +150,7 @@ func hookFlags(sub string) (*flagSet, hookFlagValues) {
 	f.bound = envFlag(fs, fs.Duration, "bound", hook.DefaultBound, "AWARENESS_HOOK_BOUND", "inject: the longest the hook adds to a turn; past it the hook prints nothing")
 	f.timeout = envFlag(fs, fs.Duration, "timeout", hook.DefaultWaitTimeout, "AWARENESS_HOOK_TIMEOUT", "wait: how long to hold the subscription before exiting 0")
 	f.project = fs.String("project", "", "install: the project directory whose settings to write (default: the user's)")
+	f.wake = fs.Bool("wake", true, "install claude: add the asyncRewake hook (hook wait) that wakes an idle session")
 	return fs, f
 }
 
@@ -170,7 +172,7 @@ func hookInstall(harness hook.Format, f hookFlagValues, stdout, stderr io.Writer
 	}
 	codexHome, _ := lookupEnv("CODEX_HOME")
 	cfg := hook.InstallConfig{Harness: harness, Project: *f.project, Home: home, CodexHome: codexHome, Binary: bin,
-		URL: *f.url, Watcher: strings.TrimSpace(*f.watcher), TokenFile: *f.tokenFile, WaitTimeout: int(f.timeout.Seconds())}
+		URL: *f.url, Watcher: strings.TrimSpace(*f.watcher), TokenFile: *f.tokenFile, WaitTimeout: int(f.timeout.Seconds()), NoWake: !*f.wake}
 	if cfg.TokenFile != "" {
 		if cfg.TokenFile, err = filepath.Abs(cfg.TokenFile); err != nil {
 			fmt.Fprintf(stderr, "awareness hook install: --token-file: %v\n", err)

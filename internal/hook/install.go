@@ -27,6 +27,8 @@ type InstallConfig struct {
 	URL, Watcher, TokenFile string
 	// WaitTimeout is hook wait's --timeout (DefaultWaitTimeout when 0).
 	WaitTimeout int // seconds
+	// NoWake leaves out Claude Code's asyncRewake hook (hook wait).
+	NoWake bool
 }
 
 // MCPServerName is the name the installer gives the MCP server: Claude Code then
@@ -36,6 +38,10 @@ const MCPServerName = "awareness"
 // mcpTools are the MCP tools the Claude Code settings allow without asking (in -p
 // mode an unallowed tool is refused).
 var mcpTools = []string{"session_status", "sessions_list", "pending_notices", "ack_notices", "session_watch", "session_unwatch", "wait_for_notices"}
+
+// rewakeMessage is what Claude Code puts before hook wait's output when it wakes the
+// model (its default calls the output a "Stop hook blocking error").
+const rewakeMessage = "While this session was idle, another actor changed a session it depends on:"
 
 // injectTimeout is the harness's timeout for an inject hook, in seconds: far above
 // the hook's own bound, which is what limits it.
@@ -93,11 +99,11 @@ func (cfg InstallConfig) hookEntries() map[string][]any {
 		"UserPromptSubmit": group(cmd(inject)),
 		"PostToolUse":      {map[string]any{"matcher": "*", "hooks": []any{cmd(inject)}}},
 	}
-	if cfg.Harness == Claude {
+	if cfg.Harness == Claude && !cfg.NoWake {
 		// The asyncRewake hook runs in the background when a turn ends and wakes the
 		// idle session when a notice opens (Codex has no such hook).
 		out["Stop"] = group(cmd(inject), map[string]any{"type": "command", "command": wait, "asyncRewake": true,
-			"timeout": cfg.waitTimeout() + 60})
+			"timeout": cfg.waitTimeout() + 60, "rewakeMessage": rewakeMessage, "rewakeSummary": "awareness: a watched session changed"})
 	} else {
 		out["Stop"] = group(cmd(inject))
 	}
@@ -182,27 +188,25 @@ func installClaude(cfg InstallConfig) ([]string, error) {
 	if err := mergeHooks(settings, cfg.hookEntries()); err != nil {
 		return nil, fmt.Errorf("%s: %v", settingsPath, err)
 	}
-	perms, ok := settings["permissions"].(map[string]any)
-	if settings["permissions"] != nil && !ok {
-		return nil, fmt.Errorf(`%s: "permissions" is not an object`, settingsPath)
-	}
-	if perms == nil {
-		perms = map[string]any{}
-	}
-	allow := stringList(perms["allow"])
-	for _, t := range mcpTools {
-		if name := "mcp__" + MCPServerName + "__" + t; !slices.Contains(allow, name) {
-			allow = append(allow, name)
-		}
-	}
-	perms["allow"] = allow
-	settings["permissions"] = perms
 	if cfg.Project != "" {
 		enabled := stringList(settings["enabledMcpjsonServers"])
 		if !slices.Contains(enabled, MCPServerName) {
 			enabled = append(enabled, MCPServerName)
 		}
 		settings["enabledMcpjsonServers"] = enabled
+	}
+	// The tool permissions go to the user's settings: Claude Code ignores a
+	// project's permissions.allow until the workspace is trusted interactively, and
+	// -p never asks.
+	userPath := filepath.Join(cfg.Home, ".claude", "settings.json")
+	user := settings
+	if userPath != settingsPath {
+		if user, err = readJSON(userPath); err != nil {
+			return nil, err
+		}
+	}
+	if err := allowTools(user, userPath); err != nil {
+		return nil, err
 	}
 	mcp, err := readJSON(mcpPath)
 	if err != nil {
@@ -225,7 +229,34 @@ func installClaude(cfg InstallConfig) ([]string, error) {
 	if err := writeJSON(mcpPath, mcp); err != nil {
 		return nil, err
 	}
-	return []string{settingsPath, mcpPath}, nil
+	files := []string{settingsPath, mcpPath}
+	if userPath != settingsPath {
+		if err := writeJSON(userPath, user); err != nil {
+			return nil, err
+		}
+		files = append(files, userPath)
+	}
+	return files, nil
+}
+
+// allowTools adds the MCP tools to a Claude Code settings object's permissions.allow.
+func allowTools(settings map[string]any, path string) error {
+	perms, ok := settings["permissions"].(map[string]any)
+	if settings["permissions"] != nil && !ok {
+		return fmt.Errorf(`%s: "permissions" is not an object`, path)
+	}
+	if perms == nil {
+		perms = map[string]any{}
+	}
+	allow := stringList(perms["allow"])
+	for _, t := range mcpTools {
+		if name := "mcp__" + MCPServerName + "__" + t; !slices.Contains(allow, name) {
+			allow = append(allow, name)
+		}
+	}
+	perms["allow"] = allow
+	settings["permissions"] = perms
+	return nil
 }
 
 func installCodex(cfg InstallConfig) ([]string, error) {
