@@ -201,3 +201,119 @@ func lastUserCount(r modelRequest, text string) int {
 	enc, _ := json.Marshal(text)
 	return strings.Count(lastUserText(r), string(enc[1:len(enc)-1]))
 }
+
+// CLT-4: a notice that opens while a tool runs reaches the model in the request that
+// carries the tool's result (PostToolUse), after that result, once.
+func TestClaudeCode_NoticeDuringToolCallAfterResult_CLT4(t *testing.T) {
+	svc := startService(t)
+	m := startFakeModel(t, "anthropic")
+	kid := children(svc, "tool", 1)[0]
+	fifo := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The tool blocks on the fifo until the test has recorded the event.
+	toolCalled := make(chan struct{})
+	m.setScript(func(i int, r modelRequest) reply {
+		if i == 0 {
+			close(toolCalled)
+			return reply{Tool: "Bash", ToolArgs: map[string]any{"command": "cat " + fifo + " && echo tool-finished", "description": "wait for the gate"}}
+		}
+		return reply{Text: "done"}
+	})
+	s := startClaude(t, svc, m, false, "--allowedTools", "Bash")
+	s.send("run the tool")
+	<-toolCalled
+	svc.human(kid)
+	text := noticeText(kid, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			f.WriteString("gate open\n")
+			f.Close()
+		}
+	}()
+	s.turnEnd()
+	rs := m.mainRequests()
+	if len(rs) < 2 {
+		t.Fatalf("%d model requests, want the tool's result in a second", len(rs))
+	}
+	second := lastUserText(rs[1])
+	result, notice := strings.Index(second, "tool-finished"), strings.Index(second, jsonText(text))
+	if result < 0 || notice < 0 || notice < result {
+		t.Errorf("the request after the tool call: tool result at %d, notice at %d, want the notice after the result:\n%s", result, notice, second)
+	}
+	if rs[0].Count(text) != 0 {
+		t.Errorf("the notice was in the request before the tool ran")
+	}
+	checkOnce(t, rs[len(rs)-1], []string{text})
+}
+
+// CLT-4: a notice that opens while the model answers continues the turn at Stop,
+// exactly once: one more request with the notice, then the turn ends (nothing is
+// pending at the second Stop).
+func TestClaudeCode_StopContinuesOnce_CLT4(t *testing.T) {
+	svc := startService(t)
+	m := startFakeModel(t, "anthropic")
+	kid := children(svc, "stop", 1)[0]
+	m.setScript(func(i int, r modelRequest) reply {
+		if i == 0 {
+			svc.human(kid) // while the model "thinks": after UserPromptSubmit ran
+		}
+		return reply{Text: fmt.Sprintf("answer %d", i)}
+	})
+	s := startClaude(t, svc, m, false)
+	s.send("hello")
+	s.turnEnd()
+	rs := m.mainRequests()
+	text := noticeText(kid, 1)
+	if len(rs) != 2 {
+		t.Fatalf("%d model requests in the turn, want 2 (the answer, then the continuation with the notice)", len(rs))
+	}
+	if rs[0].Count(text) != 0 || lastUserCount(rs[1], text) != 1 {
+		t.Errorf("the notice: %d times in the first request, %d in the continuation's new message; want 0 and 1:\n%s",
+			rs[0].Count(text), lastUserCount(rs[1], text), lastUserText(rs[1]))
+	}
+	if p := svc.pending(ccWatcher); len(p) != 0 {
+		t.Errorf("still pending: %+v", p)
+	}
+}
+
+// CLT-4: hook wait (asyncRewake) wakes an idle stream-json session when a notice
+// opens: the model gets a request with the notice and no prompt, once; the notice is
+// acknowledged.
+func TestClaudeCode_WaitWakesIdleSession_CLT4(t *testing.T) {
+	svc := startService(t)
+	m := startFakeModel(t, "anthropic")
+	kids := children(svc, "idle", 3)
+	s := startClaude(t, svc, m, true)
+	s.send("hello")
+	s.turnEnd()
+	var took []time.Duration
+	var texts []string
+	for round, kid := range kids {
+		n := len(m.mainRequests())
+		// The Stop hook's wait subscribes in the background: a notice opened before
+		// it listens is pending when it does, and it takes it after its grace.
+		recorded := svc.human(kid)
+		rs := m.waitMain(n+1, wait)
+		took = append(took, rs[n].At.Sub(recorded))
+		text := noticeText(kid, 1)
+		if c := lastUserCount(rs[n], text); c != 1 {
+			t.Errorf("round %d: the wake request shows the notice %d times, want 1:\n%s", round, c, lastUserText(rs[n]))
+		}
+		texts = append(texts, text)
+		s.turnEnd()
+		if p := svc.pending(ccWatcher); len(p) != 0 {
+			t.Errorf("round %d: still pending after the woken turn: %+v", round, p)
+		}
+	}
+	rs := m.mainRequests()
+	dups := checkOnce(t, rs[len(rs)-1], texts)
+	t.Logf("Claude Code wake: recordEvent → the model's request: %v; %d shown twice (%s)", took, dups, netns)
+}
+
+func jsonText(s string) string {
+	enc, _ := json.Marshal(s)
+	return string(enc[1 : len(enc)-1])
+}

@@ -76,13 +76,15 @@ func (c Config) watcherFor(in Input) string {
 	return strings.ReplaceAll(c.Watcher, "{session_id}", in.SessionID)
 }
 
-// events says what each harness does with a hook's output for an event: "context"
-// adds additionalContext to the model's next request, "continue" makes a Stop
-// continue the turn with the text; other events get nothing.
+// events says what each harness reads for an event: "context" is additionalContext,
+// added to the model's next request (Claude Code's Stop continues the turn with it,
+// once: its decision:block form would show the text twice), "continue" the
+// decision:block form that continues Codex's turn with the text as a prompt; other
+// events get nothing.
 var events = map[Format]map[string]string{
 	Claude: {
 		"SessionStart": "context", "UserPromptSubmit": "context", "PostToolUse": "context",
-		"PostToolUseFailure": "context", "Stop": "continue", "SubagentStop": "continue",
+		"PostToolUseFailure": "context", "Stop": "context", "SubagentStop": "context",
 	},
 	Codex: {
 		"SessionStart": "context", "UserPromptSubmit": "context", "PostToolUse": "context",
@@ -176,10 +178,8 @@ func readInput(ctx context.Context, stdin io.Reader) (Input, error) {
 	return in, nil
 }
 
-// Output is the hook's stdout for event: additionalContext for the events that add
-// context to the model's next request (how "context"); for a Stop, the decision that
-// continues the turn with text as its instruction (how "continue"), the form both
-// harnesses read.
+// Output is the hook's stdout for event: additionalContext (how "context"), or the
+// decision that continues the turn with text as its instruction (how "continue").
 func Output(f Format, event, how, text string) ([]byte, error) {
 	var v any
 	switch how {
