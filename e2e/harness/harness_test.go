@@ -102,7 +102,7 @@ func harnessBin(t *testing.T, name string) string {
 // The service
 
 type service struct {
-	t      *testing.T
+	t      testing.TB
 	url    string // the GraphQL endpoint
 	cmd    *exec.Cmd
 	logs   *syncbuf.Buffer
@@ -110,7 +110,7 @@ type service struct {
 }
 
 // startService starts the real binary on a free loopback port and a fresh database.
-func startService(t *testing.T, extra ...string) *service {
+func startService(t testing.TB, extra ...string) *service {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
