@@ -246,6 +246,7 @@ func TestClaudeCode_NoticeDuringToolCallAfterResult_CLT4(t *testing.T) {
 	if rs[0].Count(text) != 0 {
 		t.Errorf("the notice was in the request before the tool ran")
 	}
+	t.Logf("the request after the tool call ends with: %s", second)
 	checkOnce(t, rs[len(rs)-1], []string{text})
 }
 
@@ -277,6 +278,7 @@ func TestClaudeCode_StopContinuesOnce_CLT4(t *testing.T) {
 	if p := svc.pending(ccWatcher); len(p) != 0 {
 		t.Errorf("still pending: %+v", p)
 	}
+	t.Logf("the continuation's new message: %s", lastUserText(rs[1]))
 }
 
 // CLT-4: hook wait (asyncRewake) wakes an idle stream-json session when a notice
