@@ -84,13 +84,6 @@ func testNoticeToolEveryPath(t *testing.T, open func(t *testing.T) *Store) {
 	if n := next("ack: follow-up"); n.Closed || n.ChangesSince != opened.NotifiedVersion {
 		t.Errorf("after the closed item: %+v, want the follow-up from %d", n, opened.NotifiedVersion)
 	}
-	if swept, err := store.Sweep(ctx, time.Now()); err != nil || len(swept) != 2 {
-		t.Fatalf("Sweep = %v, %v; want 2 notices", swept, err)
-	} else {
-		for _, n := range swept {
-			checkToolText(t, "Sweep", n)
-		}
-	}
 	if ok, err := svc.Unwatch(ctx, watcher, global, &main); err != nil || !ok {
 		t.Fatalf("Unwatch = %v, %v", ok, err)
 	}
