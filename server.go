@@ -110,6 +110,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runTool(ctx, cmd, args, processToolEnv(stdout, stderr))
 	case "mcp":
 		return mcpCmd(ctx, args, os.Stdin, stdout, stderr, os.LookupEnv)
+	case "hook":
+		return hookCmd(ctx, args, os.Stdin, stdout, stderr, os.LookupEnv)
 	case "help":
 		if len(args) == 1 && args[0] != "help" {
 			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
@@ -139,6 +141,9 @@ Usage:
                               import a gateway's sessions.json into the registry
   awareness mcp [--url URL] [--token TOKEN]
                               serve MCP on stdin/stdout in front of a running service
+  awareness hook inject|wait|install ...
+                              the hooks of Claude Code and Codex: notices into the
+                              model's next request, an idle session woken
   awareness help [COMMAND]    print this help, or a command's
 
 Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
@@ -227,6 +232,8 @@ type serveConfig struct {
 	// (one connection without authentication); RateLimit 0 sets no limit.
 	RateLimit float64
 	RateBurst int
+	// NoticeTool is the reconcile tool the notice text names (NTC-1).
+	NoticeTool awareness.NoticeTool
 }
 
 // testHoldUpstreamEnv is the environment variable of serveConfig.TestHoldUpstreamSettlement,
@@ -264,6 +271,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
 		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
 		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
+		noticeTool      = envFlag(fs, fs.String, "notice-tool", awareness.DefaultNoticeTool, "AWARENESS_NOTICE_TOOL", "the reconcile tool every notice's text names (NTC-1), e.g. the name a gateway registers for this service when its own session_status reads another log; the rest of the text is unchanged")
 		catalogs        []catalogSpec
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
@@ -303,6 +311,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		RateLimit:          *rateLimit,
 		RateBurst:          *rateBurst,
 		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
+		NoticeTool:         awareness.NoticeTool(strings.TrimSpace(*noticeTool)),
 	}
 	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
 	case models.HintsInCommit:
@@ -401,6 +410,9 @@ func (c serveConfig) validate() error {
 	}
 	if err := validateDB(c.DB); err != nil {
 		return err
+	}
+	if err := awareness.CheckNoticeTool(string(c.NoticeTool)); err != nil {
+		return fmt.Errorf("--notice-tool: %v", err)
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		return fmt.Errorf("--rate-limit %v must be a number of operations per second, 0 or more (0 sets no limit)", c.RateLimit)
@@ -529,7 +541,7 @@ func (m *Main) open(ctx context.Context, steps []step) error {
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
-		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
+		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst, "notice_tool", cfg.NoticeTool)
 	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
 	// finish under http.Server.Shutdown.
 	m.streams, m.endStreams = context.WithCancel(context.WithoutCancel(ctx))
@@ -617,7 +629,7 @@ func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 // openStore opens the database and migrates its schema.
 func (m *Main) openStore(ctx context.Context) (func(), error) {
 	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints,
-		Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}})
+		Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}, NoticeTool: m.cfg.NoticeTool})
 	if err != nil {
 		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
 		return nil, err

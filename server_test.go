@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/syncbuf"
 )
@@ -221,7 +222,7 @@ func TestParseServeConfig(t *testing.T) {
 		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
-		RateLimit: 100, RateBurst: 200,
+		RateLimit: 100, RateBurst: 200, NoticeTool: awareness.DefaultNoticeTool,
 	}
 	tests := []struct {
 		name    string
@@ -311,6 +312,19 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "bad checkpoint mode", args: []string{"--sqlite-checkpoint", "never"}, wantErr: "--sqlite-checkpoint"},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
+		{
+			name: "notice tool from the environment (NTC-1)",
+			env:  map[string]string{"AWARENESS_NOTICE_TOOL": "awareness_status"},
+			want: func(c *serveConfig) { c.NoticeTool = "awareness_status" },
+		},
+		{
+			name: "notice tool flag beats environment (NTC-1)",
+			args: []string{"--notice-tool", "mcp__awareness__session_status"},
+			env:  map[string]string{"AWARENESS_NOTICE_TOOL": "awareness_status"},
+			want: func(c *serveConfig) { c.NoticeTool = "mcp__awareness__session_status" },
+		},
+		{name: "notice tool with a space", args: []string{"--notice-tool", "session status"}, wantErr: "--notice-tool"},
+		{name: "empty notice tool", env: map[string]string{"AWARENESS_NOTICE_TOOL": ""}, wantErr: "--notice-tool"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--port", "1"}, wantErr: "flag provided but not defined"},

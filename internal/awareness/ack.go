@@ -53,8 +53,14 @@ func (a *NoticeAck) TargetAgentID() string { return a.Target.AgentID }
 // its pair's pending notice; a follow-up the call itself opened is never acknowledged
 // by it, since no turn can have seen it. It returns the cursors to write, in
 // primary-key order, and the result: one NoticeAck per named notice in order (Acks),
-// and the notices closed and opened, each in (target agent, target key) order.
+// and the notices closed and opened, each in (target agent, target key) order, their
+// texts naming the default tool (NoticeTool.AckNamed names a deployment's).
 func AckNamed(watcher string, curs []Cursor, named []AckTarget, now time.Time) (changed []Cursor, res AckResult) {
+	return NoticeTool("").AckNamed(watcher, curs, named, now)
+}
+
+// AckNamed is AckNamed with the notices' texts naming t (NTC-1).
+func (t NoticeTool) AckNamed(watcher string, curs []Cursor, named []AckTarget, now time.Time) (changed []Cursor, res AckResult) {
 	state := make(map[SessionRef]*Cursor, len(curs))
 	for i := range curs {
 		c := curs[i]
@@ -74,10 +80,10 @@ func AckNamed(watcher string, curs []Cursor, named []AckTarget, now time.Time) (
 			*c = next
 			dirty[n.Target] = true
 			a.Outcome = AckAcknowledged
-			if closed, ok := NoticeOf(before); ok {
+			if closed, ok := t.Notice(before); ok {
 				res.Closed = append(res.Closed, ClosedNotice(closed))
 			}
-			if follow, ok := NoticeOf(next); ok && opened {
+			if follow, ok := t.Notice(next); ok && opened {
 				openedHere[n.Target] = true
 				res.Opened = append(res.Opened, follow)
 				a.FollowUp = &follow
@@ -94,7 +100,7 @@ func AckNamed(watcher string, curs []Cursor, named []AckTarget, now time.Time) (
 		if a.Outcome != AckAlreadyAcknowledged && a.Outcome != AckSuperseded {
 			continue
 		}
-		if p, ok := NoticeOf(*state[a.Target]); ok {
+		if p, ok := t.Notice(*state[a.Target]); ok {
 			a.Pending = &p
 		}
 	}

@@ -1,6 +1,7 @@
 package awareness
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -21,33 +22,62 @@ type Notice struct {
 	Closed bool
 }
 
-// NoticeText is the exact text of a stale notice (NTC-1), byte for byte.
-func NoticeText(target string, changesSince int64) string {
-	return `Session "` + target + `" changed (other actor). Reconcile before acting: session_status sessionKey "` +
-		target + `" changesSince ` + strconv.FormatInt(changesSince, 10) + `.`
-}
+// DefaultNoticeTool is the reconcile tool a notice's text names unless a deployment
+// names its own (NTC-1).
+const DefaultNoticeTool = "session_status"
 
-// NoticeTextOf is the text of a notice on target (NTC-1). A canonical key carries its
-// agent and keeps the seeds' text byte for byte; a bare key (KEY-3) does not, so the
-// instruction also names the agent, and following it literally reaches that session:
-// `… session_status sessionKey "global" agentId "worker" changesSince 0.`
-func NoticeTextOf(target SessionRef, changesSince int64) string {
-	if target.Qualified() {
-		return NoticeText(target.Key, changesSince)
+// NoticeTool is the name of the reconcile tool a notice's text names (NTC-1): a
+// deployment inside a gateway whose own tool of the default name reads another log
+// names its tool instead. The rest of the text is byte-identical. "" is
+// DefaultNoticeTool.
+type NoticeTool string
+
+// CheckNoticeTool checks a tool name: 1 to 64 ASCII letters, digits, '_', '-' or
+// '.', the characters MCP and the gateways allow in tool names, so that the text stays
+// one line a model can follow literally.
+func CheckNoticeTool(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("%q: want 1 to 64 characters", name)
 	}
-	return `Session "` + target.Key + `" changed (other actor). Reconcile before acting: session_status sessionKey "` +
-		target.Key + `" agentId "` + target.AgentID + `" changesSince ` + strconv.FormatInt(changesSince, 10) + `.`
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("%q: only ASCII letters, digits, '_', '-' and '.' are allowed", name)
+		}
+	}
+	return nil
 }
 
-// WakeFor reports whether notices for this watcher should wake it now (NTC-6): true for
-// main (non-sub-agent) watchers, false for nested sub-agents.
-func WakeFor(watcher string) bool {
-	p, ok := ParseSessionKey(watcher)
-	return ok && !p.IsSubagent()
+func (t NoticeTool) name() string {
+	if t == "" {
+		return DefaultNoticeTool
+	}
+	return string(t)
 }
 
-// NoticeOf returns the notice of a pending cursor. ok is false when none is pending.
-func NoticeOf(c Cursor) (n Notice, ok bool) {
+// Text is the exact text of a notice on target (NTC-1), byte for byte, naming t. A
+// canonical key carries its agent and keeps the seeds' text; a bare key (KEY-3) does
+// not, so the instruction also names the agent, and following it literally reaches
+// that session: `… session_status sessionKey "global" agentId "worker" changesSince 0.`
+func (t NoticeTool) Text(target SessionRef, changesSince int64) string {
+	if target.Qualified() {
+		return t.text(target.Key, "", changesSince)
+	}
+	return t.text(target.Key, target.AgentID, changesSince)
+}
+
+// text is NTC-1's text on key, naming agent when it is not "".
+func (t NoticeTool) text(key, agent string, changesSince int64) string {
+	if agent != "" {
+		agent = ` agentId "` + agent + `"`
+	}
+	return `Session "` + key + `" changed (other actor). Reconcile before acting: ` + t.name() + ` sessionKey "` +
+		key + `"` + agent + ` changesSince ` + strconv.FormatInt(changesSince, 10) + `.`
+}
+
+// Notice returns the notice of a pending cursor, its text naming t. ok is false when
+// none is pending. Stores build every notice they return with their deployment's
+// tool through it.
+func (t NoticeTool) Notice(c Cursor) (n Notice, ok bool) {
 	if !c.Pending() {
 		return Notice{}, false
 	}
@@ -57,11 +87,33 @@ func NoticeOf(c Cursor) (n Notice, ok bool) {
 		ChangesSince:    c.L,
 		NotifiedVersion: c.N,
 		MaterialVersion: c.M,
-		Text:            NoticeTextOf(c.Target, c.L),
+		Text:            t.Text(c.Target, c.L),
 		Wake:            WakeFor(c.Watcher),
 		OpenedAt:        c.OpenedAt,
 	}, true
 }
+
+// NoticeText is the exact text of a stale notice on a canonical key (NTC-1) with the
+// default tool, byte for byte.
+func NoticeText(target string, changesSince int64) string {
+	return NoticeTool("").text(target, "", changesSince)
+}
+
+// NoticeTextOf is the text of a notice on target with the default tool (NTC-1).
+func NoticeTextOf(target SessionRef, changesSince int64) string {
+	return NoticeTool("").Text(target, changesSince)
+}
+
+// WakeFor reports whether notices for this watcher should wake it now (NTC-6): true for
+// main (non-sub-agent) watchers, false for nested sub-agents.
+func WakeFor(watcher string) bool {
+	p, ok := ParseSessionKey(watcher)
+	return ok && !p.IsSubagent()
+}
+
+// NoticeOf returns the notice of a pending cursor with the default tool (see
+// NoticeTool.Notice). ok is false when none is pending.
+func NoticeOf(c Cursor) (n Notice, ok bool) { return NoticeTool("").Notice(c) }
 
 // ClosedNotice is n as the item that reports it closed (acknowledged, or its cursor
 // removed): the same notice with Closed set.

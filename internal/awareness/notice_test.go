@@ -1,6 +1,7 @@
 package awareness
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,54 @@ func TestNoticeText_NTC1(t *testing.T) {
 	}
 	if got, want := NoticeText("global", 0), `Session "global" changed (other actor). Reconcile before acting: session_status sessionKey "global" changesSince 0.`; got != want {
 		t.Errorf("NoticeText(global, 0) = %q, want %q", got, want)
+	}
+}
+
+// NTC-1: a deployment's tool name replaces session_status and nothing else; the
+// default text is the seeds' byte for byte.
+func TestNoticeTool_NTC1(t *testing.T) {
+	t.Parallel()
+	child := SessionRef{Key: "agent:main:subagent:child", AgentID: "main"}
+	global := SessionRef{Key: "global", AgentID: "worker"}
+	tests := []struct {
+		tool   NoticeTool
+		target SessionRef
+		want   string
+	}{
+		{"", child, `Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:child" changesSince 12.`},
+		{DefaultNoticeTool, child, `Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:child" changesSince 12.`},
+		{"awareness_status", child, `Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: awareness_status sessionKey "agent:main:subagent:child" changesSince 12.`},
+		{"mcp__awareness__session_status", child, `Session "agent:main:subagent:child" changed (other actor). Reconcile before acting: mcp__awareness__session_status sessionKey "agent:main:subagent:child" changesSince 12.`},
+		{"", global, `Session "global" changed (other actor). Reconcile before acting: session_status sessionKey "global" agentId "worker" changesSince 12.`},
+		{"awareness_status", global, `Session "global" changed (other actor). Reconcile before acting: awareness_status sessionKey "global" agentId "worker" changesSince 12.`},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff([]byte(tt.want), []byte(tt.tool.Text(tt.target, 12))); diff != "" {
+			t.Errorf("NoticeTool(%q).Text(%s) bytes mismatch (-want +got):\n%s", tt.tool, tt.target.Key, diff)
+		}
+		c := Cursor{Watcher: "agent:main:main", Target: tt.target, L: 12, N: 13, M: 13}
+		if n, ok := tt.tool.Notice(c); !ok || n.Text != tt.want {
+			t.Errorf("NoticeTool(%q).Notice(%s).Text = %q, want %q", tt.tool, tt.target.Key, n.Text, tt.want)
+		}
+		if tt.tool == "" {
+			if got := NoticeTextOf(tt.target, 12); got != tt.want {
+				t.Errorf("NoticeTextOf(%s) = %q, want the default tool's %q", tt.target.Key, got, tt.want)
+			}
+		}
+	}
+}
+
+func TestCheckNoticeTool(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"session_status", "awareness_status", "mcp__awareness__session_status", "a", "tools.status-2", strings.Repeat("x", 64)} {
+		if err := CheckNoticeTool(ok); err != nil {
+			t.Errorf("CheckNoticeTool(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", " ", "session status", "a\nb", "tool\"", "été", strings.Repeat("x", 65)} {
+		if err := CheckNoticeTool(bad); err == nil {
+			t.Errorf("CheckNoticeTool(%q) = nil, want an error", bad)
+		}
 	}
 }
 

@@ -434,7 +434,9 @@ func (l *Listener) handle(ctx context.Context, batch []string) error {
 			continue // this process published its own events and closed notices already
 		}
 		for _, c := range h.Closed {
-			closed = append(closed, c.n)
+			n := c.n
+			n.Text = l.cfg.Store.notices.Text(n.Target, n.ChangesSince) // the hint carries no text
+			closed = append(closed, n)
 		}
 		for _, e := range h.Events {
 			// Spans are loaded one by one, not merged: the gap between two spans of a
@@ -576,7 +578,7 @@ func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.N
 			return nil, s.wrapErr(err)
 		}
 		for _, c := range curs {
-			if n, ok := awareness.NoticeOf(c); ok {
+			if n, ok := s.notices.Notice(c); ok {
 				out = append(out, n)
 			}
 		}

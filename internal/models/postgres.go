@@ -156,6 +156,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	s.pg = cfg
+	s.notices = opts.NoticeTool
 	switch opts.Hints {
 	case HintsInCommit, "":
 	case HintsAfterCommit:

@@ -36,6 +36,9 @@ type Options struct {
 	queryTracer pgx.QueryTracer
 	// Checkpoint configures the SQLite store's checkpointer (see Checkpointer).
 	Checkpoint CheckpointConfig
+	// NoticeTool is the reconcile tool every notice's text names (NTC-1); "" is
+	// awareness.DefaultNoticeTool.
+	NoticeTool awareness.NoticeTool
 }
 
 // Connection pragmas of the SQLite store. Every connection gets foreign keys and a busy
@@ -126,6 +129,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		rdb.Close()
 		return nil, fmt.Errorf("models: %w", err)
 	}
+	s.notices = opts.NoticeTool
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("models: %w", err)

@@ -88,6 +88,9 @@ type Store struct {
 	obs    awareness.Observer
 	// origin identifies this store instance in the hints it sends (notify.go).
 	origin string
+	// notices builds every notice the store returns, its text naming the
+	// deployment's reconcile tool (NTC-1).
+	notices awareness.NoticeTool
 	// pg is the parsed connection configuration of a PostgreSQL store (nil on SQLite),
 	// from which the Listener opens its own connection.
 	pg *pgx.ConnConfig
@@ -627,7 +630,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 	c := awareness.Cursor{Target: ev.Session, N: ev.Sequence, M: ev.Sequence, OpenedAt: now, UpdatedAt: now}
 	err := eachOpened(opened.String, func(watcher string, l int64) {
 		c.Watcher, c.L = watcher, l
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			op.Opened = append(op.Opened, n)
 		}
 	})
@@ -658,7 +661,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 			}
 		}
 		if opened {
-			if n, ok := awareness.NoticeOf(next); ok {
+			if n, ok := s.notices.Notice(next); ok {
 				op.Opened = append(op.Opened, n)
 			}
 		}
@@ -930,7 +933,7 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		if ref.Qualified() {
 			where, args = "(target_agent_id = ? AND target_key = ?) OR watcher_key = ?", append(args, ref.Key)
 		}
-		_, gone, err := deleteCursors(t, where, args...)
+		_, gone, err := s.deleteCursors(t, where, args...)
 		if err != nil {
 			return err
 		}
@@ -1024,7 +1027,7 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 		closed []awareness.Notice
 	)
 	err := s.writeTx(ctx, "Unwatch", func(t *tx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t, cursorOfPairWhere, watcher, target.AgentID, target.Key)
+		n, closed, err = s.deleteCursors(t, cursorOfPairWhere, watcher, target.AgentID, target.Key)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1037,7 +1040,7 @@ func (s *Store) Unwatch(ctx context.Context, watcher string, target awareness.Se
 // deleteCursors deletes the cursors matching where and returns how many, and the
 // pending notices among them as closed notices (DELETE … RETURNING: SQLite 3.35 and
 // PostgreSQL both have it).
-func deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice, error) {
+func (s *Store) deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice, error) {
 	if err := materialise(t, where, args...); err != nil {
 		return 0, nil, err
 	}
@@ -1045,15 +1048,15 @@ func deleteCursors(t *tx, where string, args ...any) (int64, []awareness.Notice,
 	if err != nil {
 		return 0, nil, err
 	}
-	return int64(len(curs)), closedNotices(curs), nil
+	return int64(len(curs)), s.closedNotices(curs), nil
 }
 
 // closedNotices returns the pending notices of curs as closed notices, in (watcher,
 // target agent, target key) order.
-func closedNotices(curs []awareness.Cursor) []awareness.Notice {
+func (s *Store) closedNotices(curs []awareness.Cursor) []awareness.Notice {
 	var out []awareness.Notice
 	for _, c := range curs {
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			out = append(out, awareness.ClosedNotice(n))
 		}
 	}
@@ -1113,7 +1116,7 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 				}
 				curs = append(curs, some...)
 			}
-			changed, res = awareness.AckNamed(req.Watcher, curs, req.Exact, now)
+			changed, res = s.notices.AckNamed(req.Watcher, curs, req.Exact, now)
 		} else {
 			where, args := "watcher_key = ? AND n > l", []any{req.Watcher}
 			var curs []awareness.Cursor
@@ -1139,10 +1142,10 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 					continue
 				}
 				changed = append(changed, next)
-				if n, ok := awareness.NoticeOf(c); ok {
+				if n, ok := s.notices.Notice(c); ok {
 					res.Closed = append(res.Closed, awareness.ClosedNotice(n))
 				}
-				if n, ok := awareness.NoticeOf(next); ok && opened {
+				if n, ok := s.notices.Notice(next); ok && opened {
 					res.Opened = append(res.Opened, n)
 				}
 			}
@@ -1239,7 +1242,7 @@ func (s *Store) Pending(ctx context.Context, watcher string) ([]awareness.Notice
 	}
 	out := make([]awareness.Notice, 0, len(curs))
 	for _, c := range curs {
-		if n, ok := awareness.NoticeOf(c); ok {
+		if n, ok := s.notices.Notice(c); ok {
 			out = append(out, n)
 		}
 	}
@@ -1254,7 +1257,7 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awar
 		closed []awareness.Notice
 	)
 	err := s.writeTx(ctx, "ResetWatcher", func(t *tx, h *hint) (err error) {
-		n, closed, err = deleteCursors(t, "watcher_key = ?", watcher)
+		n, closed, err = s.deleteCursors(t, "watcher_key = ?", watcher)
 		h.addClosed(closed...)
 		return err
 	})
@@ -1324,7 +1327,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, opened func([]awarenes
 				if err := t.saveCursor(next); err != nil {
 					return err
 				}
-				if n, ok := awareness.NoticeOf(next); ok {
+				if n, ok := s.notices.Notice(next); ok {
 					page = append(page, n)
 					h.addWatcher(n.Watcher)
 				}
@@ -1464,7 +1467,7 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 			if last.Valid && p.ExpireEvery > 0 && now.Sub(fromNanos(last.Int64)) < p.ExpireEvery {
 				res.ExpirySkipped = true
 			} else {
-				n, closed, err := deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+				n, closed, err := s.deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
 				if err != nil {
 					return err
 				}
