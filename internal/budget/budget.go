@@ -12,9 +12,9 @@
 //   - at most Limits.MaxStreams streams open at once: SSE streams, WebSocket
 //     subscriptions, MCP resource subscriptions.
 //
-// Charge takes from a bucket or refuses with *Exceeded, which says when to retry;
-// OpenStream takes a stream slot or refuses with *Exceeded. A refused charge takes
-// nothing. The buckets are token buckets (golang.org/x/time/rate); the callers kept
+// Charge takes a request's Cost from both buckets or refuses with *Exceeded, which
+// says when to retry; OpenStream takes a stream slot or refuses with *Exceeded. A
+// refused charge takes nothing. The buckets are token buckets (golang.org/x/time/rate); the callers kept
 // are bounded (least recently used forgotten: a forgotten caller starts again with
 // full buckets), the open streams are not (each is released by its owner).
 package budget
@@ -170,35 +170,61 @@ func (b *Budget) account(c Caller) *account {
 	return a
 }
 
-// Charge takes n from caller c's bucket of kind k, or takes nothing and returns an
-// *Exceeded: with RetryAfter when the bucket will hold n then, with Never when n is
-// more than the bucket ever holds (its burst). n ≤ 0 charges nothing.
-func (b *Budget) Charge(c Caller, k Kind, n int) error {
-	if b == nil || n <= 0 {
+// Cost is what one request takes from its caller's buckets.
+type Cost struct {
+	Points int
+	Writes int
+}
+
+// Charge takes cost from caller c's buckets, both or neither: it returns an
+// *Exceeded for the bucket that cannot give its part now, with RetryAfter when it
+// will hold it (the longer wait, when both are short), or with Never when the part
+// is more than the bucket ever holds (its burst). Zero or negative parts charge
+// nothing.
+func (b *Budget) Charge(c Caller, cost Cost) error {
+	if b == nil || (cost.Points <= 0 && cost.Writes <= 0) {
 		return nil
 	}
 	a := b.account(c)
-	lim, perSecond, burst := a.points, b.limits.PointsPerSecond, b.limits.PointsBurst
-	if k == Writes {
-		lim, perSecond, burst = a.writes, b.limits.WritesPerSecond, b.limits.WritesBurst
-	}
-	if lim == nil {
-		return nil
-	}
-	e := &Exceeded{Caller: c, Kind: k, N: n, PerSecond: perSecond, Burst: burst}
-	if n > burst {
-		e.Never = true
-		return e
-	}
 	now := b.now()
-	r := lim.ReserveN(now, n)
-	delay := r.DelayFrom(now)
-	if r.OK() && delay == 0 {
+	parts := [...]struct {
+		lim       *rate.Limiter
+		kind      Kind
+		n         int
+		perSecond float64
+		burst     int
+	}{
+		{a.points, Points, cost.Points, b.limits.PointsPerSecond, b.limits.PointsBurst},
+		{a.writes, Writes, cost.Writes, b.limits.WritesPerSecond, b.limits.WritesBurst},
+	}
+	var (
+		taken   []*rate.Reservation
+		refusal *Exceeded
+	)
+	for _, p := range parts {
+		if p.lim == nil || p.n <= 0 {
+			continue
+		}
+		e := &Exceeded{Caller: c, Kind: p.kind, N: p.n, PerSecond: p.perSecond, Burst: p.burst}
+		if p.n > p.burst {
+			e.Never = true
+			refusal = e
+			break
+		}
+		r := p.lim.ReserveN(now, p.n)
+		taken = append(taken, r)
+		if delay := r.DelayFrom(now); delay > 0 && (refusal == nil || delay > refusal.RetryAfter) {
+			e.RetryAfter = max(delay, time.Millisecond)
+			refusal = e
+		}
+	}
+	if refusal == nil {
 		return nil
 	}
-	r.CancelAt(now)
-	e.RetryAfter = max(delay, time.Millisecond)
-	return e
+	for _, r := range taken {
+		r.CancelAt(now)
+	}
+	return refusal
 }
 
 // Available returns how much caller c's bucket of kind k holds now (+Inf when it is
@@ -242,6 +268,12 @@ func (b *Budget) OpenStream(c Caller) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// Admit is OpenStream for the caller of ctx (CallerOf): the admission of the
+// service's subscriptions (awareness.Config.Streams).
+func (b *Budget) Admit(ctx context.Context) (release func(), err error) {
+	return b.OpenStream(CallerOf(ctx))
 }
 
 // Streams returns how many streams caller c holds open.

@@ -29,41 +29,53 @@ func TestCharge_ERR4(t *testing.T) {
 	clk := &clock{t: time.Unix(1e9, 0)}
 	b := budget.NewWithClock(budget.Limits{PointsPerSecond: 100, PointsBurst: 1000, WritesPerSecond: 10, WritesBurst: 20}, clk.now)
 	a, other := budget.Caller("token agent:a a"), budget.Caller("token agent:b b")
-	if err := b.Charge(a, budget.Points, 1000); err != nil {
+	if err := b.Charge(a, budget.Cost{Points: 1000}); err != nil {
 		t.Fatalf("a full burst: %v", err)
 	}
-	err := b.Charge(a, budget.Points, 50)
+	err := b.Charge(a, budget.Cost{Points: 50})
 	ex, ok := errors.AsType[*budget.Exceeded](err)
 	if !ok || ex.Code() != awareness.ERATELIMITED || ex.RetryAfter != 500*time.Millisecond || ex.RetryAfterMs() != 500 {
 		t.Fatalf("over the bucket: %#v, want RATE_LIMITED after 500ms", err)
 	}
 	// A refused charge takes nothing: after 500 ms exactly 50 points are back.
 	clk.add(500 * time.Millisecond)
-	if err := b.Charge(a, budget.Points, 50); err != nil {
+	if err := b.Charge(a, budget.Cost{Points: 50}); err != nil {
 		t.Fatalf("after the retry delay: %v", err)
 	}
-	if err := b.Charge(a, budget.Points, 1); err == nil {
+	if err := b.Charge(a, budget.Cost{Points: 1}); err == nil {
 		t.Fatal("the bucket is empty again, and a charge passed")
 	}
 	// Another caller and the other bucket are untouched.
-	if err := b.Charge(other, budget.Points, 1000); err != nil {
+	if err := b.Charge(other, budget.Cost{Points: 1000}); err != nil {
 		t.Fatalf("another caller: %v", err)
 	}
-	if err := b.Charge(a, budget.Writes, 20); err != nil {
+	if err := b.Charge(a, budget.Cost{Writes: 20}); err != nil {
 		t.Fatalf("the writes of a: %v", err)
 	}
 	// More than the burst can never pass.
-	ex, ok = errors.AsType[*budget.Exceeded](b.Charge(other, budget.Writes, 21))
+	ex, ok = errors.AsType[*budget.Exceeded](b.Charge(other, budget.Cost{Writes: 21}))
 	if !ok || !ex.Never || ex.Code() != awareness.ECOMPLEXITY || ex.RetryAfterMs() != 0 {
 		t.Fatalf("over the burst: %#v, want Never, COMPLEXITY_LIMIT_EXCEEDED", ex)
 	}
 	if got := b.Available(other, budget.Writes); got != 20 {
 		t.Errorf("a Never refusal took from the bucket: %v left, want 20", got)
 	}
+	// Both or neither: writes refused, the points are not taken either.
+	clk.add(time.Hour)
+	if err := b.Charge(a, budget.Cost{Points: 10, Writes: 20}); err != nil {
+		t.Fatal(err)
+	}
+	ex, ok = errors.AsType[*budget.Exceeded](b.Charge(a, budget.Cost{Points: 10, Writes: 10}))
+	if !ok || ex.Kind != budget.Writes || ex.RetryAfter != time.Second {
+		t.Fatalf("writes spent: %#v, want a refusal of the writes after 1s", ex)
+	}
+	if got := b.Available(a, budget.Points); got != 990 {
+		t.Errorf("a refused charge took points: %v left, want 990", got)
+	}
 	// 10,000 events in 50 batches of 200 pass at once with the default limits.
 	d := budget.New(budget.DefaultLimits())
 	for i := range 50 {
-		if err := d.Charge(a, budget.Writes, 200); err != nil {
+		if err := d.Charge(a, budget.Cost{Writes: 200}); err != nil {
 			t.Fatalf("default limits, batch %d of 200: %v", i+1, err)
 		}
 	}
@@ -73,7 +85,7 @@ func TestUnlimited(t *testing.T) {
 	var nilBudget *budget.Budget
 	b := budget.New(budget.Limits{})
 	for _, x := range []*budget.Budget{nilBudget, b} {
-		if err := x.Charge("address 127.0.0.1", budget.Points, math.MaxInt32); err != nil {
+		if err := x.Charge("address 127.0.0.1", budget.Cost{Points: math.MaxInt32, Writes: math.MaxInt32}); err != nil {
 			t.Errorf("unlimited: %v", err)
 		}
 		release, err := x.OpenStream("address 127.0.0.1")
