@@ -132,7 +132,7 @@ func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult
 	if err != nil {
 		return RecordResult{}, err
 	}
-	if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+	if err := s.authorizeRecord(ctx, ne); err != nil {
 		return RecordResult{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -480,7 +480,7 @@ func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]Record
 		if err != nil {
 			return nil, err
 		}
-		if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+		if err := s.authorizeRecord(ctx, ne); err != nil {
 			return nil, err
 		}
 		ops[i] = NewAppendOp(ne, now)
