@@ -370,3 +370,75 @@ func tryPost(c *http.Client, url, token, query string) (string, error) {
 	}
 	return r.code(), nil
 }
+
+// TestReplayWithinDefaultWriteBudget_ERR4: with a token and the default limits, a
+// gateway's outbox of 10,000 spooled events replays at once, in 50 recordEvents of
+// MaxRecordBatch inputs (a batch counts its inputs), none refused, on both
+// databases; the next batch beyond the burst would wait for the rate. The time is
+// logged, not asserted (bench/ measures it).
+func TestReplayWithinDefaultWriteBudget_ERR4(t *testing.T) {
+	t.Parallel()
+	k, err := auth.Parse([]byte(`{"tokens":[{"name":"ops","role":"agent:ops","token":"` + mxOpsTok + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 10_000
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			store := be.open(t)
+			b := budget.New(budget.DefaultLimits())
+			svc := awareness.NewService(awareness.Config{Store: store, Streams: b})
+			hs := httptest.NewServer(graph.NewHandler(graph.Config{Service: svc, Auth: k, Budget: b}))
+			t.Cleanup(func() {
+				hs.Close()
+				svc.Hub().Close()
+				store.Close()
+			})
+			const doc = `mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index error { code message } } }`
+			start := time.Now()
+			for batch := range events / awareness.MaxRecordBatch {
+				ins := make([]any, awareness.MaxRecordBatch)
+				for i := range ins {
+					n := batch*awareness.MaxRecordBatch + i
+					ins[i] = map[string]any{"sessionKey": fmt.Sprintf("agent:ops:subagent:s%d", n%20), "kind": "run_completed",
+						"actorType": "system", "dedupeKey": fmt.Sprintf("outbox-%d", n)}
+				}
+				body, _ := json.Marshal(map[string]any{"query": doc, "variables": map[string]any{"ins": ins}})
+				req, _ := http.NewRequest(http.MethodPost, hs.URL+"/query", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+mxOpsTok)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r struct {
+					Errors []gqlError `json:"errors"`
+					Data   struct {
+						RecordEvents []struct {
+							Error *struct{ Code, Message string }
+						} `json:"recordEvents"`
+					} `json:"data"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				if err != nil || len(r.Errors) > 0 || len(r.Data.RecordEvents) != awareness.MaxRecordBatch {
+					t.Fatalf("batch %d: %v %+v (%d items)", batch+1, err, r.Errors, len(r.Data.RecordEvents))
+				}
+				for _, it := range r.Data.RecordEvents {
+					if it.Error != nil {
+						t.Fatalf("batch %d: an input refused: %+v", batch+1, it.Error)
+					}
+				}
+			}
+			elapsed := time.Since(start)
+			st, err := store.Stats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Events != events {
+				t.Errorf("%d events stored, want %d", st.Events, events)
+			}
+			t.Logf("%s: %d events in %d batches replayed in %v with the default limits (load %s)", be.name, events, events/awareness.MaxRecordBatch, elapsed.Round(time.Millisecond), loadAverage())
+		})
+	}
+}

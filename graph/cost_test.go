@@ -229,6 +229,8 @@ func TestCostByWhatFieldsRead_ERR4(t *testing.T) {
 		{`{ sessionStatus(sessionKey: "k", changesSince: 3) { stateChanges { events { sequence } } } }`, nil, 1 + 200 + 1 + 1 + 200},
 		// sessionsList reads its first rows.
 		{`{ sessionsList(first: 20) { sessions { sessionKey } } }`, nil, 1 + 20 + 1 + 20},
+		// recordEvents returns one element per input.
+		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`, map[string]any{"ins": []any{map[string]any{}, map[string]any{}, map[string]any{}}}, 1 + 3},
 		// ackNotices returns one element per notice named, else DefaultListCost.
 		{`mutation { ackNotices(watcher: "w", notices: [{target: "t", notifiedVersion: 1}, {target: "u", notifiedVersion: 2}]) { text } }`, nil, 1 + 2},
 		{`mutation { ackNotices(watcher: "w") { text } }`, nil, 1 + graph.DefaultListCost},
