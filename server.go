@@ -875,6 +875,9 @@ func routes(svc *awareness.Service, store awareness.Store, bud *budget.Budget, t
 	} else {
 		log.Info("authentication off: every caller is admin (loopback only; give --auth-file to require tokens)")
 	}
+	if host, _, err := net.SplitHostPort(cfg.Addr); err == nil && !loopbackHost(host) && len(cfg.AllowedHosts) == 0 {
+		log.Warn("listening beyond loopback without --allowed-hosts: requests that name the service by a DNS name (not an IP address) get 403; give --allowed-hosts with the names clients use", "addr", cfg.Addr)
+	}
 	gcfg := graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout, WSConns: ws,
