@@ -72,8 +72,8 @@ func complexityError(format string, args ...any) *gqlerror.Error {
 //
 // A document not in Cache is refused when a string literal escapes a lone UTF-16
 // surrogate (jsontext.ValidDocument, the rule request JSON meets, ERR-3); it then
-// costs its caller ParsePoints of Budget, for the
-// parsing and validation it asks for; a caller out of points gets RATE_LIMITED.
+// costs its caller ParsePoints of Budget for the parsing and validation it asks for
+// (a caller out of points gets RATE_LIMITED).
 type DocumentLimits struct {
 	// TokenLimit is gqlgen's parser token limit (ParserTokenLimit).
 	TokenLimit int
