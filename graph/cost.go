@@ -46,7 +46,7 @@ const (
 	DefaultListCost = 10
 	// ActivityReadCost is what an activity field reads: it counts every event of its
 	// scope in its window, which may be the whole log (--max-rows, 50,000 by default:
-	// 20–35 ms of CPU on SQLite), so it is priced at half of CostBudget: one per
+	// 20–50 ms of CPU on SQLite), so it is priced at half of CostBudget: one per
 	// request.
 	ActivityReadCost = CostBudget / 2
 	// ParseBytesPerPoint prices parsing and validating a document the query cache
