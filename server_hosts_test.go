@@ -163,8 +163,12 @@ func TestForeignHostRefused_DNSRebinding(t *testing.T) {
 		{"graphql-transport-ws", func(t *testing.T, host string) hostAnswer { return wsAsk(t, "graphql-transport-ws", host) }},
 		{"graphql-ws", func(t *testing.T, host string) hostAnswer { return wsAsk(t, "graphql-ws", host) }},
 		{"dashboard", func(t *testing.T, host string) hostAnswer { return httpAsk(t, http.MethodGet, "/", host, "", "") }},
-		{"playground", func(t *testing.T, host string) hostAnswer { return httpAsk(t, http.MethodGet, "/playground", host, "", "") }},
-		{"metrics", func(t *testing.T, host string) hostAnswer { return httpAsk(t, http.MethodGet, "/metrics", host, "", "") }},
+		{"playground", func(t *testing.T, host string) hostAnswer {
+			return httpAsk(t, http.MethodGet, "/playground", host, "", "")
+		}},
+		{"metrics", func(t *testing.T, host string) hostAnswer {
+			return httpAsk(t, http.MethodGet, "/metrics", host, "", "")
+		}},
 		{"mcp", func(t *testing.T, host string) hostAnswer {
 			return httpAsk(t, http.MethodPost, "/mcp", host, "application/json, text/event-stream",
 				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
