@@ -76,6 +76,9 @@ func hostileInputs() []hostileInput {
 		{"acknowledgeNotices target with NUL", `mutation($n: [NoticeRef!]!) { acknowledgeNotices(watcher: "agent:main:main", notices: $n) { outcome } }`,
 			map[string]any{"n": []any{map[string]any{"target": nul, "notifiedVersion": 1}}}, awareness.EINVALID},
 		{"acknowledgeNotices of a version no sequence reaches", `mutation { acknowledgeNotices(watcher: "agent:main:main", notices: [{target: "agent:main:subagent:h", notifiedVersion: 2147483647}]) { outcome } }`, nil, ""},
+		// ERR-3: a document's literals meet the text rule of its variables.
+		{"literal sessionKey escaping a lone surrogate", `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:\ud800", kind: goal_changed, actorType: agent}) { recorded } }`, nil, awareness.EINVALID},
+		{"literal summary escaping a lone low surrogate", `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:h", kind: goal_changed, actorType: agent, summary: "a\udc00"}) { recorded } }`, nil, awareness.EINVALID},
 		{"changesSince far ahead", `{ sessionStatus(sessionKey: "agent:main:main", changesSince: 2147483647) { stateVersion } }`, nil, awareness.ECURSORAHEAD},
 		{"contextWindow beyond the limit", `{ compactionPolicy(sessionKey: "agent:main:main", contextWindow: 9007199254740991) { compactionDue } }`, nil, awareness.EINVALID},
 	}

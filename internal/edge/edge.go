@@ -3,7 +3,8 @@
 // a request refused for asking to upgrade to anything else. It is the one place that
 // reads the Upgrade header and the Accept header's preference for a stream; the graph
 // handler, its transports, authentication, the WebSocket adapter (internal/wsgorilla),
-// the subscription extension and the server's shutdown tracking all ask it.
+// the subscription extension and the server's shutdown tracking all ask it. It also
+// holds the Host allowlist every route is guarded by (Hosts, against DNS rebinding).
 package edge
 
 import (
