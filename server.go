@@ -137,8 +137,8 @@ Usage:
                               list the sessions registry with state versions
   awareness import --agent ID FILE
                               import a gateway's sessions.json into the registry
-  awareness mcp [--url URL] [--token TOKEN]
-                              serve MCP on stdin/stdout in front of a running service
+  awareness mcp [--url URL] [--token-file FILE]
+                              serve MCP on stdin/stdout in front of a running service's /mcp
   awareness help [COMMAND]    print this help, or a command's
 
 Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
@@ -148,8 +148,10 @@ status: 0 ok, 1 failure, 2 bad command line.
 `
 
 const serveAbout = `
-Run the service: the GraphQL API on /query (POST, GET and WebSocket), the dashboard
-on /, GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
+Run the service: the GraphQL API on /query (POST, GET and WebSocket), the Model
+Context Protocol on /mcp (streamable HTTP: tools in toolsets, --mcp-read-only, sessions
+bound to their token and closed after --mcp-session-idle), the dashboard on /,
+GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
 The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
 migrated at startup. SIGINT or SIGTERM shuts down gracefully.
 
@@ -227,6 +229,8 @@ type serveConfig struct {
 	// (one connection without authentication); RateLimit 0 sets no limit.
 	RateLimit float64
 	RateBurst int
+	// MCP configures /mcp (mcp.go).
+	MCP mcpConfig
 }
 
 // testHoldUpstreamEnv is the environment variable of serveConfig.TestHoldUpstreamSettlement,
@@ -265,6 +269,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
 		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
 		catalogs        []catalogSpec
+		mcpOpts         = mcpFlags(fs)
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
 		specs, err := parseCatalogSpecs(v)
@@ -303,6 +308,9 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		RateLimit:          *rateLimit,
 		RateBurst:          *rateBurst,
 		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
+	}
+	if cfg.MCP, err = mcpOpts(); err != nil {
+		return serveConfig{}, err
 	}
 	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
 	case models.HintsInCommit:
@@ -783,19 +791,14 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-	ln := m.ln
-	// CLT-3: /mcp on the same listener, through its own /query.
-	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, m.log, ln, m.streams)
-	if err != nil {
-		m.log.Error("mcp", "err", err)
-		return nil, err
-	}
+	// CLT-3: /mcp on the same listener, in process.
+	mcpHandler, mcpSrv := mountMCP(srv.Handler, cfg, m.log, m.svc, m.ln)
 	srv.Handler = mcpHandler
 	m.srv = srv
 	return func() {
 		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
 		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
-		mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+		mcpSrv.Close() // its sessions and their notice feeds
 		m.log.Info("shutdown: mcp server closed")
 		m.endStreams()
 		m.log.Info("shutdown: WebSocket and SSE streams cancelled")
