@@ -20,14 +20,14 @@ import (
 
 // eventOut is a StateEvent.
 type eventOut struct {
-	Sequence   int64                `json:"sequence"`
-	Kind       awareness.EventKind  `json:"kind"`
-	ActorType  awareness.ActorType  `json:"actorType"`
-	ActorID    *string              `json:"actorId"`
-	Summary    string               `json:"summary"`
-	OccurredAt time.Time            `json:"occurredAt"`
-	RunID      *string              `json:"runId"`
-	Payload    payloadOut           `json:"payload" jsonschema:"outcome, channel and turns, when the event has them"`
+	Sequence   int64               `json:"sequence"`
+	Kind       awareness.EventKind `json:"kind"`
+	ActorType  awareness.ActorType `json:"actorType"`
+	ActorID    *string             `json:"actorId"`
+	Summary    string              `json:"summary"`
+	OccurredAt time.Time           `json:"occurredAt"`
+	RunID      *string             `json:"runId"`
+	Payload    payloadOut          `json:"payload" jsonschema:"outcome, channel and turns, when the event has them"`
 }
 
 // payloadOut is an event payload as the JSON scalar writes it: an object, or null.
