@@ -85,17 +85,49 @@ func (s *Server) charge(ctx context.Context, extra *mcp.RequestExtra, cost int) 
 	return s.cfg.Charge(ctx, ownerOf(extra), cost)
 }
 
-// sessionOf returns the state of ss, made at its first request.
-func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) *session {
+// sessionOf returns the state of ss, made at its initialize (or first subscription),
+// which is refused past the owner's MaxSessions.
+func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.sessions[ss]
-	if st == nil && !s.closed {
-		st = &session{ss: ss, owner: owner, feeds: map[string]*feed{}}
-		s.sessions[ss] = st
-		s.owner(owner).sessions++
+	if st := s.sessions[ss]; st != nil {
+		return st, nil
 	}
-	return st
+	if s.closed {
+		return nil, awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down")
+	}
+	if err := s.overSessions(owner); err != nil {
+		return nil, err
+	}
+	st := &session{ss: ss, owner: owner, feeds: map[string]*feed{}}
+	s.sessions[ss] = st
+	s.owner(owner).sessions++
+	return st, nil
+}
+
+// overSessions refuses a new session of owner past MaxSessions (under s.mu).
+func (s *Server) overSessions(owner string) error {
+	if c := s.owners[owner]; c != nil && c.sessions >= s.cfg.MaxSessions {
+		return awareness.Errorf(awareness.ERATELIMITED, "this token holds %d MCP sessions, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one expire after %s without a request",
+			s.cfg.MaxSessions, s.cfg.SessionIdle)
+	}
+	return nil
+}
+
+// roomForSession refuses at once a request that would open a session past owner's
+// MaxSessions, after forgetting the sessions that ended; sessionOf decides under the
+// lock when the session starts.
+func (s *Server) roomForSession(owner string) error {
+	s.mu.Lock()
+	err := s.overSessions(owner)
+	s.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	s.dropEnded()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overSessions(owner)
 }
 
 func (s *Server) owner(o string) *ownerCount {
@@ -135,40 +167,9 @@ func (s *Server) dropSession(ss *mcp.ServerSession) {
 }
 
 func (s *Server) gcOwner(o string) {
-	if c := s.owners[o]; c != nil && c.sessions == 0 && c.reserved == 0 && c.subscriptions == 0 {
+	if c := s.owners[o]; c != nil && c.sessions == 0 && c.subscriptions == 0 {
 		delete(s.owners, o)
 	}
-}
-
-// reserveSession counts a session being opened by owner, or refuses it past
-// MaxSessions (RATE_LIMITED). release undoes the reservation once the session is
-// counted (or failed).
-func (s *Server) reserveSession(owner string) (release func(), err error) {
-	over := func() bool {
-		c := s.owners[owner]
-		return c != nil && c.sessions+c.reserved >= s.cfg.MaxSessions
-	}
-	s.mu.Lock()
-	if over() {
-		s.mu.Unlock()
-		s.dropEnded() // an expired or deleted session may still be counted
-		s.mu.Lock()
-	}
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down")
-	}
-	if over() {
-		return nil, awareness.Errorf(awareness.ERATELIMITED, "this token holds %d MCP sessions, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one expire after %s without a request",
-			s.cfg.MaxSessions, s.cfg.SessionIdle)
-	}
-	s.owner(owner).reserved++
-	return func() {
-		s.mu.Lock()
-		s.owner(owner).reserved--
-		s.gcOwner(owner)
-		s.mu.Unlock()
-	}, nil
 }
 
 // acquire returns the session's feed of watcher, starting it (one hub subscription)
@@ -395,13 +396,15 @@ func (s *Server) sending(ss *mcp.ServerSession, uri string) bool {
 	return false
 }
 
-// receive is the receiving middleware: it makes a session's state at its first
-// request, refuses a resource URI with a control character before the SDK echoes it,
+// receive is the receiving middleware: it makes a session's state at its initialize
+// (a request that opens no MCP session, such as server/discover, counts for nothing), refuses a resource URI with a control character before the SDK echoes it,
 // and gives every refusal an ERR-1 code (the JSON-RPC error's data.code).
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-			s.sessionOf(ss, ownerOf(req.GetExtra()))
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
+			if _, err := s.sessionOf(ss, ownerOf(req.GetExtra())); err != nil {
+				return nil, rpcError(err)
+			}
 		}
 		switch p := req.GetParams().(type) {
 		case *mcp.ReadResourceParams:
@@ -541,9 +544,9 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if err := s.charge(ctx, req.Extra, 1); err != nil {
 		return rpcError(err)
 	}
-	st := s.sessionOf(req.Session, ownerOf(req.Extra))
-	if st == nil {
-		return rpcError(awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down"))
+	st, err := s.sessionOf(req.Session, ownerOf(req.Extra))
+	if err != nil {
+		return rpcError(err)
 	}
 	if _, err := s.acquire(ctx, st, watcher, req.Params.URI); err != nil {
 		return rpcError(err)
@@ -583,9 +586,9 @@ func (s *Server) waitForNotices(ctx context.Context, req *mcp.CallToolRequest, i
 		}
 		timeout = time.Duration(*in.TimeoutMs) * time.Millisecond
 	}
-	st := s.sessionOf(req.Session, ownerOf(req.Extra))
-	if st == nil {
-		return waitOut{}, awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down")
+	st, err := s.sessionOf(req.Session, ownerOf(req.Extra))
+	if err != nil {
+		return waitOut{}, err
 	}
 	f, err := s.acquire(ctx, st, in.Watcher, "")
 	if err != nil {

@@ -119,13 +119,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if id == "" {
-			release, err := h.s.reserveSession(owner)
-			if err != nil {
+			if err := h.s.roomForSession(owner); err != nil {
 				code, msg := coded(err)
 				writeRPCError(w, httpStatusOf(code), code, msg)
 				return
 			}
-			defer release()
 		}
 	}
 	cw := &codedWriter{ResponseWriter: w}

@@ -106,15 +106,14 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*mcp.ServerSession]*session
-	// owners counts the sessions and subscriptions of each caller (CLT-6); reserved
-	// counts the sessions being opened.
+	// owners counts the sessions and subscriptions of each caller (CLT-6).
 	owners map[string]*ownerCount
 
 	stopSweep chan struct{}
 	swept     sync.WaitGroup
 }
 
-type ownerCount struct{ sessions, reserved, subscriptions int }
+type ownerCount struct{ sessions, subscriptions int }
 
 // ParseToolsets reads a comma-separated list of toolsets ("all" for every one).
 func ParseToolsets(s string) ([]string, error) {

@@ -213,4 +213,27 @@ func initialize(t *testing.T, e *env, token string) string {
 	return id
 }
 
-var _ = bytes.NewReader
+
+
+// recorder is a minimal http.ResponseWriter for handler tests.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) Flush() {}
