@@ -213,8 +213,6 @@ func initialize(t *testing.T, e *env, token string) string {
 	return id
 }
 
-
-
 // recorder is a minimal http.ResponseWriter for handler tests.
 type recorder struct {
 	header http.Header
