@@ -48,6 +48,11 @@ func TestPostgresConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
 }
 
+func TestPostgresSweepConformance(t *testing.T) {
+	pgtest.AdminURL(t)
+	storetest.RunSweep(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) }, plantCursor)
+}
+
 func TestPostgresRegistryConformance(t *testing.T) {
 	pgtest.AdminURL(t)
 	storetest.RunRegistry(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
