@@ -125,6 +125,17 @@ func validateDB(db string) error {
 	return nil
 }
 
+// splitList splits a comma-separated flag value, dropping empty items and spaces.
+func splitList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 // parseLogLevel parses --log-level.
 func parseLogLevel(s string) (slog.Level, error) {
 	var level slog.Level

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 	"github.com/awareness/awareness/internal/mcpserver"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
@@ -65,16 +65,19 @@ func mcpFlags(fs *flagSet) func() (mcpConfig, error) {
 }
 
 // mountMCP serves /mcp in front of next, in process: the tools call svc with the
-// caller's principal. With --auth-file a request needs a token, as on /query.
-// Close the returned server after the HTTP server stopped.
-func mountMCP(next http.Handler, cfg serveConfig, log *slog.Logger, svc *awareness.Service, ln net.Listener) (http.Handler, *mcpserver.Server) {
+// caller's principal and draw from the caller's budget, as /query does. With
+// --auth-file a request needs a token. The Host allowlist (edge.Hosts) is in front of
+// every route, /mcp included. Close the returned server after the HTTP server stopped.
+func mountMCP(next http.Handler, cfg serveConfig, log *slog.Logger, svc *awareness.Service, bud *budget.Budget) (http.Handler, *mcpserver.Server) {
 	srv := mcpserver.New(mcpserver.Config{
 		Service: svc, Logger: log.With("component", "mcp"),
 		Toolsets: cfg.MCP.Toolsets, ReadOnly: cfg.MCP.ReadOnly,
 		SessionIdle: cfg.MCP.SessionIdle, MaxSessions: cfg.MCP.MaxSessions, MaxSubscriptions: cfg.MCP.MaxSubscriptions,
+		Charge: func(ctx context.Context, points, writes int) error {
+			return bud.Charge(budget.CallerOf(ctx), budget.Cost{Points: points, Writes: writes})
+		},
 	})
 	hc := mcpserver.HTTPConfig{
-		AllowedHosts:  mcpAllowedHosts(ln.Addr()),
 		OriginAllowed: func(origin, host string) bool { return wsgorilla.OriginAllowed(origin, host, cfg.AllowedOrigins) },
 		MaxBodyBytes:  graph.MaxRequestBytes,
 	}
@@ -91,16 +94,6 @@ func mountMCP(next http.Handler, cfg serveConfig, log *slog.Logger, svc *awarene
 		}
 		h.ServeHTTP(w, r)
 	}), srv
-}
-
-// mcpAllowedHosts is /mcp's Host allowlist: the loopback names and the listen
-// address. On an unspecified address (every interface) every host is served.
-func mcpAllowedHosts(a net.Addr) []string {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
-		return nil
-	}
-	return []string{"localhost", "127.0.0.1", "::1", tcp.IP.String()}
 }
 
 // mcpCmd runs `awareness mcp`: an MCP server on stdin/stdout in front of a running

@@ -42,7 +42,9 @@ import (
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 	"github.com/awareness/awareness/internal/demo"
+	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/telemetry"
 	"github.com/awareness/awareness/internal/upstream"
@@ -155,6 +157,15 @@ GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
 The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
 migrated at startup. SIGINT or SIGTERM shuts down gracefully.
 
+Every route answers only requests whose Host is an IP address, localhost or the
+--addr host (DNS rebinding protection; others get 403 FORBIDDEN). On an address other
+machines reach (--addr 0.0.0.0:8080, a LAN address), give --auth-file (required, or
+--insecure) and --allowed-hosts with every name clients use to reach the service
+(its DNS name, a proxy's public name), and --allowed-origins for browser pages of
+another origin. Each token (each remote address without --auth-file) has a budget:
+--query-rate/--query-burst query points, --rate-limit/--rate-burst writes,
+--max-streams open subscriptions.
+
 Tracing is off unless the standard OpenTelemetry variables configure an OTLP
 exporter: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or
 OTEL_TRACES_EXPORTER=otlp), OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ... (OTLP over
@@ -179,12 +190,15 @@ func printServeHelp(w io.Writer, fs *flagSet, demo bool) {
 
 // serveConfig is the validated configuration of serve.
 type serveConfig struct {
-	Addr            string
-	DB              string
-	Retention       time.Duration
-	MaxRows         int
-	PruneInterval   time.Duration
-	AllowedOrigins  []string
+	Addr           string
+	DB             string
+	Retention      time.Duration
+	MaxRows        int
+	PruneInterval  time.Duration
+	AllowedOrigins []string
+	// AllowedHosts are the Host names served besides IP addresses, localhost and the
+	// listen host (edge.Hosts; "*" serves every name).
+	AllowedHosts    []string
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
 	Demo            bool
@@ -225,10 +239,10 @@ type serveConfig struct {
 	// the process between the event commit and the settlement (e2e/upstream_crash_test.go).
 	// Never set it in production: watched links stop advancing.
 	TestHoldUpstreamSettlement bool
-	// RateLimit and RateBurst bound the mutations and subscriptions of one token
-	// (one connection without authentication); RateLimit 0 sets no limit.
-	RateLimit float64
-	RateBurst int
+	// Budget is the budget of each caller (internal/budget): query points (--query-rate,
+	// --query-burst), writes and subscriptions started (--rate-limit, --rate-burst),
+	// open streams (--max-streams).
+	Budget budget.Limits
 	// MCP configures /mcp (mcp.go).
 	MCP mcpConfig
 }
@@ -251,7 +265,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		retention       = envFlag(fs, fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "prune log rows and untouched cursors older than this; 0 keeps them")
 		maxRows         = envFlag(fs, fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "keep at most this many log rows in all; 0 means no cap")
 		pruneInterval   = envFlag(fs, fs.Duration, "prune-interval", awareness.DefaultPruneInterval, "AWARENESS_PRUNE_INTERVAL", "how often retention runs, after once at startup")
-		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org'")
+		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to call /query (HTTP with CORS, SSE and WebSockets), e.g. 'dash.example.com,https://*.example.org'")
+		allowedHosts    = envFlag(fs, fs.String, "allowed-hosts", "", "AWARENESS_ALLOWED_HOSTS", "comma-separated host names requests may name in Host besides IP addresses, localhost and the --addr host (DNS rebinding protection): 'awareness.example.com,*.corp.example', or '*' for any; a request naming another host gets 403 FORBIDDEN")
 		logLevel        = envFlag(fs, fs.String, "log-level", "info", "AWARENESS_LOG_LEVEL", "debug, info, warn or error")
 		shutdownTimeout = envFlag(fs, fs.Duration, "shutdown-timeout", 10*time.Second, "AWARENESS_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests")
 		demoMode        = envFlag(fs, fs.Bool, "demo", false, "AWARENESS_DEMO", "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively")
@@ -266,8 +281,11 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
 		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
 		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
-		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", graph.DefaultRateLimit, "AWARENESS_RATE_LIMIT", "mutations and subscriptions per second per token (per connection without --auth-file); beyond it RATE_LIMITED; 0 sets no limit")
-		rateBurst       = envFlag(fs, fs.Int, "rate-burst", graph.DefaultRateBurst, "AWARENESS_RATE_BURST", "how many mutations and subscriptions may come at once before --rate-limit applies")
+		queryRate       = envFlag(fs, fs.Float64, "query-rate", budget.DefaultPointsPerSecond, "AWARENESS_QUERY_RATE", "query points restored per second per token (per remote address without --auth-file); every operation spends its cost (about a microsecond of CPU a point); beyond it RATE_LIMITED with retryAfterMs; 0 sets no limit")
+		queryBurst      = envFlag(fs, fs.Int, "query-burst", budget.DefaultPointsBurst, "AWARENESS_QUERY_BURST", "the most query points a token (an address) holds, spent at once before --query-rate applies")
+		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", budget.DefaultWritesPerSecond, "AWARENESS_RATE_LIMIT", "writes per second per token (per remote address without --auth-file): each event recorded (recordEvents counts its inputs), other mutation field and subscription started; beyond it RATE_LIMITED with retryAfterMs; 0 sets no limit")
+		rateBurst       = envFlag(fs, fs.Int, "rate-burst", budget.DefaultWritesBurst, "AWARENESS_RATE_BURST", "the most writes a token (an address) may make at once before --rate-limit applies")
+		maxStreams      = envFlag(fs, fs.Int, "max-streams", budget.DefaultMaxStreams, "AWARENESS_MAX_STREAMS", "subscriptions and SSE streams one token (one address) may hold open at once, over every connection; 0 sets no cap")
 		catalogs        []catalogSpec
 		mcpOpts         = mcpFlags(fs)
 	)
@@ -305,9 +323,9 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
-		RateLimit:          *rateLimit,
-		RateBurst:          *rateBurst,
-		MetricsTokenFile:   strings.TrimSpace(*metricsToken),
+		Budget: budget.Limits{PointsPerSecond: *queryRate, PointsBurst: *queryBurst,
+			WritesPerSecond: *rateLimit, WritesBurst: *rateBurst, MaxStreams: *maxStreams},
+		MetricsTokenFile: strings.TrimSpace(*metricsToken),
 	}
 	if cfg.MCP, err = mcpOpts(); err != nil {
 		return serveConfig{}, err
@@ -332,11 +350,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		}
 		cfg.TestHoldUpstreamSettlement = true
 	}
-	for _, o := range strings.Split(*allowedOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
-		}
-	}
+	cfg.AllowedOrigins = splitList(*allowedOrigins)
+	cfg.AllowedHosts = splitList(*allowedHosts)
 	if cfg.LogLevel, err = parseLogLevel(*logLevel); err != nil {
 		return serveConfig{}, err
 	}
@@ -410,11 +425,23 @@ func (c serveConfig) validate() error {
 	if err := validateDB(c.DB); err != nil {
 		return err
 	}
-	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		return fmt.Errorf("--rate-limit %v must be a number of operations per second, 0 or more (0 sets no limit)", c.RateLimit)
+	for _, b := range []struct {
+		rate        float64
+		burst       int
+		name, bname string
+	}{{c.Budget.PointsPerSecond, c.Budget.PointsBurst, "--query-rate", "--query-burst"}, {c.Budget.WritesPerSecond, c.Budget.WritesBurst, "--rate-limit", "--rate-burst"}} {
+		if b.rate < 0 || math.IsNaN(b.rate) || math.IsInf(b.rate, 0) {
+			return fmt.Errorf("%s %v must be a number per second, 0 or more (0 sets no limit)", b.name, b.rate)
+		}
+		if b.rate > 0 && b.burst < 1 {
+			return fmt.Errorf("%s %d must be at least 1 when %s is set", b.bname, b.burst, b.name)
+		}
 	}
-	if c.RateLimit > 0 && c.RateBurst < 1 {
-		return fmt.Errorf("--rate-burst %d must be at least 1 when --rate-limit is set", c.RateBurst)
+	if c.Budget.PointsPerSecond > 0 && c.Budget.PointsBurst < graph.CostBudget {
+		return fmt.Errorf("--query-burst %d is below the cost one request may have (%d): such requests could never run", c.Budget.PointsBurst, graph.CostBudget)
+	}
+	if c.Budget.MaxStreams < 0 {
+		return fmt.Errorf("--max-streams %d must be 0 (no cap) or more", c.Budget.MaxStreams)
 	}
 	if c.NoticePoll < 100*time.Millisecond {
 		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)
@@ -433,6 +460,9 @@ func (c serveConfig) validate() error {
 	}
 	if err := wsgorilla.ValidateOriginPatterns(c.AllowedOrigins); err != nil {
 		return fmt.Errorf("--allowed-origins: %v", err)
+	}
+	if _, err := c.hosts(); err != nil {
+		return fmt.Errorf("--allowed-hosts: %v", err)
 	}
 	if c.Demo && c.DemoPace < 100*time.Millisecond {
 		return fmt.Errorf("--demo-pace %v is shorter than 100ms", c.DemoPace)
@@ -453,6 +483,12 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--shutdown-timeout %v must be positive", c.ShutdownTimeout)
 	}
 	return nil
+}
+
+// hosts is the Host allowlist of every route (edge.Hosts): IP addresses, localhost,
+// the --addr host and --allowed-hosts.
+func (c serveConfig) hosts() (*edge.Hosts, error) {
+	return edge.NewHosts(c.Addr, c.AllowedHosts)
 }
 
 // serve runs the service until ctx is cancelled, then shuts it down (Main).
@@ -486,6 +522,8 @@ type Main struct {
 	store  *models.Store
 	hub    *awareness.Hub
 	svc    *awareness.Service
+	// budget is what each caller may spend, on every front (GraphQL and MCP).
+	budget *budget.Budget
 	srv    *http.Server
 	ln     net.Listener
 
@@ -537,7 +575,8 @@ func (m *Main) open(ctx context.Context, steps []step) error {
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
-		"notice_poll", cfg.NoticePoll, "rate_limit", cfg.RateLimit, "rate_burst", cfg.RateBurst)
+		"notice_poll", cfg.NoticePoll, "allowed_hosts", cfg.AllowedHosts, "query_rate", cfg.Budget.PointsPerSecond, "query_burst", cfg.Budget.PointsBurst,
+		"rate_limit", cfg.Budget.WritesPerSecond, "rate_burst", cfg.Budget.WritesBurst, "max_streams", cfg.Budget.MaxStreams)
 	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
 	// finish under http.Server.Shutdown.
 	m.streams, m.endStreams = context.WithCancel(context.WithoutCancel(ctx))
@@ -690,8 +729,9 @@ func (m *Main) openService(ctx context.Context) (func(), error) {
 	if m.cfg.Auth != nil {
 		grants = m.cfg.Auth.Grants()
 	}
+	m.budget = budget.New(m.cfg.Budget)
 	m.svc = awareness.NewService(awareness.Config{Store: m.store, Hub: m.hub, Logger: m.log.With("component", "service"),
-		Catalogs: catalogs, Observer: m.tel, Grants: grants})
+		Catalogs: catalogs, Observer: m.tel, Grants: grants, Streams: m.budget})
 	n, err := m.svc.Sweep(ctx)
 	if err != nil {
 		m.log.Error("startup sweep", "err", err)
@@ -784,7 +824,7 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 	wsConns := new(sync.WaitGroup) // upgraded connections and SSE streams still being served
 	ws := new(wsgorilla.Conns)
 	srv := &http.Server{
-		Handler:           routes(m.svc, m.store, m.tel, m.tracer, cfg, m.log, m.streams, wsConns, ws),
+		Handler:           routes(m.svc, m.store, m.budget, m.tel, m.tracer, cfg, m.log, m.streams, wsConns, ws),
 		MaxHeaderBytes:    graph.MaxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -792,8 +832,13 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	// CLT-3: /mcp on the same listener, in process.
-	mcpHandler, mcpSrv := mountMCP(srv.Handler, cfg, m.log, m.svc, m.ln)
-	srv.Handler = mcpHandler
+	mcpHandler, mcpSrv := mountMCP(srv.Handler, cfg, m.log, m.svc, m.budget)
+	hosts, err := cfg.hosts()
+	if err != nil {
+		return nil, err
+	}
+	// Every route but the health probes answers only the allowed hosts, /mcp included.
+	srv.Handler = hosts.Guard(mcpHandler, "/healthz", "/readyz")
 	m.srv = srv
 	return func() {
 		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
@@ -820,7 +865,7 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 }
 
 // routes builds the HTTP routes.
-func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Telemetry, tracer trace.Tracer, cfg serveConfig,
+func routes(svc *awareness.Service, store awareness.Store, bud *budget.Budget, tel *telemetry.Telemetry, tracer trace.Tracer, cfg serveConfig,
 	log *slog.Logger, streams context.Context, wsConns *sync.WaitGroup, ws *wsgorilla.Conns) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.Auth != nil {
@@ -836,7 +881,7 @@ func routes(svc *awareness.Service, store awareness.Store, tel *telemetry.Teleme
 	gcfg := graph.Config{
 		Service: svc, Logger: log.With("component", "graphql"), AllowedOrigins: cfg.AllowedOrigins,
 		Auth: cfg.Auth, WSPingPongInterval: cfg.WSPingInterval, WSInitTimeout: cfg.WSInitTimeout, WSConns: ws,
-		RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		Budget: bud,
 	}
 	var query http.Handler
 	if tracer != nil {

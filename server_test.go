@@ -19,6 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/awareness/awareness/internal/budget"
+	"github.com/awareness/awareness/internal/mcpserver"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/syncbuf"
 )
@@ -221,7 +223,9 @@ func TestParseServeConfig(t *testing.T) {
 		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
-		RateLimit: 100, RateBurst: 200,
+		Budget: budget.DefaultLimits(),
+		MCP: mcpConfig{Toolsets: mcpserver.AllToolsets, SessionIdle: mcpserver.DefaultSessionIdle,
+			MaxSessions: mcpserver.DefaultMaxSessions, MaxSubscriptions: mcpserver.DefaultMaxSubscriptions},
 	}
 	tests := []struct {
 		name    string
@@ -274,8 +278,26 @@ func TestParseServeConfig(t *testing.T) {
 			name: "rate limit from the environment, off by flag",
 			args: []string{"--rate-limit", "0"},
 			env:  map[string]string{"AWARENESS_RATE_LIMIT": "5", "AWARENESS_RATE_BURST": "7"},
-			want: func(c *serveConfig) { c.RateLimit, c.RateBurst = 0, 7 },
+			want: func(c *serveConfig) { c.Budget.WritesPerSecond, c.Budget.WritesBurst = 0, 7 },
 		},
+		{
+			name: "query budget, streams and hosts",
+			args: []string{"--query-rate", "0", "--max-streams", "5", "--allowed-hosts", "awareness.example.com, *.corp.example"},
+			env:  map[string]string{"AWARENESS_QUERY_BURST": "30000", "AWARENESS_ALLOWED_HOSTS": "ignored.example"},
+			want: func(c *serveConfig) {
+				c.Budget.PointsPerSecond, c.Budget.PointsBurst, c.Budget.MaxStreams = 0, 30000, 5
+				c.AllowedHosts = []string{"awareness.example.com", "*.corp.example"}
+			},
+		},
+		{
+			name: "hosts from the environment",
+			env:  map[string]string{"AWARENESS_ALLOWED_HOSTS": "*"},
+			want: func(c *serveConfig) { c.AllowedHosts = []string{"*"} },
+		},
+		{name: "bad host pattern", args: []string{"--allowed-hosts", "https://awareness.example.com"}, wantErr: "--allowed-hosts"},
+		{name: "query burst below one request", args: []string{"--query-burst", "100"}, wantErr: "--query-burst"},
+		{name: "negative query rate", args: []string{"--query-rate", "-5"}, wantErr: "--query-rate"},
+		{name: "negative max streams", args: []string{"--max-streams", "-1"}, wantErr: "--max-streams"},
 		{
 			name: "postgres db and notice poll",
 			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--notice-poll", "2s"},
@@ -312,6 +334,16 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{
+			name: "mcp toolsets, read-only, idle time and caps",
+			args: []string{"--mcp-toolsets", "sessions, notices", "--mcp-read-only", "--mcp-session-idle", "90s", "--mcp-max-sessions", "3"},
+			env:  map[string]string{"AWARENESS_MCP_MAX_SUBSCRIPTIONS": "7"},
+			want: func(c *serveConfig) {
+				c.MCP = mcpConfig{Toolsets: []string{"sessions", "notices"}, ReadOnly: true, SessionIdle: 90 * time.Second, MaxSessions: 3, MaxSubscriptions: 7}
+			},
+		},
+		{name: "unknown mcp toolset", args: []string{"--mcp-toolsets", "admin"}, wantErr: "--mcp-toolsets"},
+		{name: "short mcp idle time", args: []string{"--mcp-session-idle", "10ms"}, wantErr: "--mcp-session-idle"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--port", "1"}, wantErr: "flag provided but not defined"},
 	}

@@ -156,8 +156,10 @@ func (c mxCase) subject() mxSubject {
 // agent's watcher.
 type mxOp struct {
 	field string // "Query.sessionStatus"
-	doc   string
-	vars  func(c mxCase, s mxSubject) map[string]any
+	// variant names a further row of the same field (its subtest's suffix).
+	variant string
+	doc     string
+	vars    func(c mxCase, s mxSubject) map[string]any
 	// trigger, for a subscription, makes something arrive for an allowed caller (it
 	// runs for served cases only).
 	trigger func(e *authEnv, c mxCase, s mxSubject)
@@ -238,6 +240,16 @@ func mxOps() []mxOp {
 				}
 				return ""
 			}},
+		// An agent actor must be one of the token's sessions: not a lookalike of
+		// another agent's key (Cyrillic о), nor a bare key; admin may credit anyone.
+		{field: "Mutation.recordEvent", variant: "agent actor", vars: func(c mxCase, _ mxSubject) map[string]any {
+			actor := map[mxCase]string{mxOwn: "agent:dev:subagent:w", mxOther: "agent:\u043eps:main", mxBare: "global", mxAsAdmin: "agent:\u043eps:main"}[c]
+			key := "agent:dev:main"
+			if c == mxAsAdmin {
+				key = "agent:ops:main"
+			}
+			return map[string]any{"in": map[string]any{"sessionKey": key, "kind": "human_direct_message", "actorType": "agent", "actorId": actor}}
+		}, doc: `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded event { sessionKey agentId actorId } } }`},
 		{field: "Mutation.watch", vars: watchVars,
 			doc: `mutation($w: String!, $t: String!, $ta: String) { watch(input: {watcher: $w, target: $t, targetAgentId: $ta}) { watched reason cursor { watcher target targetAgentId lastAcked } } }`},
 		{field: "Mutation.unwatch", vars: func(c mxCase, s mxSubject) map[string]any {
@@ -484,7 +496,11 @@ func TestAuthorizationMatrix_CLT1(t *testing.T) {
 			if strings.HasPrefix(op.field, "Subscription.") && !tr.subscriptions {
 				continue
 			}
-			t.Run(tr.name+"/"+op.field, func(t *testing.T) {
+			name := tr.name + "/" + op.field
+			if op.variant != "" {
+				name += "/" + op.variant
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				e := newAuthEnv(t, "")
 				// Refusals first, while every seeded row is still there.

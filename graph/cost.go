@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -11,11 +12,15 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 
+	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 )
 
 // The work budget of one request (ERR-4). A request over any of them is refused with
-// COMPLEXITY_LIMIT_EXCEEDED before a resolver runs.
+// COMPLEXITY_LIMIT_EXCEEDED before a resolver runs. What a request costs is also
+// drawn from its caller's budget (internal/budget): its operation's cost in query
+// points, its writes, and the parsing of a document seen for the first time.
 const (
 	// MaxExpandedSelections bounds the selections (fields, fragment spreads, inline
 	// fragments) of a document once every fragment spread is replaced by its
@@ -28,15 +33,24 @@ const (
 	// selection set, fragments merged in. gqlparser's OverlappingFieldsCanBeMerged
 	// compares them pairwise: its work is quadratic in this number.
 	MaxIdenticalFields = 20
-	// CostBudget bounds an operation's cost: every field costs 1, and the fields
-	// under a list cost once per element the list may hold (see operationCost).
+	// CostBudget bounds an operation's cost: every field costs 1 plus what it reads,
+	// and the fields under a list cost once per element the list may hold (see
+	// OperationCost). A point is about a microsecond of the service's CPU.
 	CostBudget = 20000
 	// MaxMutationFields bounds the mutation fields (aliases included) of one request:
 	// at most this many appends, watches … per request.
 	MaxMutationFields = 10
 	// DefaultListCost is the element count assumed for a list with no size argument
-	// (pendingNotices, watches, upstreamLinks, ackNotices).
+	// (pendingNotices, watches, upstreamLinks, ackNotices without notices).
 	DefaultListCost = 10
+	// ActivityReadCost is what an activity field reads: it counts every event of its
+	// scope in its window, which may be the whole log (--max-rows, 50,000 by default:
+	// 20–35 ms of CPU on SQLite), so it is priced at half of CostBudget: one per
+	// request.
+	ActivityReadCost = CostBudget / 2
+	// ParseBytesPerPoint prices parsing and validating a document the query cache
+	// does not hold: a point per this many bytes.
+	ParseBytesPerPoint = 64
 )
 
 func complexityError(format string, args ...any) *gqlerror.Error {
@@ -54,12 +68,20 @@ func complexityError(format string, args ...any) *gqlerror.Error {
 // document itself (linear, bounded by TokenLimit) and checks it with CheckDocument, whose
 // work is linear in the document. A document found in Cache (gqlgen's query cache, which
 // only holds documents that passed validation) was checked already.
+//
+// A document not in Cache first costs its caller ParsePoints of Budget, for the
+// parsing and validation it asks for; a caller out of points gets RATE_LIMITED.
 type DocumentLimits struct {
 	// TokenLimit is gqlgen's parser token limit (ParserTokenLimit).
 	TokenLimit int
 	// Cache is gqlgen's query cache; nil checks every document.
 	Cache graphql.Cache[*ast.QueryDocument]
+	// Budget is charged for the parsing; nil charges nothing.
+	Budget *budget.Budget
 }
+
+// ParsePoints is what parsing and validating a document of n bytes costs.
+func ParsePoints(n int) int { return 1 + n/ParseBytesPerPoint }
 
 var (
 	_ graphql.HandlerExtension          = DocumentLimits{}
@@ -84,6 +106,9 @@ func (l DocumentLimits) MutateOperationParameters(ctx context.Context, params *g
 		if _, ok := l.Cache.Get(ctx, params.Query); ok {
 			return nil
 		}
+	}
+	if err := l.Budget.Charge(budget.CallerOf(ctx), budget.Cost{Points: ParsePoints(len(params.Query))}); err != nil {
+		return budgetError(err)
 	}
 	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: params.Query}, l.TokenLimit)
 	if err != nil {
@@ -256,10 +281,15 @@ func truncateName(s string) string {
 
 // CostLimit is a gqlgen extension that refuses an operation costing more than
 // CostBudget, or with more than MaxMutationFields mutation fields, after validation
-// and before execution (ERR-4). It replaces gqlgen's complexity limit, which counts
-// every field 1 whatever its list size and expands fragments without memoizing (the
-// document was bounded by DocumentLimits first, so the walk here is bounded too).
-type CostLimit struct{}
+// and before execution (ERR-4), then charges the operation to its caller's Budget:
+// its cost in query points and its writes (OperationWrites). It replaces gqlgen's
+// complexity limit, which counts every field 1 whatever it reads and its list size,
+// and expands fragments without memoizing (the document was bounded by
+// DocumentLimits first, so the walk here is bounded too).
+type CostLimit struct {
+	// Budget is charged; nil charges nothing.
+	Budget *budget.Budget
+}
 
 // ExtensionName implements graphql.HandlerExtension.
 func (CostLimit) ExtensionName() string { return "CostLimit" }
@@ -268,7 +298,7 @@ func (CostLimit) ExtensionName() string { return "CostLimit" }
 func (CostLimit) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationContext implements graphql.OperationContextMutator.
-func (CostLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+func (l CostLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil {
 		return nil
 	}
@@ -279,19 +309,56 @@ func (CostLimit) MutateOperationContext(_ context.Context, oc *graphql.Operation
 	}
 	cost := OperationCost(oc.Operation, oc.Variables)
 	if cost > CostBudget {
-		return complexityError("the operation costs more than %d (every field 1, times the elements a list may hold: limit, first, or %d); the budget is %d: ask for fewer fields, a smaller limit or first", CostBudget, DefaultListCost, CostBudget)
+		return complexityError("the operation costs more than %d (every field 1 plus what it reads, times the elements a list may hold: limit, first, sinceMinutes, the inputs given, or %d); the budget is %d: ask for fewer fields, a smaller limit, first or window", CostBudget, DefaultListCost, CostBudget)
+	}
+	if err := l.Budget.Charge(budget.CallerOf(ctx), budget.Cost{Points: cost, Writes: OperationWrites(oc)}); err != nil {
+		return budgetError(err)
 	}
 	return nil
 }
 
+// OperationWrites is what an operation takes from its caller's writes: a mutation
+// one per field, except recordEvents, one per input; a subscription 1; a query 0.
+func OperationWrites(oc *graphql.OperationContext) int {
+	switch oc.Operation.Operation {
+	case ast.Subscription:
+		return 1
+	case ast.Mutation:
+		n := 0
+		for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"}) {
+			if f.Name == "recordEvents" {
+				n += max(listLen(f.Field, oc.Variables, "inputs"), 1)
+				continue
+			}
+			n++
+		}
+		return n
+	}
+	return 0
+}
+
+// budgetError is the GraphQL error of a budget refusal.
+func budgetError(err error) *gqlerror.Error {
+	if e, ok := errors.AsType[*budget.Exceeded](err); ok {
+		return resolvers.BudgetError(e)
+	}
+	return gqlerror.Wrap(err)
+}
+
 // OperationCost is the cost of a validated operation, saturated at CostBudget+1: every
-// field costs 1 plus its selections' cost, times the elements the field's list may
-// hold:
+// field costs 1, plus what it reads, plus its selections' cost times the elements
+// the field's list may hold:
 //
-//   - StateChanges.events: the limit of its sessionStatus (default and maximum
-//     awareness.MaxChangesLimit);
-//   - SessionList.sessions: the first of its sessionsList (default 50, maximum
-//     awareness.MaxListLimit);
+//   - sessionStatus reads its limit of events (default and maximum
+//     awareness.MaxChangesLimit) when changesSince is given, and StateChanges.events
+//     holds that many;
+//   - sessionsList reads its first sessions (default 50, maximum
+//     awareness.MaxListLimit), and SessionList.sessions holds that many;
+//   - activity reads ActivityReadCost, and holds a bucket per minute of its window
+//     (sinceMinutes, default 60); noticeActivity (counted in memory) reads nothing
+//     and holds as many;
+//   - recordEvents holds one element per input, ackNotices and acknowledgeNotices
+//     one per notice named;
 //   - any other list: DefaultListCost;
 //   - introspection fields (__schema, __type, the fields of __Type …): 1 each, no
 //     list weight, as gqlgen counts them.
@@ -334,25 +401,43 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 	if strings.HasPrefix(f.Name, "__") || strings.HasPrefix(parent, "__") {
 		return 1 + w.set(f.SelectionSet, limit, first)
 	}
+	read, elems := 0, DefaultListCost
 	switch parent + "." + f.Name {
 	case "Query.sessionStatus":
 		limit = w.intArg(f, "limit", awareness.MaxChangesLimit, awareness.MaxChangesLimit)
+		if v, ok := f.ArgumentMap(w.vars)["changesSince"]; ok && v != nil {
+			read = limit
+		}
 	case "Query.sessionsList":
 		first = w.intArg(f, "first", 50, awareness.MaxListLimit)
-	}
-	elems := 1
-	if f.Definition.Type.Elem != nil {
-		switch parent + "." + f.Name {
-		case "StateChanges.events":
-			elems = max(limit, 1)
-		case "SessionList.sessions":
-			elems = max(first, 1)
-		default:
-			elems = DefaultListCost
+		read = first
+	case "StateChanges.events":
+		elems = max(limit, 1)
+	case "SessionList.sessions":
+		elems = max(first, 1)
+	case "Query.activity":
+		read = ActivityReadCost
+		elems = w.intArg(f, "sinceMinutes", 60, awareness.MaxActivityMinutes)
+	case "Query.noticeActivity":
+		elems = w.intArg(f, "sinceMinutes", 60, awareness.MaxActivityMinutes)
+	case "Mutation.recordEvents":
+		elems = max(listLen(f, w.vars, "inputs"), 1)
+	case "Mutation.ackNotices", "Mutation.acknowledgeNotices":
+		if n := listLen(f, w.vars, "notices"); n > 0 {
+			elems = n
 		}
 	}
+	if f.Definition.Type.Elem == nil {
+		elems = 1
+	}
 	child := w.set(f.SelectionSet, limit, first)
-	return min(1+elems*child, CostBudget+1)
+	return min(1+read+elems*child, CostBudget+1)
+}
+
+// listLen returns the length of the field's list argument name (0 when absent or null).
+func listLen(f *ast.Field, vars map[string]any, name string) int {
+	l, _ := f.ArgumentMap(vars)[name].([]any)
+	return len(l)
 }
 
 // intArg returns the field's integer argument name, def when absent or null, clamped to

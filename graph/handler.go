@@ -29,6 +29,7 @@ import (
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/jsontext"
 	"github.com/awareness/awareness/internal/wsgorilla"
@@ -92,11 +93,11 @@ type Config struct {
 	// Extensions are used before every other extension, so they see every operation
 	// (the OpenTelemetry operation spans of internal/telemetry).
 	Extensions []graphql.HandlerExtension
-	// RateLimit is the sustained rate of mutations and subscriptions per token (per
-	// connection without authentication), in operations per second, with bursts of
-	// RateBurst (see RateLimit); 0 sets no limit.
-	RateLimit float64
-	RateBurst int
+	// Budget is what each caller may spend (internal/budget): every operation is
+	// charged its cost and writes (CostLimit) and every new document its parsing
+	// (DocumentLimits); nil charges nothing. The open streams it caps are the
+	// Service's (awareness.Config.Streams).
+	Budget *budget.Budget
 
 	// gqlgenEventPages turns the fast path (package fastpath) off, for the tests that
 	// compare it with gqlgen's own execution.
@@ -106,8 +107,8 @@ type Config struct {
 // NewHandler returns the /query handler: gqlgen over the WebSocket (wsgorilla), SSE
 // (sseTransport), GraphQL over HTTP (httpTransport: POST, GET) and OPTIONS transports,
 // with a query cache, automatic persisted queries, the work budget of cost.go
-// (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
-// parser token limit, introspection (the playground needs it), the ErrorPresenter and
+// (DocumentLimits before validation, a depth limit (DepthLimit) after it, then
+// CostLimit, which charges cfg.Budget), a parser token limit, introspection (the playground needs it), the ErrorPresenter and
 // RecoverFunc of package resolvers, StreamErrors, and the one-pass writers of event
 // pages and subscription items (a fastpath.FastPath of its own). With cfg.Auth set,
 // every request needs a bearer token (see authenticate and wsInit).
@@ -179,13 +180,9 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](APQCacheSize)})
 	// After the persisted query is resolved, before gqlgen parses and validates.
-	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache})
-	srv.Use(CostLimit{})
+	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache, Budget: cfg.Budget})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
-	rl := NewRateLimit(cfg.RateLimit, cfg.RateBurst)
-	if rl != nil {
-		srv.Use(rl)
-	}
+	srv.Use(CostLimit{Budget: cfg.Budget}) // last: an operation refused otherwise is not charged
 	streams := resolvers.StreamErrors{Present: present}
 	var fast *fastpath.FastPath
 	if !cfg.gqlgenEventPages {
@@ -205,8 +202,8 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		MaxAge:                     CORSMaxAge,
 	})
 	inner := authenticate(cfg.Auth, log, checkBody(srv))
-	if rl != nil {
-		inner = withConnKey(inner) // the rate limit's key of an unauthenticated caller
+	if cfg.Budget != nil {
+		inner = budget.Remote(inner) // the caller of an unauthenticated request
 	}
 	return checkOrigin(cfg.AllowedOrigins, log, cors.Handler(checkUpgrade(ws.Guard(inner)))), fast
 }

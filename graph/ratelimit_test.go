@@ -15,11 +15,12 @@ import (
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 	"github.com/awareness/awareness/internal/models"
 )
 
-// rateEnv serves /query with a rate limit that never refills during a test (one
-// operation per 1000 s) and a burst of 2.
+// rateEnv serves /query with a budget of writes that never refills during a test
+// (one per 1000 s) and a burst of 2, and unlimited query points.
 func rateEnv(t *testing.T, k *auth.Keyring) (string, *models.Store) {
 	t.Helper()
 	store, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
@@ -27,7 +28,7 @@ func rateEnv(t *testing.T, k *auth.Keyring) (string, *models.Store) {
 		t.Fatal(err)
 	}
 	svc := awareness.NewService(awareness.Config{Store: store})
-	hs := httptest.NewServer(graph.NewHandler(graph.Config{Service: svc, Auth: k, RateLimit: 0.001, RateBurst: 2}))
+	hs := httptest.NewServer(graph.NewHandler(graph.Config{Service: svc, Auth: k, Budget: budget.New(budget.Limits{WritesPerSecond: 0.001, WritesBurst: 2})}))
 	t.Cleanup(func() {
 		hs.Close()
 		svc.Hub().Close()
@@ -36,8 +37,7 @@ func rateEnv(t *testing.T, k *auth.Keyring) (string, *models.Store) {
 	return hs.URL + "/query", store
 }
 
-// oneConn is an HTTP client that keeps one connection (one rate-limit key when
-// unauthenticated).
+// oneConn is an HTTP client that keeps one connection.
 func oneConn() *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}, Timeout: 10 * time.Second}
 }
@@ -64,10 +64,10 @@ func postAs(t *testing.T, c *http.Client, url, token, query string) gqlResponse 
 
 const rateMutation = `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:r", kind: goal_changed, actorType: agent}) { recorded } }`
 
-// TestRateLimit_ERR4: mutations and subscriptions beyond the rate of one connection
-// (unauthenticated) or one token are refused with RATE_LIMITED and a retry hint,
-// before anything is written; queries are not limited; another connection has its own
-// budget, another connection of the same token does not.
+// TestRateLimit_ERR4: mutations and subscriptions beyond the writes of one remote
+// address (unauthenticated) or one token are refused with RATE_LIMITED and a retry
+// hint, before anything is written; queries draw from the points, not the writes; a
+// new connection, HTTP or WebSocket, of the same address or token gets no new budget.
 func TestRateLimit_ERR4(t *testing.T) {
 	t.Parallel()
 	url, store := rateEnv(t, nil)
@@ -91,9 +91,13 @@ func TestRateLimit_ERR4(t *testing.T) {
 		}
 	}
 
-	// A WebSocket is a connection of its own: two subscriptions, then RATE_LIMITED
-	// as the third one's result (gqlgen sends it as a next with errors, then
-	// complete), and the connection stays.
+	// A new connection of the same address starts with nothing either: the first
+	// mutation of a new HTTP connection and the first subscription of a WebSocket are
+	// refused (gqlgen sends it as a next with errors, then complete), and the
+	// connection stays.
+	if r := postAs(t, oneConn(), url, "", rateMutation); r.code() != awareness.ERATELIMITED {
+		t.Fatalf("a new connection of the same address: %+v, want RATE_LIMITED", r.Errors)
+	}
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 5 * time.Second}
 	ws, _, err := d.Dial("ws"+strings.TrimPrefix(url, "http"), nil)
 	if err != nil {
@@ -121,17 +125,15 @@ func TestRateLimit_ERR4(t *testing.T) {
 	if f := read(); f.Type != "connection_ack" {
 		t.Fatalf("%+v", f)
 	}
-	for _, id := range []string{"1", "2", "3"} {
-		send(map[string]any{"type": "subscribe", "id": id, "payload": map[string]any{"query": `subscription { stateEvents(sessionKey: "agent:main:main") { sequence } }`}})
-	}
+	send(map[string]any{"type": "subscribe", "id": "1", "payload": map[string]any{"query": `subscription { stateEvents(sessionKey: "agent:main:main") { sequence } }`}})
 	f := read()
-	if (f.Type != "error" && f.Type != "next") || f.ID != "3" || !strings.Contains(string(f.Payload), awareness.ERATELIMITED) {
-		t.Fatalf("got %s %s %s, want the third subscription's RATE_LIMITED error", f.Type, f.ID, f.Payload)
+	if (f.Type != "error" && f.Type != "next") || f.ID != "1" || !strings.Contains(string(f.Payload), awareness.ERATELIMITED) || !strings.Contains(string(f.Payload), "retryAfterMs") {
+		t.Fatalf("got %s %s %s, want the subscription's RATE_LIMITED error with retryAfterMs", f.Type, f.ID, f.Payload)
 	}
 	send(map[string]any{"type": "ping"})
 	for f := read(); f.Type != "pong"; f = read() {
-		if f.Type != "complete" || f.ID != "3" {
-			t.Fatalf("after the refusal: %+v, want complete of 3, then the pong of a live connection", f)
+		if f.Type != "complete" || f.ID != "1" {
+			t.Fatalf("after the refusal: %+v, want complete of 1, then the pong of a live connection", f)
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 )
 
 // internalMessage is the only message a client sees for an INTERNAL error (ERR-1).
@@ -21,6 +22,7 @@ const internalMessage = "internal error"
 //   - an *awareness.Error keeps its caller-facing Message, and its Code goes to
 //     extensions.code; INTERNAL errors always read "internal error", and the cause of
 //     INTERNAL and UNAVAILABLE errors is logged here, once;
+//   - a *budget.Exceeded (a stream over the caller's cap) is BudgetError's;
 //   - an error that already carries extensions.code (gqlgen's parse, validation,
 //     complexity and persisted-query errors) is passed through unchanged;
 //   - a bare gqlgen error outside any field (a request body gqlgen could not decode)
@@ -48,6 +50,12 @@ func present(ctx context.Context, log *slog.Logger, err error) *gqlerror.Error {
 		}
 		out.Locations = gqlErr.Locations
 		out.Rule = gqlErr.Rule
+	}
+
+	if be, ok := errors.AsType[*budget.Exceeded](err); ok {
+		b := BudgetError(be)
+		b.Path, b.Locations = out.Path, out.Locations
+		return b
 	}
 
 	if ae, ok := errors.AsType[*awareness.Error](err); ok {
@@ -86,6 +94,17 @@ func present(ctx context.Context, log *slog.Logger, err error) *gqlerror.Error {
 		level = slog.LevelDebug // the client went away
 	}
 	logCause(ctx, log, level, awareness.EINTERNAL, out, err)
+	return out
+}
+
+// BudgetError is the GraphQL error of a refusal of the caller's budget (ERR-4): its
+// code (RATE_LIMITED, or COMPLEXITY_LIMIT_EXCEEDED when waiting cannot help) and,
+// when there is something to wait for, extensions.retryAfterMs.
+func BudgetError(e *budget.Exceeded) *gqlerror.Error {
+	out := &gqlerror.Error{Message: e.Error(), Extensions: map[string]any{"code": e.Code()}}
+	if ms := e.RetryAfterMs(); ms > 0 {
+		out.Extensions["retryAfterMs"] = ms
+	}
 	return out
 }
 

@@ -282,6 +282,10 @@ type stream[T any] struct {
 	// sink, when set, receives the values in place of out (a push stream: out is nil,
 	// no drainer ever runs).
 	sink *Sink[T]
+	// ended, when set, runs once when the subscription ends, under the hub's locks
+	// (it must not block nor call the hub): the Service's stream admission releases
+	// its slot.
+	ended func()
 }
 
 // streamChanCap is the capacity of a stream's out channel: one value can wait while the
@@ -297,6 +301,22 @@ func (s *Sub[T]) Err() error {
 
 // Unsubscribe ends the subscription; it is safe to call more than once.
 func (s *Sub[T]) Unsubscribe() { s.t.remove(s, nil) }
+
+// onEnd makes fn (nil: nothing) run once when the stream subscription ends, at once
+// if it has ended already.
+func (s *Sub[T]) onEnd(fn func()) {
+	if fn == nil {
+		return
+	}
+	s.mu.Lock()
+	if !s.ended {
+		s.stream.ended = fn
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	fn()
+}
 
 // offer hands p to the subscriber without blocking; false means its buffer is full.
 // The caller holds the topic's read lock.
@@ -496,6 +516,9 @@ func (s *Sub[T]) end(reason error) bool {
 	s.ended = true
 	s.err = reason
 	st := s.stream
+	if st != nil && st.ended != nil {
+		defer st.ended()
+	}
 	switch {
 	case st == nil:
 		close(s.c)

@@ -169,17 +169,28 @@ func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {
 	return Errorf(EFORBIDDEN, "the token's role %s may not adopt from catalog %q: the auth file restricts it to other agents", p.Role(), catalog)
 }
 
-// recordAgents returns the agents an append writes or speaks for: the session's,
-// each producer-passed watcher's (their cursors, WAT-4), and an agent-qualified
-// actorId's (the event is credited to that session, and self-suppression trusts it).
-// A non-agent actorId (a person's sender id, a system name) names no agent.
-func recordAgents(ne NewEvent) []string {
-	out := []string{ne.Event.Session.AgentID}
+// authorizeRecord is authorize for an append (every append path calls it): the
+// agents it writes or speaks for are the session's, each producer-passed watcher's
+// (their cursors, WAT-4), and an agent-qualified actorId's (the event is credited to
+// that session, and self-suppression trusts it). A person's or system's actorId
+// names no agent; an agent principal's agent actor must be one of its own sessions
+// (CLT-1): an actorType agent event whose actorId is not an agent-qualified key (a
+// lookalike, a bare key, a free name) is refused, as one of another agent is.
+func (s *Service) authorizeRecord(ctx context.Context, ne NewEvent) error {
+	agents := []string{ne.Event.Session.AgentID}
 	for _, w := range ne.Watchers {
-		out = append(out, w.AgentID)
+		agents = append(agents, w.AgentID)
 	}
 	if ne.Actor.AgentID != "" {
-		out = append(out, ne.Actor.AgentID)
+		agents = append(agents, ne.Actor.AgentID)
 	}
-	return out
+	if err := s.authorize(ctx, agents...); err != nil {
+		return err
+	}
+	p, ok := PrincipalFrom(ctx)
+	if ok && !p.Admin && ne.Event.ActorType == ActorAgent && ne.Event.ActorID != "" && ne.Actor.AgentID == "" {
+		return Errorf(EFORBIDDEN, "the token's role %s records agent actors only as its own sessions: actorId %q is not a session key agent:%s:…",
+			p.Role(), truncateForMessage(ne.Event.ActorID), p.AgentID)
+	}
+	return nil
 }

@@ -79,6 +79,22 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent, ActorID: ptr("agent:main:main")})
 			return err
 		}, true},
+		{"record an agent actor that looks like another agent's session", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorAgent, ActorID: ptr("agent:\u043eps:main")})
+			return err
+		}, true},
+		{"record an agent actor named by a bare key", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent, ActorID: ptr("cron:nightly")})
+			return err
+		}, true},
+		{"record an agent actor of its own", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent, ActorID: ptr(" Agent:OPS:subagent:x ")})
+			return err
+		}, false},
+		{"record a system actor with a free name", func(ctx context.Context) error {
+			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.Compacted, ActorType: awareness.ActorSystem, ActorID: ptr("scheduler")})
+			return err
+		}, false},
 		{"record crediting a person", func(ctx context.Context) error {
 			_, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: "agent:ops:main", Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, ActorID: ptr("telegram:12345")})
 			return err

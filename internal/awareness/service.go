@@ -34,6 +34,17 @@ type Config struct {
 	// Grants are the auth file's cross-agent permissions (CLT-1); the zero value
 	// grants none.
 	Grants Grants
+	// Streams admits every subscription (SubscribeNotices, SubscribeEvents and their
+	// push forms) of its caller, or refuses it (ERR-4); nil admits every one.
+	Streams StreamAdmission
+}
+
+// StreamAdmission bounds the subscriptions a caller holds open at once (a budget per
+// principal). Admit is called once a subscription is authorized, before it starts,
+// with the subscriber's context; release is called once, when the subscription ends
+// for any reason. Its error is returned to the subscriber as it is.
+type StreamAdmission interface {
+	Admit(ctx context.Context) (release func(), err error)
 }
 
 // Service is the domain API: every resolver and command calls one of its methods.
@@ -52,11 +63,13 @@ type Service struct {
 	pub *publisher
 	// tally counts the notices opened and acknowledged here (NoticeActivity).
 	tally noticeTally
+	// streams admits subscriptions; nil admits every one.
+	streams StreamAdmission
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
 func NewService(cfg Config) *Service {
-	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now, obs: ObserverOr(cfg.Observer), grants: cfg.Grants}
+	s := &Service{store: cfg.Store, hub: cfg.Hub, log: cfg.Logger, now: cfg.Now, obs: ObserverOr(cfg.Observer), grants: cfg.Grants, streams: cfg.Streams}
 	if s.hub == nil {
 		s.hub = NewHubObserved(s.obs)
 	}
@@ -137,7 +150,7 @@ func (s *Service) checkRecord(ctx context.Context, in RecordInput, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+	if err := s.authorizeRecord(ctx, ne); err != nil {
 		return nil, err
 	}
 	return NewAppendOp(ne, now), nil
@@ -809,7 +822,12 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 		unseen := accept
 		accept = func(n *Notice) bool { return visible(n.Target) && unseen(n) }
 	}
+	release, err := s.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink)
+	sub.onEnd(release)
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()
@@ -962,9 +980,22 @@ func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, sin
 	} else if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
+	release, err := s.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sub := s.hub.streamEvents(ref, transportOf(ctx), dropFunc(ctx), sink)
+	sub.onEnd(release)
 	sub.start(nil)
 	return sub, nil
+}
+
+// admit takes a stream slot of the caller of ctx (Config.Streams).
+func (s *Service) admit(ctx context.Context) (release func(), err error) {
+	if s.streams == nil {
+		return nil, nil
+	}
+	return s.streams.Admit(ctx)
 }
 
 type dropFuncKey struct{}

@@ -78,11 +78,12 @@ func tokenInfo(owner string, p awareness.Principal) *auth.TokenInfo {
 	return &auth.TokenInfo{UserID: owner, Expiration: time.Now().Add(24 * time.Hour), Extra: map[string]any{principalKey: p}}
 }
 
-func (s *Server) charge(ctx context.Context, extra *mcp.RequestExtra, cost int) error {
+// charge draws a call's cost from its caller's budget (Config.Charge).
+func (s *Server) charge(ctx context.Context, points, writes int) error {
 	if s.cfg.Charge == nil {
 		return nil
 	}
-	return s.cfg.Charge(ctx, ownerOf(extra), cost)
+	return s.cfg.Charge(ctx, points, writes)
 }
 
 // sessionOf returns the state of ss, made at its initialize (or first subscription),
@@ -514,7 +515,7 @@ func (s *Server) readNotices(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, rpcError(err)
 	}
 	ctx = callerContext(ctx, req.Extra)
-	if err := s.charge(ctx, req.Extra, 1); err != nil {
+	if err := s.charge(ctx, pendingCost, 0); err != nil {
 		return nil, rpcError(err)
 	}
 	ns, err := s.svc.PendingNotices(ctx, watcher)
@@ -541,7 +542,7 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 		return rpcError(err)
 	}
 	ctx = callerContext(ctx, req.Extra)
-	if err := s.charge(ctx, req.Extra, 1); err != nil {
+	if err := s.charge(ctx, pendingCost, 1); err != nil {
 		return rpcError(err)
 	}
 	st, err := s.sessionOf(req.Session, ownerOf(req.Extra))

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,10 +25,6 @@ type HTTPConfig struct {
 	// Authenticate returns the principal of an Authorization header; nil serves
 	// without authentication (every caller is admin, and all share the limits).
 	Authenticate func(authorization string) (awareness.Principal, error)
-	// AllowedHosts are the Host header values served: a name (any port) or
-	// name:port, compared without case. A request for another host is refused (DNS
-	// rebinding). Empty allows every host.
-	AllowedHosts []string
 	// OriginAllowed decides a request's Origin header (the /query rule); nil allows
 	// no Origin but the request's own host.
 	OriginAllowed func(origin, host string) bool
@@ -37,9 +32,9 @@ type HTTPConfig struct {
 	MaxBodyBytes int64
 }
 
-// Handler serves streamable HTTP (CLT-6). In this order, each refusal a JSON-RPC
-// error whose data.code is an ERR-1 code: the Host allowlist and the Origin rule (403
-// FORBIDDEN); authentication (401 UNAUTHENTICATED, with WWW-Authenticate); a session
+// Handler serves streamable HTTP (CLT-6), behind the server's Host allowlist. In this
+// order, each refusal a JSON-RPC error whose data.code is an ERR-1 code: the Origin
+// rule (403 FORBIDDEN); authentication (401 UNAUTHENTICATED, with WWW-Authenticate); a session
 // id that is not one of this token's sessions (404 NOT_FOUND, as for an unknown id: it
 // learns nothing); a POST body over MaxBodyBytes (413 INVALID_ARGUMENT), not JSON or not
 // valid text (jsontext: 400 INVALID_ARGUMENT); a JSON-RPC batch of more than
@@ -87,10 +82,6 @@ type caller struct {
 const sessionHeader = "Mcp-Session-Id"
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !hostAllowed(r.Host, h.hc.AllowedHosts) {
-		writeRPCError(w, http.StatusForbidden, awareness.EFORBIDDEN, "host "+strconv.Quote(r.Host)+" is not served here: start the service with --allowed-hosts naming it")
-		return
-	}
 	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin, r.Host) {
 		writeRPCError(w, http.StatusForbidden, awareness.EFORBIDDEN, "origin "+strconv.Quote(origin)+" may not call this service: start it with --allowed-origins naming the origin")
 		return
@@ -211,24 +202,6 @@ func (s *Server) ownedBy(id, owner string) bool {
 		}
 	}
 	return true
-}
-
-// hostAllowed applies the Host allowlist.
-func hostAllowed(host string, allowed []string) bool {
-	if len(allowed) == 0 {
-		return true
-	}
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.Trim(name, "[]")
-	for _, a := range allowed {
-		if strings.EqualFold(a, host) || strings.EqualFold(strings.Trim(a, "[]"), name) {
-			return true
-		}
-	}
-	return false
 }
 
 // httpStatusOf is the HTTP status of a refusal before the SDK.

@@ -89,10 +89,11 @@ type Config struct {
 	SessionIdle      time.Duration
 	MaxSessions      int
 	MaxSubscriptions int
-	// Charge, when set, draws a call's cost from its caller's budget (ERR-4) before
-	// the call runs; an error refuses the call with its code. Every tools/call costs
-	// 1, and a JSON-RPC batch as many as its messages.
-	Charge func(ctx context.Context, caller string, cost int) error
+	// Charge, when set, draws a call's cost from the budget of ctx's caller (ERR-4)
+	// before the call runs: query points and writes, priced as GraphQL prices the same
+	// operation (cost.go). Its error refuses the call; an error with a Code method gives
+	// its code (and RetryAfterMs its retry hint).
+	Charge func(ctx context.Context, points, writes int) error
 }
 
 // Server is the MCP server of one service. Close ends its sessions and feeds.
@@ -133,8 +134,8 @@ func ParseToolsets(s string) ([]string, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no toolset: want a comma-separated list of %s, or all", strings.Join(AllToolsets, ", "))
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	// In AllToolsets' order, each once.
+	return slices.DeleteFunc(slices.Clone(AllToolsets), func(t string) bool { return !slices.Contains(out, t) }), nil
 }
 
 // New builds the MCP server.

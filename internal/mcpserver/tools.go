@@ -103,11 +103,12 @@ func define[In, Out any](s *Server, toolset string, t mcp.Tool, ann mcp.ToolAnno
 	name := t.Name
 	h := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx = callerContext(ctx, req.Extra)
-		if err := s.charge(ctx, req.Extra, 1); err != nil {
-			return s.toolError(ctx, name, err), nil
-		}
 		in, err := decodeArgs[In](name, req.Params.Arguments)
 		if err != nil {
+			return s.toolError(ctx, name, err), nil
+		}
+		points, writes := any(in).(coster).cost()
+		if err := s.charge(ctx, points, writes); err != nil {
 			return s.toolError(ctx, name, err), nil
 		}
 		out, err := run(ctx, req, in)
@@ -134,14 +135,30 @@ func (s *Server) toolError(ctx context.Context, tool string, err error) *mcp.Cal
 	case awareness.EUNAVAILABLE:
 		s.log.Warn("mcp tool failed", "tool", tool, "code", code, "err", err)
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
-		Meta: mcp.Meta{MetaCode: code}}
+	meta := mcp.Meta{MetaCode: code}
+	if ms := retryAfterMs(err); ms > 0 {
+		meta[MetaRetryAfterMs] = ms
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}, Meta: meta}
 }
 
-// _meta keys: a refused call's ERR-1 code, a tool's toolset.
+// retryAfterMs is when a RATE_LIMITED refusal may be retried, in milliseconds (0: not
+// said).
+func retryAfterMs(err error) int64 {
+	if r, ok := errors.AsType[interface {
+		error
+		RetryAfterMs() int64
+	}](err); ok {
+		return r.RetryAfterMs()
+	}
+	return 0
+}
+
+// _meta keys: a refused call's ERR-1 code and retry hint, a tool's toolset.
 const (
-	MetaCode    = "awareness/code"
-	MetaToolset = "awareness/toolset"
+	MetaCode         = "awareness/code"
+	MetaRetryAfterMs = "awareness/retryAfterMs"
+	MetaToolset      = "awareness/toolset"
 )
 
 // coded returns the ERR-1 code and caller-facing message of err, as the GraphQL error
@@ -155,6 +172,12 @@ func coded(err error) (code, msg string) {
 			return ae.Code, ae.Code
 		}
 		return ae.Code, ae.Message
+	}
+	if c, ok := errors.AsType[interface {
+		error
+		Code() string
+	}](err); ok {
+		return c.Code(), err.Error() // a budget refusal (ERR-4)
 	}
 	return awareness.EINTERNAL, "internal error"
 }

@@ -182,7 +182,8 @@ func (r *runner) start(ctx context.Context, idx int, dsn string, extra ...string
 	s, err := proc.Start(ctx, proc.Config{
 		Bin: r.cfg.bin,
 		Args: func(addr string) []string {
-			return append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn"}, extra...)
+			// A load generator is one client far above every default budget.
+			return append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn", "--rate-limit", "0", "--query-rate", "0", "--max-streams", "0"}, extra...)
 		},
 		Log:  log,
 		HTTP: r.http, ReadyWithin: 30 * time.Second, Poll: 20 * time.Millisecond,

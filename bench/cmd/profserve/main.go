@@ -27,6 +27,7 @@ import (
 	"github.com/awareness/awareness/bench/internal/serve"
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/budget"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
@@ -40,7 +41,9 @@ func main() {
 	addr := fs.String("addr", "127.0.0.1:8091", "listen address")
 	db := fs.String("db", "./bench.db", "SQLite database file")
 	level := fs.String("log-level", "warn", "log level")
-	rateLimit := fs.Float64("rate-limit", 0, "mutations and subscriptions per second per connection; 0 sets no limit (as serve's flag)")
+	rateLimit := fs.Float64("rate-limit", 0, "writes per second per remote address; 0 sets no limit (as serve's flag)")
+	queryRate := fs.Float64("query-rate", 0, "query points per second per remote address; 0 sets no limit (as serve's flag)")
+	maxStreams := fs.Int("max-streams", 0, "open streams per remote address; 0 sets no cap (as serve's flag)")
 	_ = fs.Parse(args)
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(*level))
@@ -55,7 +58,10 @@ func main() {
 	}
 	defer store.Close()
 	hub := awareness.NewHub()
-	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log})
+	limits := budget.DefaultLimits()
+	limits.WritesPerSecond, limits.PointsPerSecond, limits.MaxStreams = *rateLimit, *queryRate, *maxStreams
+	bud := budget.New(limits)
+	svc := awareness.NewService(awareness.Config{Store: store, Hub: hub, Logger: log, Streams: bud})
 	if _, err := svc.Sweep(ctx); err != nil {
 		log.Error("sweep", "err", err)
 		os.Exit(1)
@@ -67,7 +73,7 @@ func main() {
 	// WebSockets are tracked and closed at shutdown as server.go does (which also
 	// serves each connection on a goroutine of its own: wsgorilla.Transport).
 	conns := &wsgorilla.Conns{}
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, RateLimit: *rateLimit, WSConns: conns})
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, Budget: bud, WSConns: conns})
 	mux.Handle("/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			query.ServeHTTP(w, r)

@@ -38,8 +38,8 @@ func (r *runner) start(ctx context.Context) (*proc.Server, error) {
 func (r *runner) serverArgs(addr string) []string {
 	var args []string
 	if r.cfg.mode == "service" {
-		// A load generator is one client far above the default rate limit.
-		args = []string{"serve", "--addr", addr, "--db", r.cfg.db, "--log-level", "warn", "--rate-limit", "0"}
+		// A load generator is one client far above every default budget.
+		args = []string{"serve", "--addr", addr, "--db", r.cfg.db, "--log-level", "warn", "--rate-limit", "0", "--query-rate", "0", "--max-streams", "0"}
 	} else {
 		args = []string{"-addr", addr}
 		if r.cfg.frameBytes > 0 {
