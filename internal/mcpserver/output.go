@@ -234,11 +234,67 @@ type waitOut struct {
 	agentText
 }
 
-// ackOut is ack_notices's result: {"ackNotices": […]}, the follow-up notices opened.
+// ackOut is ack_notices's result: {"acknowledgeNotices": […]} as GraphQL's data, an
+// answer per named notice (NTC-3).
 type ackOut struct {
-	AckNotices []noticeOut `json:"ackNotices" jsonschema:"the follow-up notices the acknowledgement opened (NTC-3)"`
+	AcknowledgeNotices []noticeAckOut `json:"acknowledgeNotices"`
 	agentText
 }
+
+// noticeAckOut is a NoticeAck.
+type noticeAckOut struct {
+	Watcher         string               `json:"watcher"`
+	Target          string               `json:"target"`
+	TargetAgentID   string               `json:"targetAgentId"`
+	NotifiedVersion int64                `json:"notifiedVersion"`
+	Outcome         awareness.AckOutcome `json:"outcome" jsonschema:"acknowledged; alreadyAcknowledged, superseded or notPending: nothing changed"`
+	FollowUp        *noticeOut           `json:"followUp" jsonschema:"with acknowledged: the notice that opened for the changes made meanwhile"`
+	Pending         *noticeOut           `json:"pending" jsonschema:"with alreadyAcknowledged or superseded: the pair's pending notice now"`
+}
+
+func ackOf(acks []awareness.NoticeAck) ackOut {
+	out := ackOut{AcknowledgeNotices: make([]noticeAckOut, 0, len(acks))}
+	var b strings.Builder
+	for i, a := range acks {
+		o := noticeAckOut{Watcher: a.Watcher, Target: a.Target.Key, TargetAgentID: a.Target.AgentID, NotifiedVersion: a.NotifiedVersion, Outcome: a.Outcome}
+		if a.FollowUp != nil {
+			n := noticeOf(*a.FollowUp)
+			o.FollowUp = &n
+		}
+		if a.Pending != nil {
+			n := noticeOf(*a.Pending)
+			o.Pending = &n
+		}
+		out.AcknowledgeNotices = append(out.AcknowledgeNotices, o)
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		which := fmt.Sprintf("the notice on %q at notifiedVersion %d", o.Target, o.NotifiedVersion)
+		switch o.Outcome {
+		case awareness.AckAcknowledged:
+			fmt.Fprintf(&b, "Acknowledged %s.", which)
+			if o.FollowUp != nil {
+				fmt.Fprintf(&b, " Changes were made meanwhile; a follow-up notice opened: %s", o.FollowUp.Text)
+			}
+		case awareness.AckAlreadyAcknowledged:
+			fmt.Fprintf(&b, "%s was acknowledged before: nothing changed.", capitalize(which))
+		case awareness.AckSuperseded:
+			fmt.Fprintf(&b, "%s was replaced by another notice, not acknowledged: nothing changed.", capitalize(which))
+		default:
+			fmt.Fprintf(&b, "%s is not pending: nothing changed.", capitalize(which))
+		}
+		if o.Pending != nil {
+			fmt.Fprintf(&b, " Pending for this session: %s", o.Pending.Text)
+		}
+	}
+	out.Summary = b.String()
+	return out
+}
+
+// ackOutcomes are the AckOutcome values, in the schema's order.
+var ackOutcomes = []awareness.AckOutcome{awareness.AckAcknowledged, awareness.AckAlreadyAcknowledged, awareness.AckSuperseded, awareness.AckNotPending}
+
+func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // cursorOut is a WatchCursor.
 type cursorOut struct {
@@ -414,6 +470,7 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 		reflect.TypeFor[awareness.EventKind]():   enum(names(awareness.AllEventKinds)...),
 		reflect.TypeFor[eventKindArg]():          enum(names(awareness.AllEventKinds)...),
 		reflect.TypeFor[awareness.ActorType]():   enum(names(awareness.AllActorTypes)...),
+		reflect.TypeFor[awareness.AckOutcome]():  enum(names(ackOutcomes)...),
 		reflect.TypeFor[actorTypeArg]():          enum(names(awareness.AllActorTypes)...),
 		reflect.TypeFor[outcomeArg]():            enum(names(awareness.AllRunOutcomes)...),
 		reflect.TypeFor[awareness.SessionKind](): enum(names(awareness.AllSessionKinds)...),

@@ -274,8 +274,9 @@ func (s *Server) toolDefs() []toolDef {
 			Title: "Acknowledge stale notices",
 			Description: "Call this once your turn has taken notices into account (usually after session_status): name " +
 				"each by target, targetAgentId and notifiedVersion exactly as you received it (NTC-3). A notice that opened " +
-				"since, or replaced the one you name, stays pending and is not acknowledged unseen. Returns the follow-up " +
-				"notices the acknowledgement opened for changes made meanwhile.",
+				"since, or replaced the one you name, stays pending and is not acknowledged unseen. Answers per notice: " +
+				"acknowledged (with the follow-up notice that opened for changes made meanwhile, to reconcile next), " +
+				"alreadyAcknowledged, superseded (with the notice pending instead) or notPending.",
 		}, additive, func(ctx context.Context, _ *mcp.CallToolRequest, in ackIn) (ackOut, error) {
 			refs := make([]awareness.NoticeRef, 0, len(in.Notices))
 			for _, n := range in.Notices {
@@ -284,12 +285,11 @@ func (s *Server) toolDefs() []toolDef {
 			if len(refs) == 0 {
 				return ackOut{}, awareness.Errorf(awareness.EINVALID, "notices is empty: name the notices your turn took into account")
 			}
-			follow, err := s.svc.AckNotices(ctx, in.Watcher, nil, nil, refs)
+			acks, err := s.svc.AcknowledgeNotices(ctx, in.Watcher, refs)
 			if err != nil {
 				return ackOut{}, err
 			}
-			out := ackOut{AckNotices: noticesOf(follow)}
-			out.Summary = "Acknowledged. " + noticesSummary(out.AckNotices, "No follow-up notice opened.", "follow-up notice")
+			out := ackOf(acks)
 			if out.WatcherNotices, err = s.digest(ctx, &in.Watcher); err != nil {
 				return ackOut{}, err
 			}

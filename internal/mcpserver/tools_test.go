@@ -256,3 +256,47 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// ack_notices answers per named notice as acknowledgeNotices does (NTC-3), and says
+// so in its summary.
+func TestAckNoticesAnswersPerNotice_NTC3(t *testing.T) {
+	e := newEnv(t, mcpserver.Config{})
+	const w, target = "agent:main:main", "agent:main:subagent:a"
+	e.watch(t, w, target)
+	e.human(t, target)
+	e.human(t, target) // M moves past N: the acknowledgement opens a follow-up
+	cs := e.connect(t, adminToken, nil)
+	ack := func(nv int) (out struct {
+		AcknowledgeNotices []struct {
+			Outcome  string
+			FollowUp *struct {
+				ChangesSince int
+				Text         string
+			}
+			Pending *struct{ NotifiedVersion int }
+		}
+		Summary string
+	}) {
+		structured(t, call(t, cs, "ack_notices", map[string]any{"watcher": w, "notices": []any{map[string]any{"target": target, "notifiedVersion": nv}}}), &out)
+		if len(out.AcknowledgeNotices) != 1 {
+			t.Fatalf("ack %d: %+v", nv, out)
+		}
+		return out
+	}
+	first := ack(1)
+	if a := first.AcknowledgeNotices[0]; a.Outcome != "acknowledged" || a.FollowUp == nil || a.FollowUp.ChangesSince != 1 ||
+		!strings.Contains(first.Summary, "a follow-up notice opened: "+awareness.NoticeText(target, 1)) {
+		t.Errorf("first ack: %+v", first)
+	}
+	again := ack(1)
+	if a := again.AcknowledgeNotices[0]; a.Outcome != "alreadyAcknowledged" || a.Pending == nil || a.Pending.NotifiedVersion != 2 {
+		t.Errorf("the same ack again: %+v", again)
+	}
+	if a := ack(3).AcknowledgeNotices[0]; a.Outcome != "superseded" {
+		t.Errorf("an ack of a version never notified: %+v", a)
+	}
+	r := call(t, cs, "ack_notices", map[string]any{"watcher": w, "notices": []any{}})
+	if !r.IsError || !strings.HasPrefix(text(r), "INVALID_ARGUMENT: ") {
+		t.Errorf("an empty ack: %s", text(r))
+	}
+}
