@@ -194,6 +194,16 @@ func (s *Server) digest(ctx context.Context, watcher *string) (*digestOut, error
 	return digestOf(*watcher, ns), nil
 }
 
+// digestAfter is the digest of a watcher the call itself acted for: none when it
+// cannot watch (a bare key's watch answers watched false, not a refusal).
+func (s *Server) digestAfter(ctx context.Context, watcher string) *digestOut {
+	d, err := s.digest(ctx, &watcher)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
 func (s *Server) toolDefs() []toolDef {
 	return []toolDef{
 		define(s, ToolsetSessions, mcp.Tool{
@@ -290,9 +300,7 @@ func (s *Server) toolDefs() []toolDef {
 				return ackOut{}, err
 			}
 			out := ackOf(acks)
-			if out.WatcherNotices, err = s.digest(ctx, &in.Watcher); err != nil {
-				return ackOut{}, err
-			}
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
 			return out, nil
 		}),
 		define(s, ToolsetWrite, mcp.Tool{
@@ -332,9 +340,7 @@ func (s *Server) toolDefs() []toolDef {
 				return watchOut{}, err
 			}
 			out := watchOf(res)
-			if out.WatcherNotices, err = s.digest(ctx, &in.Watcher); err != nil {
-				return watchOut{}, err
-			}
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
 			return out, nil
 		}),
 		define(s, ToolsetWrite, mcp.Tool{
@@ -353,9 +359,7 @@ func (s *Server) toolDefs() []toolDef {
 			} else {
 				out.Summary = in.Watcher + " did not watch " + in.Target + ": nothing removed."
 			}
-			if out.WatcherNotices, err = s.digest(ctx, &in.Watcher); err != nil {
-				return unwatchOut{}, err
-			}
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
 			return out, nil
 		}),
 	}
