@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -408,4 +409,63 @@ func processFDs(t *testing.T, pid int) int {
 		return -1
 	}
 	return len(es)
+}
+
+// `awareness mcp` outlives a restart of the service: the first call after it is
+// answered on a new service session, and a subscription made before it is made again,
+// so the next notice is announced.
+func TestMCP_StdioSurvivesServiceRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "awareness.db")
+	s := startServer(t, db)
+	var updates atomic.Int64
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { updates.Add(1) }})
+	proxyLog := &syncBuffer{}
+	cmd := exec.Command(serverBin, "mcp", "--url", s.base+"/mcp", "--log-level", "debug")
+	cmd.Stderr = proxyLog
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer func() {
+		if t.Failed() {
+			t.Logf("awareness mcp:\n%s", tail(proxyLog.String(), 4000))
+		}
+	}()
+	ctx := context.Background()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "awareness://notices/" + mainWatcher}); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRecord(t, map[string]any{"sessionKey": "agent:main:subagent:before", "kind": "human_direct_message", "actorType": "human", "watchers": []string{mainWatcher}})
+	deadline0 := time.Now().Add(wait)
+	for updates.Load() == 0 {
+		if time.Now().After(deadline0) {
+			t.Fatal("no notifications/resources/updated before the restart")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	updates.Store(0)
+	addr := s.addr
+	if st := s.stop(syscall.SIGTERM); !st.Success() {
+		t.Fatalf("stop: %v", st)
+	}
+	s = startServerWith(t, db, serverOpts{addr: addr})
+	// The service no longer has the proxy's session: the call, refused before it ran,
+	// runs again on a new one.
+	if r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pending_notices", Arguments: map[string]any{"watcher": mainWatcher}}); err != nil || r.IsError {
+		t.Fatalf("the first call after the restart: %v %v", err, r)
+	}
+	waitFor := time.Now().Add(wait)
+	for {
+		s.mustRecord(t, map[string]any{"sessionKey": "agent:main:subagent:restart-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+			"kind": "human_direct_message", "actorType": "human", "watchers": []string{mainWatcher}})
+		time.Sleep(300 * time.Millisecond)
+		if updates.Load() > 0 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatal("no notifications/resources/updated after the restart: the subscription was not made again")
+		}
+	}
 }

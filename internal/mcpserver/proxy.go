@@ -59,7 +59,9 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, stdin io.Reader, stdout io.W
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	p := &proxy{cfg: cfg, subs: map[string]bool{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &proxy{cfg: cfg, ctx: ctx, subs: map[string]bool{}}
 	local := mcp.NewServer(&mcp.Implementation{Name: "awareness", Title: "Session state awareness", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             slog.New(demote{cfg.Logger.Handler()}),
@@ -120,6 +122,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, stdin io.Reader, stdout io.W
 
 type proxy struct {
 	cfg   ProxyConfig
+	ctx   context.Context // ends with RunProxy
 	local *mcp.Server
 
 	mu   sync.Mutex
@@ -177,15 +180,32 @@ func (p *proxy) session(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 	}
 	p.cs = cs
-	go func() {
-		_ = cs.Wait()
-		p.mu.Lock()
-		if p.cs == cs {
-			p.cs = nil // the next call opens a new session
-		}
-		p.mu.Unlock()
-	}()
+	go p.watch(cs)
 	return cs, nil
+}
+
+// watch waits for the service session to end (the service restarted, or its pings
+// failed): the next call opens a new one, and while the stdio client holds
+// subscriptions a new one is opened at once, retried with backoff, so that its
+// notifications go on.
+func (p *proxy) watch(cs *mcp.ClientSession) {
+	_ = cs.Wait()
+	p.mu.Lock()
+	if p.cs == cs {
+		p.cs = nil
+	}
+	resubscribe := len(p.subs) > 0
+	p.mu.Unlock()
+	for delay := 100 * time.Millisecond; resubscribe && p.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if _, err := p.session(p.ctx); err == nil {
+			return
+		}
+	}
 }
 
 func (p *proxy) close() {
@@ -199,30 +219,54 @@ func (p *proxy) close() {
 }
 
 // forward runs one call on the service session. A JSON-RPC error is the service's
-// answer; any other failure drops the session (the next call opens another) and reads
+// answer, except the refusal of a session the service no longer has (it restarted, or
+// the session expired): the call did not run, so it runs once more on a new session.
+// Any other failure drops the session (the next call opens another) and reads
 // UNAVAILABLE, never retried: the call may have run.
 func forward[T any](ctx context.Context, p *proxy, call func(*mcp.ClientSession) (T, error)) (T, error) {
 	var zero T
-	cs, err := p.session(ctx)
-	if err != nil {
-		p.cfg.Logger.Warn("mcp proxy: service unreachable", "url", p.cfg.URL, "err", err)
-		return zero, rpcError(awareness.Errorf(awareness.EUNAVAILABLE, "the awareness service at %s did not answer; retry later", p.cfg.URL))
+	for attempt := 0; ; attempt++ {
+		cs, err := p.session(ctx)
+		if err != nil {
+			p.cfg.Logger.Warn("mcp proxy: service unreachable", "url", p.cfg.URL, "err", err)
+			return zero, rpcError(awareness.Errorf(awareness.EUNAVAILABLE, "the awareness service at %s did not answer; retry later", p.cfg.URL))
+		}
+		res, err := call(cs)
+		if err == nil {
+			return res, nil
+		}
+		je, ok := errors.AsType[*jsonrpc.Error](err)
+		if attempt == 0 && (errors.Is(err, mcp.ErrSessionMissing) || (ok && isNoSession(je))) {
+			p.drop(cs)
+			continue
+		}
+		if ok {
+			return zero, je
+		}
+		return zero, p.failed(cs, err)
 	}
-	res, err := call(cs)
-	if err == nil {
-		return res, nil
-	}
-	if je, ok := errors.AsType[*jsonrpc.Error](err); ok {
-		return zero, je
-	}
-	p.cfg.Logger.Warn("mcp proxy: call failed", "err", err)
+}
+
+// isNoSession reports the service's refusal of an unknown session id (Handler).
+func isNoSession(je *jsonrpc.Error) bool {
+	var d struct{ Code string }
+	return je.Code == codeRefused && json.Unmarshal(je.Data, &d) == nil && d.Code == awareness.ENOTFOUND
+}
+
+func (p *proxy) drop(cs *mcp.ClientSession) {
 	p.mu.Lock()
 	if p.cs == cs {
 		p.cs = nil
 		go cs.Close()
 	}
 	p.mu.Unlock()
-	return zero, rpcError(awareness.Errorf(awareness.EUNAVAILABLE, "the awareness service at %s did not answer; the call may or may not have run: check before you retry", p.cfg.URL))
+}
+
+// failed drops the session after a call failed without an answer.
+func (p *proxy) failed(cs *mcp.ClientSession, err error) error {
+	p.cfg.Logger.Warn("mcp proxy: call failed", "err", err)
+	p.drop(cs)
+	return rpcError(awareness.Errorf(awareness.EUNAVAILABLE, "the awareness service at %s did not answer; the call may or may not have run: check before you retry", p.cfg.URL))
 }
 
 func (p *proxy) callTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
