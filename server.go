@@ -909,7 +909,7 @@ func routes(svc *awareness.Service, store awareness.Store, bud *budget.Budget, t
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	static := http.FileServerFS(web.FS)
+	static := web.Files()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

@@ -221,25 +221,6 @@ func mxOps() []mxOp {
 			}
 			return map[string]any{"in": in}
 		}, doc: `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded event { sessionKey agentId actorId } } }`},
-		{field: "Mutation.recordEvents", vars: func(c mxCase, s mxSubject) map[string]any {
-			in := map[string]any{"sessionKey": s.key, "agentId": s.agent, "kind": "goal_changed", "actorType": "agent"}
-			if c == mxOther {
-				in = map[string]any{"sessionKey": "agent:dev:main", "kind": "goal_changed", "actorType": "agent", "actorId": "agent:ops:main"}
-			}
-			return map[string]any{"ins": []any{in}}
-		}, doc: `mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index result { recorded event { sessionKey agentId actorId } } error { code message } } }`,
-			code: func(data json.RawMessage) string {
-				var d struct {
-					RecordEvents []struct {
-						Error *struct{ Code string } `json:"error"`
-					} `json:"recordEvents"`
-				}
-				_ = json.Unmarshal(data, &d)
-				if len(d.RecordEvents) == 1 && d.RecordEvents[0].Error != nil {
-					return d.RecordEvents[0].Error.Code
-				}
-				return ""
-			}},
 		// An agent actor must be one of the token's sessions: not a lookalike of
 		// another agent's key (Cyrillic о), nor a bare key; admin may credit anyone.
 		{field: "Mutation.recordEvent", variant: "agent actor", vars: func(c mxCase, _ mxSubject) map[string]any {
@@ -250,6 +231,24 @@ func mxOps() []mxOp {
 			}
 			return map[string]any{"in": map[string]any{"sessionKey": key, "kind": "human_direct_message", "actorType": "agent", "actorId": actor}}
 		}, doc: `mutation($in: RecordEventInput!) { recordEvent(input: $in) { recorded event { sessionKey agentId actorId } } }`},
+		{field: "Mutation.recordEvents", vars: func(c mxCase, s mxSubject) map[string]any {
+			in := map[string]any{"sessionKey": s.key, "agentId": s.agent, "kind": "goal_changed", "actorType": "agent"}
+			if c == mxOther {
+				in = map[string]any{"sessionKey": "agent:dev:main", "kind": "goal_changed", "actorType": "agent", "actorId": "agent:ops:main"}
+			}
+			return map[string]any{"ins": []any{in}}
+		}, doc: `mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index result { recorded event { sessionKey agentId actorId } } error { code message } } }`,
+			code: batchCode},
+		// The agent actor rule holds for each input of a batch.
+		{field: "Mutation.recordEvents", variant: "agent actor", vars: func(c mxCase, _ mxSubject) map[string]any {
+			actor := map[mxCase]string{mxOwn: "agent:dev:subagent:w", mxOther: "agent:\u043eps:main", mxBare: "cron:nightly", mxAsAdmin: "agent:\u043eps:main"}[c]
+			key := "agent:dev:main"
+			if c == mxAsAdmin {
+				key = "agent:ops:main"
+			}
+			return map[string]any{"ins": []any{map[string]any{"sessionKey": key, "kind": "human_direct_message", "actorType": "agent", "actorId": actor}}}
+		}, doc: `mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index result { recorded event { sessionKey agentId actorId } } error { code message } } }`,
+			code: batchCode},
 		{field: "Mutation.watch", vars: watchVars,
 			doc: `mutation($w: String!, $t: String!, $ta: String) { watch(input: {watcher: $w, target: $t, targetAgentId: $ta}) { watched reason cursor { watcher target targetAgentId lastAcked } } }`},
 		{field: "Mutation.unwatch", vars: func(c mxCase, s mxSubject) map[string]any {
@@ -300,6 +299,20 @@ func mxOps() []mxOp {
 				_, _ = e.svc.RecordEvent(context.Background(), awareness.RecordInput{SessionKey: s.key, AgentID: a, Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent})
 			}},
 	}
+}
+
+// batchCode is the code of the one input of a recordEvents answer ("" when appended).
+func batchCode(data json.RawMessage) string {
+	var d struct {
+		RecordEvents []struct {
+			Error *struct{ Code string } `json:"error"`
+		} `json:"recordEvents"`
+	}
+	_ = json.Unmarshal(data, &d)
+	if len(d.RecordEvents) == 1 && d.RecordEvents[0].Error != nil {
+		return d.RecordEvents[0].Error.Code
+	}
+	return ""
 }
 
 // mxTransport runs one operation as a token. Adding a transport (SSE) is one entry of

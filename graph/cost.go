@@ -15,6 +15,7 @@ import (
 	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/budget"
+	"github.com/awareness/awareness/internal/jsontext"
 )
 
 // The work budget of one request (ERR-4). A request over any of them is refused with
@@ -69,7 +70,9 @@ func complexityError(format string, args ...any) *gqlerror.Error {
 // work is linear in the document. A document found in Cache (gqlgen's query cache, which
 // only holds documents that passed validation) was checked already.
 //
-// A document not in Cache first costs its caller ParsePoints of Budget, for the
+// A document not in Cache is refused when a string literal escapes a lone UTF-16
+// surrogate (jsontext.ValidDocument, the rule request JSON meets, ERR-3); it then
+// costs its caller ParsePoints of Budget, for the
 // parsing and validation it asks for; a caller out of points gets RATE_LIMITED.
 type DocumentLimits struct {
 	// TokenLimit is gqlgen's parser token limit (ParserTokenLimit).
@@ -106,6 +109,11 @@ func (l DocumentLimits) MutateOperationParameters(ctx context.Context, params *g
 		if _, ok := l.Cache.Get(ctx, params.Query); ok {
 			return nil
 		}
+	}
+	if !jsontext.ValidDocument(params.Query) {
+		err := gqlerror.Errorf("%s", jsontext.Message)
+		errcode.Set(err, awareness.EINVALID)
+		return err
 	}
 	if err := l.Budget.Charge(budget.CallerOf(ctx), budget.Cost{Points: ParsePoints(len(params.Query))}); err != nil {
 		return budgetError(err)

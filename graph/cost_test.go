@@ -183,7 +183,13 @@ func TestCostBudget(t *testing.T) {
 		t.Errorf("%d mutations: %+v, want accepted", graph.MaxMutationFields, r.Errors)
 	}
 	// The cost of the aliased reads of the report, by the stated model.
-	doc := mustValidate(t, hostileDocs()[4].query)
+	var aliased string
+	for _, d := range hostileDocs() {
+		if strings.HasPrefix(d.name, "aliased sessionStatus") {
+			aliased = d.query
+		}
+	}
+	doc := mustValidate(t, aliased)
 	if got := graph.OperationCost(doc.Operations[0], nil); got != graph.CostBudget+1 {
 		t.Errorf("aliased sessionStatus ×300: cost %d, want saturated at %d", got, graph.CostBudget+1)
 	}
@@ -191,6 +197,57 @@ func TestCostBudget(t *testing.T) {
 	// sessionStatus 1 + stateVersion 1 + stateChanges (1 + events (1 + 10 × 2)).
 	if got, want := graph.OperationCost(one.Operations[0], nil), 1+1+1+1+10*2; got != want {
 		t.Errorf("cost = %d, want %d", got, want)
+	}
+}
+
+// TestCostByWhatFieldsRead_ERR4: a field is priced by what it reads besides what it
+// returns: activity scans its window of the log (half a request's budget: one per
+// request, however small its window or selection), sessionStatus its limit of events
+// once changesSince asks for them, sessionsList its first rows. The dashboard's
+// queries stay well within the budget.
+func TestCostByWhatFieldsRead_ERR4(t *testing.T) {
+	t.Parallel()
+	cost := func(q string, vars map[string]any) int {
+		t.Helper()
+		return graph.OperationCost(mustValidate(t, q).Operations[0], vars)
+	}
+	for _, tc := range []struct {
+		q    string
+		vars map[string]any
+		want int
+	}{
+		// activity 1 + its read + a bucket per minute × (minute kind count).
+		{`{ activity(sinceMinutes: 1440) { minute kind count } }`, nil, 1 + graph.ActivityReadCost + 1440*3},
+		{`{ activity { count } }`, nil, 1 + graph.ActivityReadCost + 60},
+		{`query($m: Int) { activity(sinceMinutes: $m) { count } }`, map[string]any{"m": 5}, 1 + graph.ActivityReadCost + 5},
+		// noticeActivity is counted in memory: its buckets only.
+		{`{ noticeActivity(sinceMinutes: 30) { opened } }`, nil, 1 + 30},
+		// sessionStatus reads its limit of events only with changesSince.
+		{`{ sessionStatus(sessionKey: "k", limit: 10) { stateVersion } }`, nil, 1 + 1},
+		{`{ sessionStatus(sessionKey: "k", changesSince: 0, limit: 10) { stateVersion } }`, nil, 1 + 10 + 1},
+		{`query($c: Int) { sessionStatus(sessionKey: "k", changesSince: $c) { stateVersion } }`, map[string]any{"c": nil}, 1 + 1},
+		{`{ sessionStatus(sessionKey: "k", changesSince: 3) { stateChanges { events { sequence } } } }`, nil, 1 + 200 + 1 + 1 + 200},
+		// sessionsList reads its first rows.
+		{`{ sessionsList(first: 20) { sessions { sessionKey } } }`, nil, 1 + 20 + 1 + 20},
+		// recordEvents returns one element per input.
+		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`, map[string]any{"ins": []any{map[string]any{}, map[string]any{}, map[string]any{}}}, 1 + 3},
+		// ackNotices returns one element per notice named, else DefaultListCost.
+		{`mutation { ackNotices(watcher: "w", notices: [{target: "t", notifiedVersion: 1}, {target: "u", notifiedVersion: 2}]) { text } }`, nil, 1 + 2},
+		{`mutation { ackNotices(watcher: "w") { text } }`, nil, 1 + graph.DefaultListCost},
+	} {
+		if got := cost(tc.q, tc.vars); got != tc.want {
+			t.Errorf("%s %v: cost %d, want %d", tc.q, tc.vars, got, tc.want)
+		}
+	}
+	if got := cost(`{ a: activity(sinceMinutes: 1) { count } b: activity(sinceMinutes: 1) { count } }`, nil); got <= graph.CostBudget {
+		t.Errorf("two activity fields cost %d, within the budget %d", got, graph.CostBudget)
+	}
+	// The dashboard's chart: activity and noticeActivity of the last hour, at once.
+	chart := `query Activity($key: String, $agentId: String) {
+      activity(sessionKey: $key, agentId: $agentId, sinceMinutes: 60) { minute kind count }
+      noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: 60) { minute opened acknowledged } }`
+	if got := cost(chart, nil); got > graph.CostBudget*3/4 {
+		t.Errorf("the dashboard's chart costs %d, too close to the budget %d", got, graph.CostBudget)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -123,7 +124,9 @@ type Config struct {
 // (413), query strings over it (414), and request text that is not valid UTF-8 or that
 // escapes a lone UTF-16 surrogate (400, jsontext.Valid; wsgorilla applies the same
 // check to WebSocket messages): encoding/json would silently turn either into U+FFFD,
-// altering a session key instead of rejecting it (KEY-4, ERR-2, ERR-3).
+// altering a session key instead of rejecting it (KEY-4, ERR-2, ERR-3). A string
+// literal of the document escaping one is refused by DocumentLimits, on every
+// transport alike.
 func NewHandler(cfg Config) http.Handler {
 	h, _ := newHandler(cfg)
 	return h
@@ -193,6 +196,9 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	if fast != nil {
 		srv.Use(fast)
 	}
+	// Last, so that its check run of a request's mutation fields runs inside every
+	// other extension, which sees the request once.
+	srv.Use(MutationChecks{})
 
 	cors := cors.New(cors.Options{
 		// Only origins checkOrigin let through get this far.
@@ -271,9 +277,11 @@ func checkBody(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadRequest, "malformed query string")
 				return
 			}
-			for _, vs := range q {
+			// The query is a GraphQL document, whose literals DocumentLimits checks as
+			// on every transport; the other parameters are JSON (variables, extensions).
+			for name, vs := range q {
 				for _, v := range vs {
-					if !jsontext.Valid([]byte(v)) {
+					if ok := name == "query" && utf8.ValidString(v) || name != "query" && jsontext.Valid([]byte(v)); !ok {
 						writeError(w, http.StatusBadRequest, jsontext.Message)
 						return
 					}

@@ -70,6 +70,9 @@ func hostileInputs() []hostileInput {
 		{"watcher with NUL is skipped", record, ev("watchers", []string{"agent:main:" + nul}), ""},
 		{"watch target with NUL", `mutation($t: String!) { watch(input: {watcher: "agent:main:main", target: $t}) { watched } }`, map[string]any{"t": "agent:main:" + nul}, awareness.EINVALID},
 		{"ack target with NUL", `mutation($t: [String!]) { ackNotices(watcher: "agent:main:main", targets: $t) { target } }`, map[string]any{"t": []string{nul}}, awareness.EINVALID},
+		// ERR-3: a document's literals meet the text rule of its variables.
+		{"literal sessionKey escaping a lone surrogate", `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:\ud800", kind: goal_changed, actorType: agent}) { recorded } }`, nil, awareness.EINVALID},
+		{"literal summary escaping a lone low surrogate", `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:h", kind: goal_changed, actorType: agent, summary: "a\udc00"}) { recorded } }`, nil, awareness.EINVALID},
 		{"changesSince far ahead", `{ sessionStatus(sessionKey: "agent:main:main", changesSince: 2147483647) { stateVersion } }`, nil, awareness.ECURSORAHEAD},
 		{"contextWindow beyond the limit", `{ compactionPolicy(sessionKey: "agent:main:main", contextWindow: 9007199254740991) { compactionDue } }`, nil, awareness.EINVALID},
 	}

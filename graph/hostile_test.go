@@ -38,6 +38,8 @@ func hostileDocs() []hostileDoc {
 	}
 	record.WriteString(" }")
 	return []hostileDoc{
+		{"aliased activity(1440) ×1000", aliasedActivity(1000, "")},
+		{"aliased activity ×500, windows 1..500", aliasedActivity(500, "varied")},
 		{"fragment doubling (22)", doublingFragments(22)},
 		{"__typename ×14000", "{" + strings.Repeat(" __typename", 14000) + " }"},
 		{"identical sessionStatus ×1600", "{" + strings.Repeat(` sessionStatus(sessionKey: "agent:main:main") { stateVersion }`, 1600) + " }"},
@@ -45,4 +47,19 @@ func hostileDocs() []hostileDoc {
 		{"aliased sessionStatus(limit:200) ×300", status.String()},
 		{"aliased recordEvent ×200", record.String()},
 	}
+}
+
+// aliasedActivity is n aliased activity fields: each over the last day, or (varied)
+// each over a window of its own, 1 to n minutes, so that no two are alike.
+func aliasedActivity(n int, varied string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		minutes := 1440
+		if varied != "" {
+			minutes = i%1440 + 1
+		}
+		fmt.Fprintf(&b, " a%d: activity(sinceMinutes: %d) { count }", i, minutes)
+	}
+	return b.String() + " }"
 }

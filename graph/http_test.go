@@ -3,9 +3,11 @@ package graph_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +185,90 @@ func TestLoneSurrogateRefusedOnEveryTransport_ERR3(t *testing.T) {
 	_, r, raw = e.post(t, `{ sessionsList { totalCount } }`, nil)
 	if strings.Contains(string(raw), `"totalCount":1`) {
 		t.Errorf("a refused call recorded a session: %s", raw)
+	}
+}
+
+// The text rule of variables holds for the document's string literals too (ERR-3): a
+// literal escaping a lone surrogate (the document's own \ud800, not the JSON's) is
+// refused with the same message on POST, GET, SSE and both WebSocket protocols, and
+// nothing is stored, where gqlparser would have stored U+FFFD. A block string's
+// backslash is text, and a surrogate pair is one character.
+func TestLoneSurrogateLiteralRefusedOnEveryTransport_ERR3(t *testing.T) {
+	e := newEnv(t)
+	mutation := `mutation { recordEvent(input: {sessionKey: "agent:main:subagent:bad\ud800", kind: run_completed, actorType: agent}) { stateVersion } }`
+	body, _ := json.Marshal(map[string]any{"query": mutation})
+	refused := func(what string, r gqlResponse, raw []byte) {
+		t.Helper()
+		if r.code() != awareness.EINVALID || r.Errors[0].Message != jsontext.Message || bytes.Contains(raw, []byte(`"data":{`)) {
+			t.Errorf("%s: %s, want INVALID_ARGUMENT %q without data", what, raw, jsontext.Message)
+		}
+	}
+	_, r, raw := e.postRaw(t, body)
+	refused("POST", r, raw)
+
+	resp, err := http.Get(e.url + "?query=" + url.QueryEscape(`{ sessionStatus(sessionKey: "agent:main:subagent:bad\ud800") { stateVersion } }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r = gqlResponse{}
+	_ = json.Unmarshal(raw, &r)
+	refused("GET", r, raw)
+
+	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
+		w := e.dialWS(t, proto)
+		typ := "subscribe"
+		if proto == "graphql-ws" {
+			typ = "start"
+		}
+		if err := w.c.WriteMessage(websocket.TextMessage, []byte(`{"type":"`+typ+`","id":"1","payload":`+string(body)+`}`)); err != nil {
+			t.Fatal(err)
+		}
+		f := w.next()
+		var errs []gqlError
+		if f.Type == "error" {
+			_ = json.Unmarshal(f.Payload, &errs)
+		} else {
+			var p gqlResponse
+			_ = json.Unmarshal(f.Payload, &p)
+			for _, pe := range p.Errors {
+				errs = append(errs, gqlError{Message: pe.Message, Extensions: pe.Extensions})
+			}
+		}
+		if f.ID != "1" || len(errs) != 1 || errs[0].Message != jsontext.Message || errs[0].Extensions["code"] != awareness.EINVALID {
+			t.Errorf("%s: got %s %s %s, want an INVALID_ARGUMENT error", proto, f.Type, f.ID, f.Payload)
+		}
+	}
+	req, _ := http.NewRequest("POST", e.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r = gqlResponse{}
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			_ = json.Unmarshal(data, &r)
+			break
+		}
+	}
+	refused("SSE", r, raw)
+
+	if st, _ := e.store.Stats(context.Background()); st.Events != 0 || st.Sessions != 0 {
+		t.Errorf("a refused literal was stored: %+v", st)
+	}
+	// What the rule lets through: a block string's backslash, an escaped pair.
+	for _, q := range []string{
+		`mutation { recordEvent(input: {sessionKey: "agent:main:subagent:ok", kind: run_completed, actorType: agent, summary: """a \ud800 b"""}) { event { summary } } }`,
+		`mutation { recordEvent(input: {sessionKey: "agent:main:subagent:ok", kind: run_completed, actorType: agent, summary: "\ud83d\ude00"}) { event { summary } } }`,
+	} {
+		if _, r, raw := e.post(t, q, nil); len(r.Errors) > 0 || !(bytes.Contains(raw, []byte(`a \\ud800 b`)) || bytes.Contains(raw, []byte("😀"))) {
+			t.Errorf("%s: %s", q, raw)
+		}
 	}
 }
 

@@ -1,10 +1,14 @@
 package graph_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,4 +86,61 @@ func TestMeasureHostileCPU(t *testing.T) {
 		}
 		t.Logf("%-40s %6d bytes  cpu %-12v wall %-12v code %q %s (data %d bytes)", d.name, len(d.query), cpu, time.Since(wall).Round(time.Millisecond), r.code(), msg, len(r.Data))
 	}
+}
+
+// TestMeasureActivityCPU prints the CPU time of the activity documents of the abuse
+// report, sent as an agent token over its 50,000 events (the default --max-rows):
+// each alone, four at once, and an admin's query while the four run. It measures and
+// asserts nothing; run it with AWARENESS_MEASURE=1 (the README's numbers).
+func TestMeasureActivityCPU(t *testing.T) {
+	if os.Getenv("AWARENESS_MEASURE") == "" {
+		t.Skip("set AWARENESS_MEASURE=1 to measure the CPU time of the activity documents")
+	}
+	e := newMeasureEnv(t)
+	seedEvents(t, e.svc, "ops", 50_000)
+	post := func(token, q string) (gqlResponse, time.Duration) {
+		body, _ := json.Marshal(map[string]any{"query": q})
+		req := httptest.NewRequest(http.MethodPost, "/query", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		e.h.ServeHTTP(rec, req)
+		var r gqlResponse
+		_ = json.Unmarshal(rec.Body.Bytes(), &r)
+		return r, time.Since(start)
+	}
+	outcome := func(r gqlResponse) string {
+		if c := r.code(); c != "" {
+			return c
+		}
+		return fmt.Sprintf("answered, %d bytes", len(r.Data))
+	}
+	docs := []hostileDoc{
+		{"1000 × activity(1440) { count }", aliasedActivity(1000, "")},
+		{"500 × activity(1..500) { count }", aliasedActivity(500, "varied")},
+		{"activity(1440) { minute kind count }", `{ activity(sinceMinutes: 1440) { minute kind count } }`},
+		{"activity(60) and noticeActivity (the chart)", `{ activity { minute kind count } noticeActivity { minute opened } }`},
+	}
+	for _, d := range docs {
+		cpu := cpuTime(t)
+		r, wall := post(mxOpsTok, d.query)
+		t.Logf("%-45s %6d bytes  cpu %-10v wall %-10v %s (load %s)", d.name, len(d.query), (cpuTime(t) - cpu).Round(10*time.Microsecond), wall.Round(10*time.Microsecond), outcome(r), loadAverage())
+	}
+	_, idle := post(mxAdmin, `{ sessionsList(first: 20) { sessions { sessionKey stateVersion } } }`)
+	var wg sync.WaitGroup
+	cpu := cpuTime(t)
+	outcomes := make([]string, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, _ := post(mxOpsTok, aliasedActivity(500, "varied")+strings.Repeat(" ", i)) // four documents, none cached
+			outcomes[i] = outcome(r)
+		}()
+	}
+	_, during := post(mxAdmin, `{ sessionsList(first: 20) { sessions { sessionKey stateVersion } } }`)
+	wg.Wait()
+	t.Logf("4 × 500 × activity at once: cpu %v in all, %v each, %v; admin query %v idle, %v meanwhile (load %s)",
+		(cpuTime(t) - cpu).Round(10*time.Microsecond), ((cpuTime(t) - cpu) / 4).Round(10*time.Microsecond), outcomes, idle.Round(10*time.Microsecond), during.Round(10*time.Microsecond), loadAverage())
 }

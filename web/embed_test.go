@@ -136,3 +136,51 @@ func TestDashboardServedByFileServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSecureHeaders: every page and file of the dashboard and the playground forbids
+// framing (X-Frame-Options DENY and frame-ancestors 'none'), content sniffing and
+// foreign scripts; the playground has its own policy (GraphiQL's inline styles).
+func TestSecureHeaders(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /playground", web.Playground())
+	mux.Handle("/", web.Files())
+	for _, tt := range []struct {
+		path   string
+		status int
+		policy string
+	}{
+		{"/", 200, web.DashboardPolicy},
+		{"/index.html", http.StatusMovedPermanently, web.DashboardPolicy},
+		{"/app/app.js", 200, web.DashboardPolicy},
+		{"/app/style.css", 200, web.DashboardPolicy},
+		{"/vendor/graphql-ws/graphql-ws.min.js", 200, web.DashboardPolicy},
+		{"/nope", 404, web.DashboardPolicy},
+		{"/playground", 200, web.PlaygroundPolicy},
+		{"/playground/", 200, web.PlaygroundPolicy},
+		{"/playground/playground.js", 200, web.PlaygroundPolicy},
+		{"/playground/vendor/graphiql/graphiql.min.css", 200, web.PlaygroundPolicy},
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		h := rec.Result().Header
+		if rec.Code != tt.status {
+			t.Errorf("GET %s = %d, want %d", tt.path, rec.Code, tt.status)
+		}
+		if got := h.Get("Content-Security-Policy"); got != tt.policy {
+			t.Errorf("GET %s: Content-Security-Policy %q, want %q", tt.path, got, tt.policy)
+		}
+		if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: X-Frame-Options %q, X-Content-Type-Options %q, want DENY and nosniff", tt.path, h.Get("X-Frame-Options"), h.Get("X-Content-Type-Options"))
+		}
+	}
+	for _, p := range []string{web.DashboardPolicy, web.PlaygroundPolicy} {
+		for _, want := range []string{"frame-ancestors 'none'", "script-src 'self';", "object-src 'none'", "base-uri 'none'"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("policy %q lacks %q", p, want)
+			}
+		}
+		if strings.Contains(p, "unsafe-eval") || strings.Contains(p, "script-src 'self' 'unsafe-inline'") {
+			t.Errorf("policy %q allows inline or evaluated script", p)
+		}
+	}
+}

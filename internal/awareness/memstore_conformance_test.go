@@ -32,10 +32,11 @@ func TestMemStoreSweepConformance(t *testing.T) {
 }
 
 // TestMemStoreNoticeModel runs the model-based test of the notice protocol (SPEC §3–4)
-// on the memStore; its restarts reopen the same data.
+// on the memStore; its restarts reopen the same data, and another process's start
+// opens a second handle beside the first.
 func TestMemStoreNoticeModel(t *testing.T) {
 	modeltest.Run(t, func(t *testing.T) modeltest.Database {
 		db := newMemStore()
 		return func() (awareness.Store, error) { return db.reopen(), nil }
-	})
+	}, modeltest.Options{OtherProcess: true})
 }
