@@ -137,6 +137,9 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return usage("--toolsets: %v", err)
 	}
+	if len(ts) == len(mcpserver.AllToolsets) {
+		ts = nil // every tool the service serves
+	}
 	tok := strings.TrimSpace(*token)
 	if f := strings.TrimSpace(*tokenFile); f != "" {
 		b, err := os.ReadFile(f)
