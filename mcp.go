@@ -80,6 +80,7 @@ func mountMCP(next http.Handler, cfg serveConfig, log *slog.Logger, svc *awarene
 	hc := mcpserver.HTTPConfig{
 		OriginAllowed: func(origin, host string) bool { return wsgorilla.OriginAllowed(origin, host, cfg.AllowedOrigins) },
 		MaxBodyBytes:  graph.MaxRequestBytes,
+		HostChecked:   true, // hosts.Guard in openHTTP
 	}
 	if cfg.Auth != nil {
 		hc.Authenticate = cfg.Auth.Authenticate

@@ -30,6 +30,10 @@ type HTTPConfig struct {
 	OriginAllowed func(origin, host string) bool
 	// MaxBodyBytes bounds a POST body: the /query limit.
 	MaxBodyBytes int64
+	// HostChecked says the server checks Host in front of every route (edge.Hosts):
+	// the SDK's own rule (a loopback listener serves loopback Host names only) is then
+	// off, so that a name --allowed-hosts allows is served on a loopback listener too.
+	HostChecked bool
 }
 
 // Handler serves streamable HTTP (CLT-6), behind the server's Host allowlist. In this
@@ -42,12 +46,14 @@ type HTTPConfig struct {
 // MaxSessions (429 RATE_LIMITED). Then the SDK's handler, which binds the session to
 // the token (its auth.TokenInfo.UserID, a hash of the token), closes it after
 // SessionIdle without a request, and refuses a non-loopback Host on a loopback
-// listener; its plain-text refusals get a code too.
+// listener (unless HostChecked); its plain-text refusals get a code too.
 func (s *Server) Handler(hc HTTPConfig) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger:              slog.New(demote{s.log.Handler()}),
 		SessionTimeout:      s.cfg.SessionIdle,
 		MaxRequestBodyBytes: hc.MaxBodyBytes,
+		// One Host rule: the server's when it has one.
+		DisableLocalhostProtection: hc.HostChecked,
 	})
 	h := &httpHandler{s: s, hc: hc, next: sdk}
 	if hc.Authenticate != nil {
