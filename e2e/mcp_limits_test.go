@@ -469,3 +469,28 @@ func TestMCP_StdioSurvivesServiceRestart(t *testing.T) {
 		}
 	}
 }
+
+// /mcp answers the hosts every route answers (--allowed-hosts, on a loopback listener
+// too) and refuses the others with FORBIDDEN before any MCP session starts (CLT-6).
+func TestMCP_HostRuleIsTheServers_CLT6(t *testing.T) {
+	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{"--allowed-hosts", "awareness.test"}})
+	for _, c := range []struct {
+		host   string
+		status int
+	}{{"awareness.test", http.StatusOK}, {"localhost", http.StatusOK}, {"evil.test", http.StatusForbidden}} {
+		req, _ := http.NewRequest(http.MethodPost, s.base+"/mcp", strings.NewReader(mcpInitialize))
+		req.Host = c.host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || (c.status == http.StatusForbidden && !strings.Contains(string(b), "FORBIDDEN")) ||
+			(c.status == http.StatusOK) != (resp.Header.Get("Mcp-Session-Id") != "") {
+			t.Errorf("Host %s: %d %s, want %d", c.host, resp.StatusCode, b, c.status)
+		}
+	}
+}
