@@ -102,6 +102,9 @@ func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) (*session, error
 	}
 	st := &session{ss: ss, owner: owner, feeds: map[string]*feed{}}
 	s.sessions[ss] = st
+	if id := ss.ID(); id != "" {
+		s.byID[id] = st
+	}
 	s.owner(owner).sessions++
 	return st, nil
 }
@@ -149,6 +152,9 @@ func (s *Server) dropSession(ss *mcp.ServerSession) {
 		return
 	}
 	delete(s.sessions, ss)
+	if s.byID[ss.ID()] == st {
+		delete(s.byID, ss.ID())
+	}
 	c := s.owner(st.owner)
 	c.sessions--
 	var unsubs []func()

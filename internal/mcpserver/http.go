@@ -202,10 +202,8 @@ func tokenOwner(authorization string) string {
 func (s *Server) ownedBy(id, owner string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ss, st := range s.sessions {
-		if ss.ID() == id {
-			return st.owner == owner
-		}
+	if st := s.byID[id]; st != nil {
+		return st.owner == owner
 	}
 	return true
 }

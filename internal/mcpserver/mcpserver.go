@@ -107,6 +107,7 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*mcp.ServerSession]*session
+	byID     map[string]*session // the sessions with an id (streamable HTTP)
 	// owners counts the sessions and subscriptions of each caller (CLT-6).
 	owners map[string]*ownerCount
 
@@ -158,7 +159,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxSubscriptions <= 0 {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sessions: map[*mcp.ServerSession]*session{},
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sessions: map[*mcp.ServerSession]*session{}, byID: map[string]*session{},
 		owners: map[string]*ownerCount{}, stopSweep: make(chan struct{})}
 	notices := slices.Contains(cfg.Toolsets, ToolsetNotices)
 	opts := &mcp.ServerOptions{
