@@ -47,7 +47,7 @@ func mcpFlags(fs *flagSet) func() (mcpConfig, error) {
 	toolsets := envFlag(fs, fs.String, "mcp-toolsets", "all", "AWARENESS_MCP_TOOLSETS", toolsetsHelp)
 	readOnly := envFlag(fs, fs.Bool, "mcp-read-only", false, "AWARENESS_MCP_READ_ONLY", readOnlyHelp)
 	idle := envFlag(fs, fs.Duration, "mcp-session-idle", mcpserver.DefaultSessionIdle, "AWARENESS_MCP_SESSION_IDLE", "an MCP session that receives no request for this long is closed, with its subscriptions (clients that only listen should ping)")
-	sessions := envFlag(fs, fs.Int, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "AWARENESS_MCP_MAX_SESSIONS", "MCP sessions one token may hold at once; beyond it RATE_LIMITED")
+	sessions := envFlag(fs, fs.Int, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "AWARENESS_MCP_MAX_SESSIONS", "MCP sessions one token may hold at once; past it a new session replaces the token's least recently used one idle for a minute, or gets RATE_LIMITED")
 	subs := envFlag(fs, fs.Int, "mcp-max-subscriptions", mcpserver.DefaultMaxSubscriptions, "AWARENESS_MCP_MAX_SUBSCRIPTIONS", "MCP resource subscriptions and wait_for_notices calls one token may hold at once; beyond it RATE_LIMITED")
 	return func() (mcpConfig, error) {
 		ts, err := mcpserver.ParseToolsets(*toolsets)

@@ -22,6 +22,8 @@ type session struct {
 	ss    *mcp.ServerSession
 	owner string
 	feeds map[string]*feed // canonical watcher key → feed
+	// lastSeen is the time of its last request (guarded by Server.mu).
+	lastSeen time.Time
 }
 
 // feed follows one watcher's notices for one session: one hub subscription (a push
@@ -86,52 +88,96 @@ func (s *Server) charge(ctx context.Context, points, writes int) error {
 	return s.cfg.Charge(ctx, points, writes)
 }
 
-// sessionOf returns the state of ss, made at its initialize (or first subscription),
-// which is refused past the owner's MaxSessions.
+// sessionOf returns the state of ss, made at its initialize (or first subscription).
+// Past the owner's MaxSessions its least recently used session idle for
+// Config.EvictIdle is closed to make room (a client that went away without DELETE leaves such sessions);
+// with none, the new session is refused.
 func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) (*session, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st := s.sessions[ss]; st != nil {
-		return st, nil
+	for {
+		s.mu.Lock()
+		if st := s.sessions[ss]; st != nil {
+			s.mu.Unlock()
+			return st, nil
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return nil, awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down")
+		}
+		if !s.over(owner) {
+			st := &session{ss: ss, owner: owner, feeds: map[string]*feed{}, lastSeen: time.Now()}
+			s.sessions[ss] = st
+			if id := ss.ID(); id != "" {
+				s.byID[id] = st
+			}
+			s.owner(owner).sessions++
+			s.mu.Unlock()
+			return st, nil
+		}
+		victim := s.evictable(owner)
+		var idle time.Duration
+		if victim != nil {
+			idle = time.Since(victim.lastSeen)
+		}
+		s.mu.Unlock()
+		if victim == nil {
+			return nil, s.tooManySessions()
+		}
+		s.log.Debug("mcp session closed for a new one of its token", "idle", idle.Round(time.Second))
+		_ = victim.ss.Close()
+		s.dropSession(victim.ss)
 	}
-	if s.closed {
-		return nil, awareness.Errorf(awareness.EUNAVAILABLE, "the service is shutting down")
-	}
-	if err := s.overSessions(owner); err != nil {
-		return nil, err
-	}
-	st := &session{ss: ss, owner: owner, feeds: map[string]*feed{}}
-	s.sessions[ss] = st
-	if id := ss.ID(); id != "" {
-		s.byID[id] = st
-	}
-	s.owner(owner).sessions++
-	return st, nil
 }
 
-// overSessions refuses a new session of owner past MaxSessions (under s.mu).
-func (s *Server) overSessions(owner string) error {
-	if c := s.owners[owner]; c != nil && c.sessions >= s.cfg.MaxSessions {
-		return awareness.Errorf(awareness.ERATELIMITED, "this token holds %d MCP sessions, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one expire after %s without a request",
-			s.cfg.MaxSessions, s.cfg.SessionIdle)
+// over reports whether owner holds MaxSessions sessions (under s.mu).
+func (s *Server) over(owner string) bool {
+	c := s.owners[owner]
+	return c != nil && c.sessions >= s.cfg.MaxSessions
+}
+
+// evictable returns owner's least recently used session idle for EvictIdle, or nil
+// (under s.mu).
+func (s *Server) evictable(owner string) *session {
+	var oldest *session
+	for _, st := range s.sessions {
+		if st.owner == owner && time.Since(st.lastSeen) >= s.cfg.EvictIdle && (oldest == nil || st.lastSeen.Before(oldest.lastSeen)) {
+			oldest = st
+		}
 	}
-	return nil
+	return oldest
+}
+
+func (s *Server) tooManySessions() error {
+	return awareness.Errorf(awareness.ERATELIMITED, "this token holds %d MCP sessions, each used within the last %s, the most it may: end one (DELETE /mcp with its Mcp-Session-Id)",
+		s.cfg.MaxSessions, s.cfg.EvictIdle)
 }
 
 // roomForSession refuses at once a request that would open a session past owner's
-// MaxSessions, after forgetting the sessions that ended; sessionOf decides under the
-// lock when the session starts.
+// MaxSessions with none to replace, after forgetting the sessions that ended;
+// sessionOf decides under the lock when the session starts.
 func (s *Server) roomForSession(owner string) error {
+	room := func() bool { return !s.over(owner) || s.evictable(owner) != nil }
 	s.mu.Lock()
-	err := s.overSessions(owner)
+	ok := room()
 	s.mu.Unlock()
-	if err == nil {
+	if ok {
 		return nil
 	}
 	s.dropEnded()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.overSessions(owner)
+	if room() {
+		return nil
+	}
+	return s.tooManySessions()
+}
+
+// seen records a request of the session (its last use).
+func (s *Server) seen(ss *mcp.ServerSession) {
+	s.mu.Lock()
+	if st := s.sessions[ss]; st != nil {
+		st.lastSeen = time.Now()
+	}
+	s.mu.Unlock()
 }
 
 func (s *Server) owner(o string) *ownerCount {
@@ -408,9 +454,13 @@ func (s *Server) sending(ss *mcp.ServerSession, uri string) bool {
 // and gives every refusal an ERR-1 code (the JSON-RPC error's data.code).
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
-			if _, err := s.sessionOf(ss, ownerOf(req.GetExtra())); err != nil {
-				return nil, rpcError(err)
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			if method == "initialize" {
+				if _, err := s.sessionOf(ss, ownerOf(req.GetExtra())); err != nil {
+					return nil, rpcError(err)
+				}
+			} else {
+				s.seen(ss)
 			}
 		}
 		switch p := req.GetParams().(type) {

@@ -370,3 +370,27 @@ func TestSessionIDNotLoggedAtInfo_CLT6(t *testing.T) {
 		t.Errorf("the session id is in the info log:\n%s", logs.String())
 	}
 }
+
+// Past MaxSessions, a token's least recently used session left without a request for
+// EvictIdle (a client gone without DELETE) makes room for its new one; a session in
+// use is never replaced (CLT-6).
+func TestIdleSessionReplacedPastTheCap_CLT6(t *testing.T) {
+	e := newEnv(t, mcpserver.Config{MaxSessions: 2, EvictIdle: 3 * time.Second})
+	old := initialize(t, e, opsToken)
+	time.Sleep(3200 * time.Millisecond)
+	used := initialize(t, e, opsToken)
+	fresh := initialize(t, e, opsToken) // replaces old, idle for 3.2 s
+	if resp, body := raw(t, e, http.MethodPost, opsToken, old, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound || rpcCode(body) != awareness.ENOTFOUND {
+		t.Errorf("the replaced session: %d %s", resp.StatusCode, body)
+	}
+	for _, id := range []string{used, fresh} {
+		if resp, body := raw(t, e, http.MethodPost, opsToken, id, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`); resp.StatusCode != http.StatusOK {
+			t.Errorf("a session in use: %d %s", resp.StatusCode, body)
+		}
+	}
+	// Both were just used: a third is refused.
+	resp, body := raw(t, e, http.MethodPost, opsToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if resp.StatusCode != http.StatusTooManyRequests || rpcCode(body) != awareness.ERATELIMITED {
+		t.Errorf("a session past the cap, none idle: %d %s", resp.StatusCode, body)
+	}
+}

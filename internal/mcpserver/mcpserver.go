@@ -66,6 +66,7 @@ const (
 	DefaultSessionIdle      = 30 * time.Minute
 	DefaultMaxSessions      = 64
 	DefaultMaxSubscriptions = 128
+	DefaultEvictIdle        = time.Minute
 	// MaxBatchMessages bounds the messages of one JSON-RPC batch (protocol 2025-03-26;
 	// later versions have no batches, and the SDK refuses them).
 	MaxBatchMessages = 20
@@ -89,6 +90,9 @@ type Config struct {
 	SessionIdle      time.Duration
 	MaxSessions      int
 	MaxSubscriptions int
+	// EvictIdle: past MaxSessions, a token's least recently used session without a
+	// request for this long is closed for its new one (DefaultEvictIdle when zero).
+	EvictIdle time.Duration
 	// Charge, when set, draws a call's cost from the budget of ctx's caller (ERR-4)
 	// before the call runs: query points and writes, priced as GraphQL prices the same
 	// operation (cost.go). Its error refuses the call; an error with a Code method gives
@@ -158,6 +162,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxSubscriptions <= 0 {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.EvictIdle <= 0 {
+		cfg.EvictIdle = DefaultEvictIdle
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sessions: map[*mcp.ServerSession]*session{}, byID: map[string]*session{},
 		owners: map[string]*ownerCount{}, stopSweep: make(chan struct{})}
