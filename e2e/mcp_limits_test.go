@@ -48,11 +48,11 @@ type mcpHTTP struct {
 	body   string
 }
 
-// mcpDo sends one request to /mcp and reads at most for 2 s (an SSE answer to a call
+// mcpDo sends one request to /mcp and reads at most for 5 s (an SSE answer to a call
 // ends with its response; a GET stream is cut).
 func mcpDo(t *testing.T, hc *http.Client, base, method, token, session, body string) mcpHTTP {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, base+"/mcp", strings.NewReader(body))
 	if body != "" {
@@ -148,7 +148,7 @@ func TestMCP_SessionBoundToItsToken_CLT6(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); opsStream = mcpDo(t, hc, s.base, http.MethodGet, opsToken, id, "").body }()
 	go func() { defer wg.Done(); devStream = mcpDo(t, hc, s.base, http.MethodGet, devToken, devID, "").body }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
 	if c := s.do(opsToken, recordMutation, map[string]any{"in": map[string]any{"sessionKey": "agent:ops:subagent:c", "kind": "human_direct_message",
 		"actorType": "human", "watchers": []string{"agent:ops:main"}}}); c.err != nil || len(c.resp.Errors) > 0 {
 		t.Fatalf("recordEvent: %v %+v", c.err, c.resp.Errors)
@@ -297,7 +297,9 @@ func TestMCP_OneTokenCannotExhaustDescriptors_CLT6(t *testing.T) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			// Generous: the machine may be loaded; descriptors run out for good, not for
+			// seconds.
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 			resp, err := c.Get(s.base + "/healthz")
 			if err != nil || resp.StatusCode != http.StatusOK {
 				healthFail.Add(1)
