@@ -141,8 +141,8 @@ Usage:
                               list the sessions registry with state versions
   awareness import --agent ID FILE
                               import a gateway's sessions.json into the registry
-  awareness mcp [--url URL] [--token TOKEN]
-                              serve MCP on stdin/stdout in front of a running service
+  awareness mcp [--url URL] [--token-file FILE]
+                              serve MCP on stdin/stdout in front of a running service's /mcp
   awareness hook inject|wait|install ...
                               the hooks of Claude Code and Codex: notices into the
                               model's next request, an idle session woken
@@ -155,8 +155,10 @@ status: 0 ok, 1 failure, 2 bad command line.
 `
 
 const serveAbout = `
-Run the service: the GraphQL API on /query (POST, GET and WebSocket), the dashboard
-on /, GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
+Run the service: the GraphQL API on /query (POST, GET and WebSocket), the Model
+Context Protocol on /mcp (streamable HTTP: tools in toolsets, --mcp-read-only, sessions
+bound to their token and closed after --mcp-session-idle), the dashboard on /,
+GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
 The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
 migrated at startup. SIGINT or SIGTERM shuts down gracefully.
 
@@ -248,6 +250,8 @@ type serveConfig struct {
 	Budget budget.Limits
 	// NoticeTool is the reconcile tool the notice text names (NTC-1).
 	NoticeTool awareness.NoticeTool
+	// MCP configures /mcp (mcp.go).
+	MCP mcpConfig
 }
 
 // testHoldUpstreamEnv is the environment variable of serveConfig.TestHoldUpstreamSettlement,
@@ -291,6 +295,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		maxStreams      = envFlag(fs, fs.Int, "max-streams", budget.DefaultMaxStreams, "AWARENESS_MAX_STREAMS", "subscriptions and SSE streams one token (one address) may hold open at once, over every connection; 0 sets no cap")
 		noticeTool      = envFlag(fs, fs.String, "notice-tool", awareness.DefaultNoticeTool, "AWARENESS_NOTICE_TOOL", "the reconcile tool every notice's text names (NTC-1), e.g. the name a gateway registers for this service when its own session_status reads another log; the rest of the text is unchanged")
 		catalogs        []catalogSpec
+		mcpOpts         = mcpFlags(fs)
 	)
 	fs.Func("catalog", "`ID=DIR`: a directory of JSONL transcripts (<DIR>/<threadId>.jsonl) sessions can be adopted from; repeatable, or comma-separated ($AWARENESS_CATALOGS=\"id=dir,id2=dir2\")", func(v string) error {
 		specs, err := parseCatalogSpecs(v)
@@ -330,6 +335,9 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 			WritesPerSecond: *rateLimit, WritesBurst: *rateBurst, MaxStreams: *maxStreams},
 		MetricsTokenFile: strings.TrimSpace(*metricsToken),
 		NoticeTool:       awareness.NoticeTool(strings.TrimSpace(*noticeTool)),
+	}
+	if cfg.MCP, err = mcpOpts(); err != nil {
+		return serveConfig{}, err
 	}
 	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
 	case models.HintsInCommit:
@@ -835,13 +843,8 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
-	ln := m.ln
-	// CLT-3: /mcp on the same listener, through its own /query.
-	mcpHandler, mcpSrv, err := mountMCP(srv.Handler, cfg, m.log, ln, m.streams)
-	if err != nil {
-		m.log.Error("mcp", "err", err)
-		return nil, err
-	}
+	// CLT-3: /mcp on the same listener, in process.
+	mcpHandler, mcpSrv := mountMCP(srv.Handler, cfg, m.log, m.svc, m.budget)
 	hosts, err := cfg.hosts()
 	if err != nil {
 		return nil, err
@@ -852,7 +855,7 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 	return func() {
 		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
 		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
-		mcpSrv.Close() // its sessions and resource feeds (WebSockets to /query)
+		mcpSrv.Close() // its sessions and their notice feeds
 		m.log.Info("shutdown: mcp server closed")
 		m.endStreams()
 		m.log.Info("shutdown: WebSocket and SSE streams cancelled")

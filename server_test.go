@@ -21,6 +21,7 @@ import (
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/budget"
+	"github.com/awareness/awareness/internal/mcpserver"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/syncbuf"
 )
@@ -224,6 +225,8 @@ func TestParseServeConfig(t *testing.T) {
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
 		Budget: budget.DefaultLimits(), NoticeTool: awareness.DefaultNoticeTool,
+		MCP: mcpConfig{Toolsets: mcpserver.AllToolsets, SessionIdle: mcpserver.DefaultSessionIdle,
+			MaxSessions: mcpserver.DefaultMaxSessions, MaxSubscriptions: mcpserver.DefaultMaxSubscriptions},
 	}
 	tests := []struct {
 		name    string
@@ -345,6 +348,16 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "notice tool with a space", args: []string{"--notice-tool", "session status"}, wantErr: "--notice-tool"},
 		{name: "empty notice tool", env: map[string]string{"AWARENESS_NOTICE_TOOL": ""}, wantErr: "--notice-tool"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{
+			name: "mcp toolsets, read-only, idle time and caps",
+			args: []string{"--mcp-toolsets", "sessions, notices", "--mcp-read-only", "--mcp-session-idle", "90s", "--mcp-max-sessions", "3"},
+			env:  map[string]string{"AWARENESS_MCP_MAX_SUBSCRIPTIONS": "7"},
+			want: func(c *serveConfig) {
+				c.MCP = mcpConfig{Toolsets: []string{"sessions", "notices"}, ReadOnly: true, SessionIdle: 90 * time.Second, MaxSessions: 3, MaxSubscriptions: 7}
+			},
+		},
+		{name: "unknown mcp toolset", args: []string{"--mcp-toolsets", "admin"}, wantErr: "--mcp-toolsets"},
+		{name: "short mcp idle time", args: []string{"--mcp-session-idle", "10ms"}, wantErr: "--mcp-session-idle"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--port", "1"}, wantErr: "flag provided but not defined"},
 	}

@@ -20,8 +20,9 @@ import (
 	"github.com/awareness/awareness/internal/testenv"
 )
 
-// The MCP front (CLT-3) of the real binary: the official conformance suite and the
-// official TypeScript SDK client (e2e/mcp), the Go SDK client for auth and stdio.
+// The MCP front (CLT-3, CLT-6) of the real binary: the official conformance suite and
+// the official TypeScript SDK client (e2e/mcp), the Go SDK client for auth and stdio,
+// raw HTTP and raw stdio for what a client must not be able to do.
 
 var mcpNPM struct {
 	once sync.Once
@@ -160,7 +161,7 @@ func TestMCP_AgentTokensAsGraphQL_CLT1_CLT3(t *testing.T) {
 			}
 			continue
 		}
-		got, _ := json.Marshal(r.StructuredContent)
+		got := gqlPart(t, r)
 		var d struct{ SessionStatus json.RawMessage }
 		_ = json.Unmarshal(g.resp.Data, &d)
 		if r.IsError || !jsonEqual(got, d.SessionStatus) {
@@ -184,6 +185,24 @@ func TestMCP_ResourceSubscriptionNeedsTheWatchersAgent_CLT1_CLT3(t *testing.T) {
 	}
 }
 
+// gqlPart is a tool's structuredContent without what MCP adds to the GraphQL answer:
+// summary (the agent text) and watcherNotices (the named watcher's digest).
+func gqlPart(t *testing.T, r *mcp.CallToolResult) []byte {
+	t.Helper()
+	b, _ := json.Marshal(r.StructuredContent)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structuredContent %s: %v", b, err)
+	}
+	if _, ok := m["summary"]; !ok && !r.IsError {
+		t.Errorf("structuredContent %s has no summary", b)
+	}
+	delete(m, "summary")
+	delete(m, "watcherNotices")
+	out, _ := json.Marshal(m)
+	return out
+}
+
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -194,13 +213,13 @@ func jsonEqual(a, b []byte) bool {
 	return string(ja) == string(jb)
 }
 
-// awareness mcp --url: the stdio server in front of a running service answers as
-// GraphQL does.
+// awareness mcp --url: the stdio server in front of a running service's /mcp answers
+// as GraphQL does, and narrows the tools with --read-only.
 func TestMCP_StdioServer_CLT3(t *testing.T) {
 	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
 	s.humanTurn(t, "agent:main:subagent:stdio")
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cmd := exec.Command(serverBin, "mcp", "--url", s.base+"/query")
+	cmd := exec.Command(serverBin, "mcp", "--url", s.base) // the base URL means its /mcp
 	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +229,8 @@ func TestMCP_StdioServer_CLT3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != 6 {
-		t.Fatalf("stdio lists %d tools, want 6", len(tools.Tools))
+	if len(tools.Tools) != 8 {
+		t.Fatalf("stdio lists %d tools, want 8", len(tools.Tools))
 	}
 	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_status",
 		Arguments: map[string]any{"sessionKey": "agent:main:subagent:stdio", "changesSince": 0}})
@@ -221,12 +240,29 @@ func TestMCP_StdioServer_CLT3(t *testing.T) {
 	var d struct{ SessionStatus json.RawMessage }
 	s.mustGQL(t, `{ sessionStatus(sessionKey: "agent:main:subagent:stdio", changesSince: 0) { sessionKey agentId stateVersion
 	  stateChanges { events { sequence kind actorType actorId summary occurredAt runId payload } historyGap truncated earliestAvailableSequence nextChangesSince } } }`, nil, &d)
-	got, _ := json.Marshal(r.StructuredContent)
-	if !jsonEqual(got, d.SessionStatus) {
+	if got := gqlPart(t, r); !jsonEqual(got, d.SessionStatus) {
 		t.Errorf("stdio session_status %s, GraphQL %s", got, d.SessionStatus)
 	}
 	if !strings.Contains(toolText(r), "Session state changes: 1.") {
 		t.Errorf("text %q", toolText(r))
+	}
+
+	ro, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(serverBin, "mcp", "--url", s.base+"/mcp", "--read-only")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	tools, err = ro.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if !tl.Annotations.ReadOnlyHint {
+			t.Errorf("awareness mcp --read-only offers %s", tl.Name)
+		}
+	}
+	if len(tools.Tools) != 4 {
+		t.Errorf("awareness mcp --read-only offers %d tools, want 4", len(tools.Tools))
 	}
 }
 

@@ -1,74 +1,146 @@
 // Package mcpserver serves the awareness service to agents over the Model Context
-// Protocol (CLT-3), with the official Go SDK: the tools session_status,
-// sessions_list, session_watch, session_unwatch, pending_notices and ack_notices, and
-// one subscribable resource per watcher's pending notices,
-// awareness://notices/{watcher}.
+// Protocol (CLT-3, CLT-6), with the official Go SDK, in the service's own process:
+// every tool calls awareness.Service directly with the caller's Principal, and a
+// watcher's notices resource (awareness://notices/{watcher}) is fed by one hub
+// subscription per (MCP session, watcher), with no goroutine while it is idle.
 //
-// Every tool runs one GraphQL operation on the service through package client, with
-// the caller's own credentials (the Authorization header of the MCP request over
-// streamable HTTP; the configured token over stdio), so the answers, the errors and
-// the agent isolation (CLT-1) are those of GraphQL, byte for byte: a tool's
-// structuredContent is the GraphQL answer's data — the value of the operation's field
-// when it is an object (sessionStatus, sessionsList, watch), the data object itself
-// when the field is a list or a boolean ({"pendingNotices": […]}, {"ackNotices": […]},
-// {"unwatch": true}), as MCP wants an object there.
+// Tools come in toolsets, as in the GitHub MCP server: sessions (session_status,
+// sessions_list), notices (pending_notices, wait_for_notices, ack_notices and the
+// notices resource) and write (record_event, session_watch, session_unwatch);
+// Config.ReadOnly keeps only the tools that change nothing, whatever the toolsets.
+// Every tool has an input and an output schema, annotations, and a description that
+// tells an agent when to call it. A tool's structuredContent holds the GraphQL
+// answer's fields by the same names and values, plus summary (the sentences its text
+// content says, which harnesses that drop text content still pass to the model) and,
+// when the call names a watcher, watcherNotices (that watcher's pending-notice digest).
+//
+// Over streamable HTTP (Handler) a session belongs to the token that opened it, expires
+// after Config.SessionIdle without a request, and each token holds at most
+// Config.MaxSessions sessions and Config.MaxSubscriptions subscriptions and waits.
+// `awareness mcp` serves stdio through Proxy, a client of the service's /mcp.
 package mcpserver
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/awareness/awareness/client"
+	"github.com/awareness/awareness/internal/awareness"
 )
 
 // NoticesURIPrefix starts the URI of a watcher's pending-notices resource; the
-// watcher's session key follows, path-escaped.
+// watcher's session key follows, path-escaped or not.
 const NoticesURIPrefix = "awareness://notices/"
 
-// NoticesURI returns the resource URI of watcher's pending notices.
-func NoticesURI(watcher string) string { return NoticesURIPrefix + url.PathEscape(watcher) }
+// Toolsets.
+const (
+	ToolsetSessions = "sessions"
+	ToolsetNotices  = "notices"
+	ToolsetWrite    = "write"
+)
+
+// AllToolsets lists the toolsets, in the order tools/list gives their tools.
+var AllToolsets = []string{ToolsetSessions, ToolsetNotices, ToolsetWrite}
+
+// Tool names (CLT-3); the notice text names session_status (NTC-1).
+const (
+	ToolSessionStatus  = "session_status"
+	ToolSessionsList   = "sessions_list"
+	ToolPendingNotices = "pending_notices"
+	ToolWaitForNotices = "wait_for_notices"
+	ToolAckNotices     = "ack_notices"
+	ToolRecordEvent    = "record_event"
+	ToolSessionWatch   = "session_watch"
+	ToolSessionUnwatch = "session_unwatch"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionIdle      = 30 * time.Minute
+	DefaultMaxSessions      = 64
+	DefaultMaxSubscriptions = 128
+	DefaultEvictIdle        = time.Minute
+	// MaxBatchMessages bounds the messages of one JSON-RPC batch (protocol 2025-03-26;
+	// later versions have no batches, and the SDK refuses them).
+	MaxBatchMessages = 20
+	// MaxWait is the longest wait_for_notices.
+	MaxWait = 30 * time.Second
+)
 
 // Config wires New.
 type Config struct {
-	// Client reaches the service's GraphQL endpoint. Its token is used when a request
-	// carries no Authorization header of its own (stdio).
-	Client *client.Client
-	// ForwardAuthorization makes each MCP request run with its own HTTP Authorization
-	// header (streamable HTTP on the service's listener).
-	ForwardAuthorization bool
-	Logger               *slog.Logger
+	Service *awareness.Service
+	Logger  *slog.Logger
 	// Version is reported in the MCP server info.
 	Version string
+	// Toolsets are the toolsets served (AllToolsets when empty); ReadOnly then drops
+	// every tool that changes state.
+	Toolsets []string
+	ReadOnly bool
+	// SessionIdle closes a session that received no request for that long
+	// (DefaultSessionIdle when zero). MaxSessions and MaxSubscriptions bound what one
+	// token (one caller without authentication) holds at once (the defaults when zero).
+	SessionIdle      time.Duration
+	MaxSessions      int
+	MaxSubscriptions int
+	// EvictIdle: past MaxSessions, a token's least recently used session without a
+	// request for this long is closed for its new one (DefaultEvictIdle when zero).
+	EvictIdle time.Duration
+	// Charge, when set, draws a call's cost from the budget of ctx's caller (ERR-4)
+	// before the call runs: query points and writes, priced as GraphQL prices the same
+	// operation (cost.go). Its error refuses the call; an error with a Code method gives
+	// its code (and RetryAfterMs its retry hint).
+	Charge func(ctx context.Context, points, writes int) error
 }
 
-// Server is the MCP server. Close ends its resource feeds.
+// Server is the MCP server of one service. Close ends its sessions and feeds.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	mcp *mcp.Server
+	cfg   Config
+	svc   *awareness.Service
+	log   *slog.Logger
+	mcp   *mcp.Server
+	tools []string
 
 	mu       sync.Mutex
 	closed   bool
-	feeds    map[feedKey]*feed
-	sessions map[*mcp.ServerSession]bool // sessions with subscriptions, watched for their end
-	wg       sync.WaitGroup
+	sessions map[*mcp.ServerSession]*session
+	byID     map[string]*session // the sessions with an id (streamable HTTP)
+	// owners counts the sessions and subscriptions of each caller (CLT-6).
+	owners map[string]*ownerCount
+
+	stopSweep chan struct{}
+	swept     sync.WaitGroup
 }
 
-type feedKey struct{ uri, authorization string }
+type ownerCount struct{ sessions, subscriptions int }
 
-// feed follows one watcher's notices for the sessions subscribed to its resource.
-type feed struct {
-	w        *client.Watcher
-	sessions map[*mcp.ServerSession]bool
+// ParseToolsets reads a comma-separated list of toolsets ("all" for every one).
+func ParseToolsets(s string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.ToLower(strings.TrimSpace(t))
+		switch {
+		case t == "":
+		case t == "all":
+			out = append(out, AllToolsets...)
+		case slices.Contains(AllToolsets, t):
+			out = append(out, t)
+		default:
+			return nil, fmt.Errorf("toolset %q: want a comma-separated list of %s, or all", t, strings.Join(AllToolsets, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no toolset: want a comma-separated list of %s, or all", strings.Join(AllToolsets, ", "))
+	}
+	// In AllToolsets' order, each once.
+	return slices.DeleteFunc(slices.Clone(AllToolsets), func(t string) bool { return !slices.Contains(out, t) }), nil
 }
 
 // New builds the MCP server.
@@ -79,39 +151,71 @@ func New(cfg Config) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, feeds: map[feedKey]*feed{}, sessions: map[*mcp.ServerSession]bool{}}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "awareness", Title: "Session state awareness", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: "Tools of the session state awareness service. When a stale notice tells you a session " +
-			"changed, call session_status with its sessionKey (and agentId) and changesSince before acting.",
-		SubscribeHandler:   s.subscribe,
-		UnsubscribeHandler: s.unsubscribe,
-		Logger:             cfg.Logger,
-	})
-	s.addTools()
-	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
-		URITemplate: NoticesURIPrefix + "{+watcher}", // reserved expansion: session keys hold colons
-		Name:        "pending-notices",
-		Title:       "Pending stale notices of a watcher session",
-		Description: "The watcher's pending stale notices (the pendingNotices query), as JSON. Subscribe to be told when one opens or closes.",
-		MIMEType:    "application/json",
-	}, s.readNotices)
+	if len(cfg.Toolsets) == 0 {
+		cfg.Toolsets = AllToolsets
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.EvictIdle <= 0 {
+		cfg.EvictIdle = DefaultEvictIdle
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sessions: map[*mcp.ServerSession]*session{}, byID: map[string]*session{},
+		owners: map[string]*ownerCount{}, stopSweep: make(chan struct{})}
+	notices := slices.Contains(cfg.Toolsets, ToolsetNotices)
+	opts := &mcp.ServerOptions{
+		Instructions: instructions,
+		// The SDK logs session ids at info; they are credentials of a kind (CLT-6).
+		Logger: slog.New(demote{cfg.Logger.Handler()}),
+	}
+	if notices {
+		opts.SubscribeHandler = s.subscribe
+		opts.UnsubscribeHandler = s.unsubscribe
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "awareness", Title: "Session state awareness", Version: cfg.Version}, opts)
+	s.mcp.AddReceivingMiddleware(s.receive)
+	s.mcp.AddSendingMiddleware(s.send)
+	for _, d := range s.toolDefs() {
+		if !slices.Contains(cfg.Toolsets, d.toolset) || (cfg.ReadOnly && !d.tool.Annotations.ReadOnlyHint) {
+			continue
+		}
+		s.mcp.AddTool(d.tool, d.handler)
+		s.tools = append(s.tools, d.tool.Name)
+	}
+	if notices {
+		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+			URITemplate: NoticesURIPrefix + "{+watcher}", // reserved expansion: session keys hold colons
+			Name:        "pending-notices",
+			Title:       "Pending stale notices of a watcher session",
+			Description: "Your session's pending stale notices (what pending_notices answers), as JSON. Subscribe to be " +
+				"told (notifications/resources/updated) when one opens or closes, then read it.",
+			MIMEType: "application/json",
+		}, s.readNotices)
+	}
+	s.swept.Add(1)
+	go s.sweep()
 	return s
 }
 
-// MCP is the SDK server (for transports).
+const instructions = "Tools of the session state awareness service, which tells your session when another actor " +
+	"(a person, another agent) changed a session you depend on. When a stale notice says a session changed, call " +
+	"session_status with the sessionKey, agentId and changesSince it names before you act, then ack_notices with the " +
+	"notices you took into account. Name your own session as watcher in any call to get your pending notices with " +
+	"the result (watcherNotices); wait_for_notices waits for one."
+
+// Tools lists the names of the tools served, in tools/list order.
+func (s *Server) Tools() []string { return slices.Clone(s.tools) }
+
+// MCP is the SDK server.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// HTTPHandler serves streamable HTTP. The caller authenticates the request first.
-func (s *Server) HTTPHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Logger: s.log,
-	})
-}
-
-// Run serves one client over t (stdio) until it disconnects or ctx ends.
-func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
-
-// Close ends the resource feeds and the sessions that subscribed. Idempotent.
+// Close ends every session and its feeds. Idempotent.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -119,167 +223,86 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
-	feeds := s.feeds
-	s.feeds = map[feedKey]*feed{}
-	sessions := s.sessions
-	s.mu.Unlock()
-	for _, f := range feeds {
-		_ = f.w.Close()
+	close(s.stopSweep)
+	var all []*session
+	for _, st := range s.sessions {
+		all = append(all, st)
 	}
-	for ss := range sessions {
+	s.mu.Unlock()
+	s.swept.Wait()
+	for ss := range s.mcp.Sessions() {
 		_ = ss.Close()
 	}
-	s.wg.Wait()
-}
-
-// clientFor returns the client that runs a request with its caller's credentials.
-func (s *Server) clientFor(extra *mcp.RequestExtra) (*client.Client, string) {
-	if s.cfg.ForwardAuthorization && extra != nil && extra.Header != nil {
-		a := extra.Header.Get("Authorization")
-		return s.cfg.Client.WithAuthorization(a), a
+	for _, st := range all {
+		s.dropSession(st.ss)
 	}
-	return s.cfg.Client, ""
 }
 
-// errorResult reports a refused call in the tool result, as MCP asks, with the
-// service's code.
-func errorResult(err error) *mcp.CallToolResult {
-	msg := err.Error()
-	if e, ok := errors.AsType[*client.Error](err); ok {
-		msg = e.Message
-		if e.Code != "" {
-			msg = e.Code + ": " + e.Message
+// sweepInterval is how often ended sessions are looked for: their feeds and counts go
+// within it of the end (DELETE and Close drop them at once).
+const sweepInterval = 5 * time.Second
+
+func (s *Server) sweep() {
+	defer s.swept.Done()
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case <-t.C:
+			s.dropEnded()
 		}
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 
-func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
-
-// field returns the value of data's only field.
-func field(data json.RawMessage, name string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
+// dropEnded drops the state of the sessions the SDK no longer holds (idle expiry,
+// DELETE, a failed initialization).
+func (s *Server) dropEnded() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range s.mcp.Sessions() {
+		live[ss] = true
 	}
-	v, ok := m[name]
-	if !ok {
-		return nil, fmt.Errorf("the answer has no %s", name)
+	s.mu.Lock()
+	var ended []*mcp.ServerSession
+	for ss := range s.sessions {
+		if !live[ss] {
+			ended = append(ended, ss)
+		}
 	}
-	return v, nil
+	s.mu.Unlock()
+	for _, ss := range ended {
+		s.dropSession(ss)
+	}
 }
 
-// parseNoticesURI returns the watcher of an awareness://notices/{watcher} URI.
-func parseNoticesURI(uri string) (string, bool) {
-	rest, ok := strings.CutPrefix(uri, NoticesURIPrefix)
-	if !ok || rest == "" {
-		return "", false
-	}
-	w, err := url.PathUnescape(rest)
-	if err != nil || w == "" {
-		return "", false
-	}
-	return w, true
-}
-
-const pendingQuery = `query($w: String!) { pendingNotices(watcher: $w) {
-  watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt } }`
-
-func (s *Server) readNotices(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	watcher, ok := parseNoticesURI(req.Params.URI)
-	if !ok {
-		return nil, mcp.ResourceNotFoundError(req.Params.URI)
-	}
-	c, _ := s.clientFor(req.Extra)
-	data, err := c.DoRaw(ctx, pendingQuery, map[string]any{"w": watcher})
+// result builds a tool's successful result: out as structuredContent, and its
+// summary, then its digest, as the text content.
+func result(out any, at *agentText) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
-		URI: req.Params.URI, MIMEType: "application/json", Text: string(data),
-	}}}, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: at.Summary + at.WatcherNotices.text()}},
+		StructuredContent: json.RawMessage(b)}, nil
 }
 
-// subscribe authorizes the caller on the watcher (the pendingNotices query with its
-// credentials) and starts, or joins, the feed of that resource.
-func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	watcher, ok := parseNoticesURI(req.Params.URI)
-	if !ok {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+// demote logs the SDK's info records at debug: they name session ids.
+type demote struct{ slog.Handler }
+
+func (d demote) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
 	}
-	c, authz := s.clientFor(req.Extra)
-	if _, err := c.DoRaw(ctx, pendingQuery, map[string]any{"w": watcher}); err != nil {
-		return err
-	}
-	key := feedKey{req.Params.URI, authz}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("the MCP server is shutting down")
-	}
-	f := s.feeds[key]
-	if f == nil {
-		uri := req.Params.URI
-		w, err := c.Watch([]string{watcher}, client.WatcherOptions{
-			OnChange: func(client.Notice) {
-				if err := s.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
-					s.log.Debug("resource updated notification", "uri", uri, "err", err)
-				}
-			},
-		})
-		if err != nil {
-			return err
-		}
-		f = &feed{w: w, sessions: map[*mcp.ServerSession]bool{}}
-		s.feeds[key] = f
-	}
-	f.sessions[req.Session] = true
-	if !s.sessions[req.Session] {
-		s.sessions[req.Session] = true
-		ss := req.Session
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			_ = ss.Wait()
-			s.dropSession(ss)
-		}()
-	}
-	return nil
+	return d.Handler.Enabled(ctx, l)
 }
 
-func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	s.mu.Lock()
-	var stop []*client.Watcher
-	for k, f := range s.feeds {
-		if k.uri == req.Params.URI && f.sessions[req.Session] {
-			delete(f.sessions, req.Session)
-			if len(f.sessions) == 0 {
-				delete(s.feeds, k)
-				stop = append(stop, f.w)
-			}
-		}
+func (d demote) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
 	}
-	s.mu.Unlock()
-	for _, w := range stop {
-		_ = w.Close()
-	}
-	return nil
+	return d.Handler.Handle(ctx, r)
 }
 
-// dropSession ends the subscriptions of a session that ended.
-func (s *Server) dropSession(ss *mcp.ServerSession) {
-	s.mu.Lock()
-	delete(s.sessions, ss)
-	var stop []*client.Watcher
-	for k, f := range s.feeds {
-		delete(f.sessions, ss)
-		if len(f.sessions) == 0 {
-			delete(s.feeds, k)
-			stop = append(stop, f.w)
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range stop {
-		_ = w.Close()
-	}
-}
+func (d demote) WithAttrs(as []slog.Attr) slog.Handler { return demote{d.Handler.WithAttrs(as)} }
+func (d demote) WithGroup(g string) slog.Handler       { return demote{d.Handler.WithGroup(g)} }

@@ -2,316 +2,405 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
+	"errors"
+	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/awareness/awareness/internal/awareness"
 )
 
-// Inputs of the tools; their JSON schemas are inferred from these types.
+// The arguments of the tools. Their JSON schemas are inferred from these types; a
+// field without omitempty is required. Integers are int32: the GraphQL Int.
 type (
 	statusIn struct {
-		SessionKey   string `json:"sessionKey" jsonschema:"the session key, e.g. agent:main:subagent:ab12, or a bare key such as global"`
-		AgentID      string `json:"agentId,omitempty" jsonschema:"the agent of a bare key (default: the agent of a canonical key, else main)"`
-		ChangesSince *int64 `json:"changesSince,omitempty" jsonschema:"return the events after this version (the notice's changesSince)"`
-		Limit        *int   `json:"limit,omitempty" jsonschema:"at most this many events (default and maximum 200)"`
+		SessionKey   string  `json:"sessionKey" jsonschema:"the session key, e.g. agent:main:subagent:ab12, or a bare key such as global"`
+		AgentID      *string `json:"agentId,omitempty" jsonschema:"the agent of a bare key (default: the agent of a canonical key, else main)"`
+		ChangesSince *int32  `json:"changesSince,omitempty" jsonschema:"return the changes after this version: the notice's changesSince"`
+		Limit        *int32  `json:"limit,omitempty" jsonschema:"at most this many changes (default and maximum 200)"`
+		Watcher      *string `json:"watcher,omitempty" jsonschema:"your own session key: the result then carries its pending stale notices"`
 	}
 	listIn struct {
-		AgentID       string   `json:"agentId,omitempty" jsonschema:"only this agent's sessions"`
-		Kinds         []string `json:"kinds,omitempty" jsonschema:"only these kinds (main, subagent, acp, direct, group, room, channel, cron, hook, global, other)"`
-		ActiveMinutes *int     `json:"activeMinutes,omitempty" jsonschema:"only sessions updated in the last N minutes"`
-		KeyPrefix     string   `json:"keyPrefix,omitempty" jsonschema:"only keys starting with this prefix"`
-		First         *int     `json:"first,omitempty" jsonschema:"page size (default 50)"`
-		After         string   `json:"after,omitempty" jsonschema:"the endCursor of the previous page"`
+		AgentID       *string          `json:"agentId,omitempty" jsonschema:"only this agent's sessions"`
+		Kinds         []sessionKindArg `json:"kinds,omitempty" jsonschema:"only these kinds (main, subagent, acp, direct, group, room, channel, cron, hook, global, other)"`
+		ActiveMinutes *int32           `json:"activeMinutes,omitempty" jsonschema:"only sessions updated in the last N minutes"`
+		KeyPrefix     *string          `json:"keyPrefix,omitempty" jsonschema:"only keys starting with this prefix"`
+		First         *int32           `json:"first,omitempty" jsonschema:"page size (default 50, at most 500)"`
+		After         *string          `json:"after,omitempty" jsonschema:"the pageInfo.endCursor of the previous page"`
+		Watcher       *string          `json:"watcher,omitempty" jsonschema:"your own session key: the result then carries its pending stale notices"`
 	}
 	watchIn struct {
-		Watcher       string `json:"watcher" jsonschema:"the watching session (agent-qualified key)"`
-		Target        string `json:"target" jsonschema:"the watched session's key"`
-		TargetAgentID string `json:"targetAgentId,omitempty" jsonschema:"the target's agent for a bare key"`
+		Watcher       string  `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
+		Target        string  `json:"target" jsonschema:"the session you depend on"`
+		TargetAgentID *string `json:"targetAgentId,omitempty" jsonschema:"the target's agent, for a bare key"`
 	}
 	pendingIn struct {
-		Watcher string `json:"watcher" jsonschema:"the watching session (agent-qualified key)"`
+		Watcher string `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
+	}
+	waitIn struct {
+		Watcher   string `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
+		TimeoutMs *int32 `json:"timeoutMs,omitempty" jsonschema:"how long to wait for a notice, in milliseconds (default and maximum 30000)"`
 	}
 	noticeRefIn struct {
-		Target          string `json:"target" jsonschema:"the notice's target"`
-		TargetAgentID   string `json:"targetAgentId,omitempty" jsonschema:"the notice's targetAgentId"`
-		NotifiedVersion int64  `json:"notifiedVersion" jsonschema:"the notice's notifiedVersion"`
+		Target          string  `json:"target" jsonschema:"the notice's target"`
+		TargetAgentID   *string `json:"targetAgentId,omitempty" jsonschema:"the notice's targetAgentId"`
+		NotifiedVersion int32   `json:"notifiedVersion" jsonschema:"the notice's notifiedVersion"`
 	}
 	ackIn struct {
-		Watcher string        `json:"watcher" jsonschema:"the watching session"`
-		Notices []noticeRefIn `json:"notices" jsonschema:"exactly the notices your turn consumed; one opened since stays pending"`
+		Watcher string        `json:"watcher" jsonschema:"your own session: the watching session"`
+		Notices []noticeRefIn `json:"notices" jsonschema:"exactly the notices your turn took into account, as you received them"`
+	}
+	recordIn struct {
+		SessionKey string       `json:"sessionKey" jsonschema:"the session the event happened to"`
+		AgentID    *string      `json:"agentId,omitempty" jsonschema:"the agent of a bare key"`
+		Kind       eventKindArg `json:"kind" jsonschema:"what happened: human_direct_message, upstream_missing and goal_changed notify the session's watchers; child_spawned starts the watchers' cursors; the others are kept in the log only"`
+		ActorType  actorTypeArg `json:"actorType" jsonschema:"who did it"`
+		ActorID    *string      `json:"actorId,omitempty" jsonschema:"a person's sender id, or the session key of the acting agent (your own session: you get no notice of your own change)"`
+		Summary    *string      `json:"summary,omitempty" jsonschema:"one line, at most 200 characters, never message content (default: the kind's canonical summary)"`
+		OccurredAt *string      `json:"occurredAt,omitempty" jsonschema:"when it happened, RFC 3339 (default: now; clamped to the last 24 hours)"`
+		RunID      *string      `json:"runId,omitempty" jsonschema:"the run it belongs to"`
+		Outcome    *outcomeArg  `json:"outcome,omitempty" jsonschema:"how a run_failed run ended"`
+		Channel    *string      `json:"channel,omitempty" jsonschema:"the channel of a human_direct_message"`
+		Turns      *int32       `json:"turns,omitempty" jsonschema:"how many turns a human_direct_message stands for"`
+		DedupeKey  *string      `json:"dedupeKey,omitempty" jsonschema:"makes the call idempotent: a second call with the same key records nothing"`
+		Watchers   []string     `json:"watchers,omitempty" jsonschema:"sessions to tell (or, for child_spawned, to start watching), typically the parent"`
+		Watcher    *string      `json:"watcher,omitempty" jsonschema:"your own session key: the result then carries its pending stale notices"`
 	}
 )
 
+// toolDef is one tool, its toolset and its handler.
+type toolDef struct {
+	toolset string
+	tool    *mcp.Tool
+	handler mcp.ToolHandler
+}
+
+func boolp(b bool) *bool { return &b }
+
+// Annotations of the three kinds of tool. No tool reaches outside the service.
+var (
+	readOnly   = mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)}
+	additive   = mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)}
+	appendOnly = mcp.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)}
+	removing   = mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(true), OpenWorldHint: boolp(false)}
+)
+
+// agentTexter is every result type: its agentText is promoted.
+type agentTexter interface{ agent() *agentText }
+
+func (a *agentText) agent() *agentText { return a }
+
+// define builds a tool from its argument and result types: the schemas from the
+// types, and a handler that decodes the arguments (decodeArgs), runs with the
+// caller's principal, and writes the result or the refusal (toolError).
+func define[In, Out any](s *Server, toolset string, t mcp.Tool, ann mcp.ToolAnnotations, run func(ctx context.Context, req *mcp.CallToolRequest, in In) (Out, error)) toolDef {
+	t.InputSchema = inputSchema[In]()
+	t.OutputSchema = outputSchema[Out]()
+	t.Annotations = &ann
+	t.Annotations.Title = t.Title
+	t.Meta = mcp.Meta{MetaToolset: toolset}
+	name := t.Name
+	h := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx = callerContext(ctx, req.Extra)
+		in, err := decodeArgs[In](name, req.Params.Arguments)
+		if err != nil {
+			return s.toolError(ctx, name, err), nil
+		}
+		points, writes := any(in).(coster).cost()
+		if err := s.charge(ctx, points, writes); err != nil {
+			return s.toolError(ctx, name, err), nil
+		}
+		out, err := run(ctx, req, in)
+		if err != nil {
+			return s.toolError(ctx, name, err), nil
+		}
+		return result(&out, any(&out).(agentTexter).agent())
+	}
+	return toolDef{toolset: toolset, tool: &t, handler: h}
+}
+
+// toolError reports a refused call in the tool result, as MCP asks: the text
+// "CODE: message" (the GraphQL error's extensions.code and message) and the code in
+// _meta. An INTERNAL error reads "internal error" and is logged here.
+func (s *Server) toolError(ctx context.Context, tool string, err error) *mcp.CallToolResult {
+	code, msg := coded(err)
+	switch code {
+	case awareness.EINTERNAL:
+		level := slog.LevelError
+		if errors.Is(err, context.Canceled) {
+			level = slog.LevelDebug
+		}
+		s.log.Log(ctx, level, "mcp tool failed", "tool", tool, "code", code, "err", err)
+	case awareness.EUNAVAILABLE:
+		s.log.Warn("mcp tool failed", "tool", tool, "code", code, "err", err)
+	}
+	meta := mcp.Meta{MetaCode: code}
+	if ms := retryAfterMs(err); ms > 0 {
+		meta[MetaRetryAfterMs] = ms
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}, Meta: meta}
+}
+
+// retryAfterMs is when a RATE_LIMITED refusal may be retried, in milliseconds (0: not
+// said).
+func retryAfterMs(err error) int64 {
+	if r, ok := errors.AsType[interface {
+		error
+		RetryAfterMs() int64
+	}](err); ok {
+		return r.RetryAfterMs()
+	}
+	return 0
+}
+
+// _meta keys: a refused call's ERR-1 code and retry hint, a tool's toolset.
 const (
-	statusOp = `query($k: String!, $a: String, $s: Int, $l: Int) { sessionStatus(sessionKey: $k, agentId: $a, changesSince: $s, limit: $l) {
-  sessionKey agentId stateVersion stateChanges { events { sequence kind actorType actorId summary occurredAt runId payload }
-  historyGap truncated earliestAvailableSequence nextChangesSince } } }`
-	listOp = `query($f: SessionFilter, $n: Int, $after: String) { sessionsList(filter: $f, first: $n, after: $after) {
-  sessions { sessionKey agentId kind sessionId parentSessionKey chatType provider displayName updatedAt stateVersion compactionCount }
-  pageInfo { hasNextPage endCursor } } }`
-	watchOp = `mutation($in: WatchInput!) { watch(input: $in) { watched reason
-  cursor { watcher target targetAgentId lastAcked notified material pending updatedAt } } }`
-	unwatchOp = `mutation($w: String!, $t: String!, $a: String) { unwatch(watcher: $w, target: $t, targetAgentId: $a) }`
-	ackOp     = `mutation($w: String!, $n: [NoticeRef!]) { ackNotices(watcher: $w, notices: $n) {
-  watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt } }`
+	MetaCode         = "awareness/code"
+	MetaRetryAfterMs = "awareness/retryAfterMs"
+	MetaToolset      = "awareness/toolset"
 )
 
-// Tool names (CLT-3); the notice text names session_status (NTC-1).
-const (
-	ToolSessionStatus  = "session_status"
-	ToolSessionsList   = "sessions_list"
-	ToolSessionWatch   = "session_watch"
-	ToolSessionUnwatch = "session_unwatch"
-	ToolPendingNotices = "pending_notices"
-	ToolAckNotices     = "ack_notices"
-)
-
-// Tools lists the tool names in the order tools/list gives them.
-var Tools = []string{ToolSessionStatus, ToolSessionsList, ToolSessionWatch, ToolSessionUnwatch, ToolPendingNotices, ToolAckNotices}
-
-func setIf(vars map[string]any, name, v string) {
-	if v != "" {
-		vars[name] = v
+// coded returns the ERR-1 code and caller-facing message of err, as the GraphQL error
+// presenter does: internals read "internal error".
+func coded(err error) (code, msg string) {
+	if ae, ok := errors.AsType[*awareness.Error](err); ok {
+		if ae.Code == awareness.EINTERNAL {
+			return ae.Code, "internal error"
+		}
+		if ae.Message == "" {
+			return ae.Code, ae.Code
+		}
+		return ae.Code, ae.Message
 	}
+	if c, ok := errors.AsType[interface {
+		error
+		Code() string
+	}](err); ok {
+		return c.Code(), err.Error() // a budget refusal (ERR-4)
+	}
+	return awareness.EINTERNAL, "internal error"
 }
 
-// run executes op and returns the structured content (field's value, or the whole
-// data when whole) with the text describe writes from it.
-func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, op string, vars map[string]any, name string, whole bool,
-	describe func(json.RawMessage) string) (*mcp.CallToolResult, any, error) {
-	c, _ := s.clientFor(req.Extra)
-	data, err := c.DoRaw(ctx, op, vars)
+// digest reads watcher's pending-notice digest; nil when no watcher is named.
+func (s *Server) digest(ctx context.Context, watcher *string) (*digestOut, error) {
+	if watcher == nil {
+		return nil, nil
+	}
+	ns, err := s.svc.PendingNotices(ctx, *watcher)
 	if err != nil {
-		return errorResult(err), nil, nil
+		return nil, err
 	}
-	v, err := field(data, name)
+	return digestOf(*watcher, ns), nil
+}
+
+// digestAfter is the digest of a watcher the call itself acted for: none when it
+// cannot watch (a bare key's watch answers watched false, not a refusal).
+func (s *Server) digestAfter(ctx context.Context, watcher string) *digestOut {
+	d, err := s.digest(ctx, &watcher)
 	if err != nil {
-		return nil, nil, err
+		return nil
 	}
-	out := v
-	if whole {
-		out = data
-	}
-	return &mcp.CallToolResult{Content: text(describe(v))}, out, nil
+	return d
 }
 
-func (s *Server) addTools() {
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:  ToolSessionStatus,
-		Title: "Session status and changes",
-		Description: "A session's state version and, with changesSince, the exact changes after it (REC-1): call it when a stale " +
-			"notice says a session changed, with the notice's sessionKey, agentId and changesSince, before acting.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, any, error) {
-		vars := map[string]any{"k": in.SessionKey}
-		setIf(vars, "a", in.AgentID)
-		if in.ChangesSince != nil {
-			vars["s"] = *in.ChangesSince
-		}
-		if in.Limit != nil {
-			vars["l"] = *in.Limit
-		}
-		return s.run(ctx, req, statusOp, vars, "sessionStatus", false, describeStatus)
-	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        ToolSessionsList,
-		Title:       "List sessions",
-		Description: "Sessions of the registry with their state versions (REC-5), filtered and paged.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, any, error) {
-		f := map[string]any{}
-		setIf(f, "agentId", in.AgentID)
-		setIf(f, "keyPrefix", in.KeyPrefix)
-		if len(in.Kinds) > 0 {
-			f["kinds"] = in.Kinds
-		}
-		if in.ActiveMinutes != nil {
-			f["activeMinutes"] = *in.ActiveMinutes
-		}
-		vars := map[string]any{}
-		if len(f) > 0 {
-			vars["f"] = f
-		}
-		if in.First != nil {
-			vars["n"] = *in.First
-		}
-		setIf(vars, "after", in.After)
-		return s.run(ctx, req, listOp, vars, "sessionsList", false, describeList)
-	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:  ToolSessionWatch,
-		Title: "Watch a session",
-		Description: "Register the watcher session on a target at its current version (WAT-3): the watcher gets one stale " +
-			"notice when another actor changes the target.",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in watchIn) (*mcp.CallToolResult, any, error) {
-		w := map[string]any{"watcher": in.Watcher, "target": in.Target}
-		setIf(w, "targetAgentId", in.TargetAgentID)
-		return s.run(ctx, req, watchOp, map[string]any{"in": w}, "watch", false, describeWatch)
-	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        ToolSessionUnwatch,
-		Title:       "Stop watching a session",
-		Description: "Remove the watcher's cursor on the target (WAT-5).",
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in watchIn) (*mcp.CallToolResult, any, error) {
-		vars := map[string]any{"w": in.Watcher, "t": in.Target}
-		setIf(vars, "a", in.TargetAgentID)
-		return s.run(ctx, req, unwatchOp, vars, "unwatch", true, func(v json.RawMessage) string {
-			if string(v) == "true" {
-				return fmt.Sprintf("%s no longer watches %s.", in.Watcher, in.Target)
+func (s *Server) toolDefs() []toolDef {
+	return []toolDef{
+		define(s, ToolsetSessions, mcp.Tool{
+			Name:  ToolSessionStatus,
+			Title: "Session status and changes",
+			Description: "Call this before you act on what you know of another session: when a stale notice says a session " +
+				"changed (pass the sessionKey, agentId and changesSince it names), or when you resume work that depends on " +
+				"a session. Returns the session's state version and, with changesSince, exactly the changes after it (REC-1). " +
+				"If historyGap is true, refresh the whole session state instead of applying the changes; if truncated, call " +
+				"again with nextChangesSince. Never moves a cursor: acknowledge with ack_notices.",
+		}, readOnly, func(ctx context.Context, _ *mcp.CallToolRequest, in statusIn) (statusOut, error) {
+			d, err := s.digest(ctx, in.Watcher)
+			if err != nil {
+				return statusOut{}, err
 			}
-			return fmt.Sprintf("%s did not watch %s: nothing removed.", in.Watcher, in.Target)
-		})
-	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        ToolPendingNotices,
-		Title:       "Pending stale notices",
-		Description: "The watcher's pending stale notices, without acknowledging them (NTC-7).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in pendingIn) (*mcp.CallToolResult, any, error) {
-		return s.run(ctx, req, pendingQuery, map[string]any{"w": in.Watcher}, "pendingNotices", true, func(v json.RawMessage) string {
-			return describeNotices(v, "No pending notices.", "pending notice")
-		})
-	})
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:  ToolAckNotices,
-		Title: "Acknowledge stale notices",
-		Description: "Acknowledge exactly the notices your turn consumed, each named by target, targetAgentId and " +
-			"notifiedVersion (NTC-3); a notice opened since stays pending. Returns the follow-up notices opened.",
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in ackIn) (*mcp.CallToolResult, any, error) {
-		refs := make([]map[string]any, 0, len(in.Notices))
-		for _, n := range in.Notices {
-			r := map[string]any{"target": n.Target, "notifiedVersion": n.NotifiedVersion}
-			setIf(r, "targetAgentId", n.TargetAgentID)
-			refs = append(refs, r)
-		}
-		return s.run(ctx, req, ackOp, map[string]any{"w": in.Watcher, "n": refs}, "ackNotices", true, func(v json.RawMessage) string {
-			return "Acknowledged. " + describeNotices(v, "No follow-up notice opened.", "follow-up notice")
-		})
-	})
-}
-
-func describeStatus(v json.RawMessage) string {
-	var st struct {
-		SessionKey   string `json:"sessionKey"`
-		AgentID      string `json:"agentId"`
-		StateVersion int64  `json:"stateVersion"`
-		StateChanges *struct {
-			Events []struct {
-				Sequence   int64   `json:"sequence"`
-				Kind       string  `json:"kind"`
-				ActorType  string  `json:"actorType"`
-				ActorID    *string `json:"actorId"`
-				Summary    string  `json:"summary"`
-				OccurredAt string  `json:"occurredAt"`
-			} `json:"events"`
-			HistoryGap                bool  `json:"historyGap"`
-			Truncated                 bool  `json:"truncated"`
-			EarliestAvailableSequence int64 `json:"earliestAvailableSequence"`
-			NextChangesSince          int64 `json:"nextChangesSince"`
-		} `json:"stateChanges"`
-	}
-	_ = json.Unmarshal(v, &st)
-	var b strings.Builder
-	fmt.Fprintf(&b, "Session %q (agent %s) is at state version %d.", st.SessionKey, st.AgentID, st.StateVersion)
-	if ch := st.StateChanges; ch != nil {
-		if len(ch.Events) == 0 {
-			b.WriteString("\nSession state changes: none.")
-		} else {
-			fmt.Fprintf(&b, "\nSession state changes: %d.", len(ch.Events))
-		}
-		for _, e := range ch.Events {
-			actor := e.ActorType
-			if e.ActorID != nil {
-				actor += " " + *e.ActorID
+			st, err := s.svc.SessionStatus(ctx, in.SessionKey, in.AgentID, int64p(in.ChangesSince), intp(in.Limit))
+			if err != nil {
+				return statusOut{}, err
 			}
-			fmt.Fprintf(&b, "\n#%d %s by %s at %s: %s", e.Sequence, e.Kind, actor, e.OccurredAt, e.Summary)
-		}
-		if ch.HistoryGap {
-			fmt.Fprintf(&b, "\nHistory gap: changes before #%d were pruned; refresh the whole session state instead of applying this delta.", ch.EarliestAvailableSequence)
-		}
-		if ch.Truncated {
-			fmt.Fprintf(&b, "\nMore changes follow: call session_status again with changesSince %d.", ch.NextChangesSince)
-		}
+			out := statusOf(st)
+			out.WatcherNotices = d
+			return out, nil
+		}),
+		define(s, ToolsetSessions, mcp.Tool{
+			Name:  ToolSessionsList,
+			Title: "List sessions",
+			Description: "Call this to find sessions (by agent, kind, recent activity or key prefix) and see which have " +
+				"logged changes (stateVersion; null when none, REC-5), e.g. to pick the session to watch or reconcile. Pages " +
+				"of 50 by default: continue with after = pageInfo.endCursor while pageInfo.hasNextPage.",
+		}, readOnly, func(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (listOut, error) {
+			d, err := s.digest(ctx, in.Watcher)
+			if err != nil {
+				return listOut{}, err
+			}
+			f := awareness.SessionFilter{AgentID: in.AgentID, ActiveMinutes: intp(in.ActiveMinutes), KeyPrefix: in.KeyPrefix}
+			for _, k := range in.Kinds {
+				f.Kinds = append(f.Kinds, awareness.SessionKind(k))
+			}
+			first := defaultListFirst
+			if in.First != nil {
+				first = int(*in.First)
+			}
+			page, err := s.svc.SessionsList(ctx, f, first, in.After)
+			if err != nil {
+				return listOut{}, err
+			}
+			out := listOf(page)
+			out.WatcherNotices = d
+			return out, nil
+		}),
+		define(s, ToolsetNotices, mcp.Tool{
+			Name:  ToolPendingNotices,
+			Title: "Pending stale notices",
+			Description: "Call this at the start of a turn, or whenever you are unsure whether sessions you depend on " +
+				"changed: it lists your session's pending stale notices (NTC-7) without acknowledging them. Each notice " +
+				"names the session that changed and the session_status call that catches you up; after you took them " +
+				"into account, acknowledge exactly those with ack_notices.",
+		}, readOnly, func(ctx context.Context, _ *mcp.CallToolRequest, in pendingIn) (pendingOut, error) {
+			ns, err := s.svc.PendingNotices(ctx, in.Watcher)
+			if err != nil {
+				return pendingOut{}, err
+			}
+			out := pendingOut{PendingNotices: noticesOf(ns)}
+			out.Summary = noticesSummary(out.PendingNotices, "No pending notices.", "pending notice")
+			out.WatcherNotices = digestOf(in.Watcher, ns)
+			return out, nil
+		}),
+		define(s, ToolsetNotices, mcp.Tool{
+			Name:  ToolWaitForNotices,
+			Title: "Wait for a stale notice",
+			Description: "Call this when you have nothing else to do until another session moves (a sub-agent's work, a " +
+				"person's reply): it answers at once with your pending stale notices if there are any, otherwise as soon as " +
+				"one opens, or after timeoutMs (at most 30000) with timedOut true; then call it again to keep waiting. It " +
+				"acknowledges nothing.",
+		}, readOnly, s.waitForNotices),
+		define(s, ToolsetNotices, mcp.Tool{
+			Name:  ToolAckNotices,
+			Title: "Acknowledge stale notices",
+			Description: "Call this once your turn has taken notices into account (usually after session_status): name " +
+				"each by target, targetAgentId and notifiedVersion exactly as you received it (NTC-3). A notice that opened " +
+				"since, or replaced the one you name, stays pending and is not acknowledged unseen. Answers per notice: " +
+				"acknowledged (with the follow-up notice that opened for changes made meanwhile, to reconcile next), " +
+				"alreadyAcknowledged, superseded (with the notice pending instead) or notPending.",
+		}, additive, func(ctx context.Context, _ *mcp.CallToolRequest, in ackIn) (ackOut, error) {
+			refs := make([]awareness.NoticeRef, 0, len(in.Notices))
+			for _, n := range in.Notices {
+				refs = append(refs, awareness.NoticeRef{Target: n.Target, TargetAgentID: n.TargetAgentID, NotifiedVersion: int64(n.NotifiedVersion)})
+			}
+			if len(refs) == 0 {
+				return ackOut{}, awareness.Errorf(awareness.EINVALID, "notices is empty: name the notices your turn took into account")
+			}
+			acks, err := s.svc.AcknowledgeNotices(ctx, in.Watcher, refs)
+			if err != nil {
+				return ackOut{}, err
+			}
+			out := ackOf(acks)
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
+			return out, nil
+		}),
+		define(s, ToolsetWrite, mcp.Tool{
+			Name:  ToolRecordEvent,
+			Title: "Record a session event",
+			Description: "Call this when something happened to a session that others may depend on and no gateway records " +
+				"it for you: a person wrote into it directly (human_direct_message), its goal changed (goal_changed), you " +
+				"spawned a child session (child_spawned, naming yourself in watchers), a run ended (run_completed, " +
+				"run_failed), it was compacted. Watchers of the session other than the actor get one stale notice. Give " +
+				"a dedupeKey to make a retry safe.",
+		}, appendOnly, func(ctx context.Context, _ *mcp.CallToolRequest, in recordIn) (recordOut, error) {
+			d, err := s.digest(ctx, in.Watcher)
+			if err != nil {
+				return recordOut{}, err
+			}
+			rin, err := recordInput(in)
+			if err != nil {
+				return recordOut{}, err
+			}
+			res, err := s.svc.RecordEvent(ctx, rin)
+			if err != nil {
+				return recordOut{}, err
+			}
+			out := recordOf(res)
+			out.WatcherNotices = d
+			return out, nil
+		}),
+		define(s, ToolsetWrite, mcp.Tool{
+			Name:  ToolSessionWatch,
+			Title: "Watch a session",
+			Description: "Call this when you start depending on another session (you sent it work, you read its state): " +
+				"your session then gets one stale notice when another actor changes it, instead of you polling. It " +
+				"starts at the target's current version (WAT-3); watching again keeps the cursor as it is.",
+		}, additive, func(ctx context.Context, _ *mcp.CallToolRequest, in watchIn) (watchOut, error) {
+			res, err := s.svc.Watch(ctx, in.Watcher, in.Target, in.TargetAgentID)
+			if err != nil {
+				return watchOut{}, err
+			}
+			out := watchOf(res)
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
+			return out, nil
+		}),
+		define(s, ToolsetWrite, mcp.Tool{
+			Name:  ToolSessionUnwatch,
+			Title: "Stop watching a session",
+			Description: "Call this when you no longer depend on a session you watch: its cursor and any pending notice " +
+				"about it are removed (WAT-5).",
+		}, removing, func(ctx context.Context, _ *mcp.CallToolRequest, in watchIn) (unwatchOut, error) {
+			ok, err := s.svc.Unwatch(ctx, in.Watcher, in.Target, in.TargetAgentID)
+			if err != nil {
+				return unwatchOut{}, err
+			}
+			out := unwatchOut{Unwatch: ok}
+			if ok {
+				out.Summary = in.Watcher + " no longer watches " + in.Target + "."
+			} else {
+				out.Summary = in.Watcher + " did not watch " + in.Target + ": nothing removed."
+			}
+			out.WatcherNotices = s.digestAfter(ctx, in.Watcher)
+			return out, nil
+		}),
 	}
-	return b.String()
 }
 
-func describeList(v json.RawMessage) string {
-	var l struct {
-		Sessions []struct {
-			SessionKey   string `json:"sessionKey"`
-			AgentID      string `json:"agentId"`
-			Kind         string `json:"kind"`
-			StateVersion *int64 `json:"stateVersion"`
-		} `json:"sessions"`
-		PageInfo struct {
-			HasNextPage bool    `json:"hasNextPage"`
-			EndCursor   *string `json:"endCursor"`
-		} `json:"pageInfo"`
+// defaultListFirst is sessions_list's page size when first is not given (the GraphQL
+// argument's default).
+const defaultListFirst = 50
+
+func recordInput(in recordIn) (awareness.RecordInput, error) {
+	out := awareness.RecordInput{
+		SessionKey: in.SessionKey, AgentID: in.AgentID, Kind: awareness.EventKind(in.Kind), ActorType: awareness.ActorType(in.ActorType),
+		ActorID: in.ActorID, Summary: in.Summary, RunID: in.RunID, Channel: in.Channel, Turns: intp(in.Turns),
+		DedupeKey: in.DedupeKey, Watchers: in.Watchers,
 	}
-	_ = json.Unmarshal(v, &l)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d sessions.", len(l.Sessions))
-	for _, s := range l.Sessions {
-		ver := "no logged changes"
-		if s.StateVersion != nil {
-			ver = fmt.Sprintf("state version %d", *s.StateVersion)
+	if in.Outcome != nil {
+		o := awareness.RunOutcome(*in.Outcome)
+		out.Outcome = &o
+	}
+	if in.OccurredAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *in.OccurredAt)
+		if err != nil {
+			return out, awareness.Errorf(awareness.EINVALID, "occurredAt must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z")
 		}
-		fmt.Fprintf(&b, "\n%s (agent %s, %s): %s", s.SessionKey, s.AgentID, s.Kind, ver)
+		out.OccurredAt = &t
 	}
-	if l.PageInfo.HasNextPage && l.PageInfo.EndCursor != nil {
-		fmt.Fprintf(&b, "\nMore sessions: call sessions_list again with after %q.", *l.PageInfo.EndCursor)
-	}
-	return b.String()
+	return out, nil
 }
 
-func describeWatch(v json.RawMessage) string {
-	var w struct {
-		Watched bool    `json:"watched"`
-		Reason  *string `json:"reason"`
-		Cursor  *struct {
-			Watcher  string `json:"watcher"`
-			Target   string `json:"target"`
-			LastAck  int64  `json:"lastAcked"`
-			Material int64  `json:"material"`
-		} `json:"cursor"`
+func int64p(v *int32) *int64 {
+	if v == nil {
+		return nil
 	}
-	_ = json.Unmarshal(v, &w)
-	if !w.Watched {
-		reason := "no reason given"
-		if w.Reason != nil {
-			reason = *w.Reason
-		}
-		return "Not watched: " + reason
-	}
-	if w.Cursor == nil {
-		return "Watched."
-	}
-	return fmt.Sprintf("%s watches %s from version %d: changes by other actors open one stale notice.", w.Cursor.Watcher, w.Cursor.Target, w.Cursor.LastAck)
+	n := int64(*v)
+	return &n
 }
 
-func describeNotices(v json.RawMessage, none, noun string) string {
-	var ns []struct {
-		Text            string `json:"text"`
-		NotifiedVersion int64  `json:"notifiedVersion"`
-		Wake            bool   `json:"wake"`
+func intp(v *int32) *int {
+	if v == nil {
+		return nil
 	}
-	_ = json.Unmarshal(v, &ns)
-	if len(ns) == 0 {
-		return none
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s", len(ns), noun)
-	if len(ns) > 1 {
-		b.WriteString("s")
-	}
-	b.WriteString(":")
-	for _, n := range ns {
-		fmt.Fprintf(&b, "\n%s (notifiedVersion %d)", n.Text, n.NotifiedVersion)
-	}
-	return b.String()
+	n := int(*v)
+	return &n
 }
