@@ -128,7 +128,8 @@ func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--hel
 const usageText = `awareness — session state awareness service
 
 Tells AI-agent sessions when another actor changed a session they depend on, once,
-and lets them catch up before they act (GraphQL over HTTP and WebSocket).
+and lets them catch up before they act (GraphQL over HTTP, WebSocket and Server-Sent
+Events; MCP).
 
 Usage:
   awareness [serve] [flags]   run the service (the default command)
@@ -142,17 +143,23 @@ Usage:
                               serve MCP on stdin/stdout in front of a running service
   awareness help [COMMAND]    print this help, or a command's
 
-Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
+serve, demo, status, sessions and import take --db (default ./awareness.db,
+$AWARENESS_DB); mcp takes the running service's --url instead. Run
 'awareness <command> --help' for its flags. Every flag can also be set through the
 environment variable named in its help; the flag wins over the variable. Exit
 status: 0 ok, 1 failure, 2 bad command line.
 `
 
 const serveAbout = `
-Run the service: the GraphQL API on /query (POST, GET and WebSocket), the dashboard
-on /, GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
-The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
-migrated at startup. SIGINT or SIGTERM shuts down gracefully.
+Run the service: the GraphQL API on /query (POST, GET, WebSocket and Server-Sent
+Events), MCP on /mcp, the dashboard on /, GraphiQL on /playground, /healthz, /readyz
+and Prometheus metrics on /metrics.
+The database is a SQLite file (created if missing; one serving process per file, held
+by an exclusive lock on FILE.lock) or a PostgreSQL URL; its schema is migrated at
+startup, after the port is bound. SIGINT or SIGTERM shuts down gracefully: /readyz
+answers 503, WebSockets are closed with 1012 (service restart), running requests
+finish, then the port closes. The socket may come from systemd (socket activation);
+--reuse-port lets the next process bind the port while this one drains.
 
 Tracing is off unless the standard OpenTelemetry variables configure an OTLP
 exporter: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or
@@ -252,7 +259,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		retention       = envFlag(fs, fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "prune log rows and untouched cursors older than this; 0 keeps them")
 		maxRows         = envFlag(fs, fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "keep at most this many log rows in all; 0 means no cap")
 		pruneInterval   = envFlag(fs, fs.Duration, "prune-interval", awareness.DefaultPruneInterval, "AWARENESS_PRUNE_INTERVAL", "how often retention runs, after once at startup")
-		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to open WebSockets, e.g. 'dash.example.com,https://*.example.org'")
+		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated browser origins allowed to call /query (HTTP with CORS, SSE and WebSockets), e.g. 'dash.example.com,https://*.example.org'; requests without an Origin header and pages of the service's own host are always accepted")
 		logLevel        = envFlag(fs, fs.String, "log-level", "info", "AWARENESS_LOG_LEVEL", "debug, info, warn or error")
 		shutdownTimeout = envFlag(fs, fs.Duration, "shutdown-timeout", 10*time.Second, "AWARENESS_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests")
 		demoMode        = envFlag(fs, fs.Bool, "demo", false, "AWARENESS_DEMO", "seed a demo scene (a manager, three sub-agents, a person typing into one) and keep it lively")

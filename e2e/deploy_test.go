@@ -373,3 +373,39 @@ func (s *server) waitLog(t *testing.T, want string, limit time.Duration) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// One SQLite file, one serving process: a second serve on the same file exits 1 at
+// once, naming the process that serves it, before it migrates or sweeps anything (on
+// the same port it fails at the port, first); the first one keeps serving.
+func TestSecondServeOnTheSameSQLiteFileRefuses(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "awareness.db")
+	s1 := startServer(t, db)
+	for _, tc := range []struct {
+		name, addr, want string
+	}{
+		{"another port", "", fmt.Sprintf("is served by pid %d on %s since ", s1.cmd.Process.Pid, s1.addr)},
+		{"the same port", s1.addr, "address already in use"},
+	} {
+		s2 := launch(t, db, serverOpts{addr: tc.addr})
+		select {
+		case <-s2.exited:
+		case <-time.After(wait):
+			t.Fatalf("%s: the second serve is still running:\n%s", tc.name, s2.logs.String())
+		}
+		logs := s2.logs.String()
+		if s2.state.ExitCode() != 1 || !strings.Contains(logs, tc.want) {
+			t.Errorf("%s: exit %d, log lacks %q:\n%s", tc.name, s2.state.ExitCode(), tc.want, logs)
+		}
+		for _, never := range []string{"applied migration", "database open", "startup sweep"} {
+			if strings.Contains(logs, never) {
+				t.Errorf("%s: the refused serve logged %q:\n%s", tc.name, never, logs)
+			}
+		}
+	}
+	s1.spawn(t, "agent:main:subagent:locked", mainWatcher)
+	s1.humanTurn(t, "agent:main:subagent:locked")
+	if n := len(s1.pendingNotices(t, mainWatcher)); n != 1 {
+		t.Errorf("the first serve: %d pending notices, want 1", n)
+	}
+}
