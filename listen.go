@@ -11,7 +11,6 @@ package main
 // connections.
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -141,6 +140,3 @@ func (n *newConns) closeSoon() int {
 	})
 	return len(n.conns)
 }
-
-// errReusePortUnsupported is listenReusePort's error where SO_REUSEPORT is not available.
-var errReusePortUnsupported = errors.New("--reuse-port: SO_REUSEPORT is supported on Linux only")

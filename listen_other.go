@@ -2,6 +2,11 @@
 
 package main
 
-import "net"
+import (
+	"errors"
+	"net"
+)
 
-func listenReusePort(string) (net.Listener, error) { return nil, errReusePortUnsupported }
+func listenReusePort(string) (net.Listener, error) {
+	return nil, errors.New("--reuse-port: SO_REUSEPORT is supported on Linux only")
+}
