@@ -192,7 +192,8 @@ func check(blocks []block) int {
 			if err := bg.Start(); err != nil {
 				return fail(b, "start: %v", err)
 			}
-			if err := waitReady(60 * time.Second); err != nil {
+			// `go run .` compiles first: minutes on a loaded machine.
+			if err := waitReady(5 * time.Minute); err != nil {
 				return fail(b, "%v", err)
 			}
 		case "output", "contains":
