@@ -185,11 +185,8 @@ func printServeHelp(w io.Writer, fs *flagSet, demo bool) {
 
 // serveConfig is the validated configuration of serve.
 type serveConfig struct {
-	Addr string
-	DB   string
-	// ReusePort binds Addr with SO_REUSEPORT, so that the next process can bind it
-	// while this one drains (listen.go).
-	ReusePort       bool
+	Addr            string
+	DB              string
 	Retention       time.Duration
 	MaxRows         int
 	PruneInterval   time.Duration
@@ -208,6 +205,9 @@ type serveConfig struct {
 	AuthFile     string
 	AuthWarnings []string
 	Insecure     bool
+	// ReusePort binds Addr with SO_REUSEPORT, so that the next process can bind it
+	// while this one drains (listen.go).
+	ReusePort bool
 	// WSPingInterval and WSInitTimeout are the WebSocket ping cadence (a peer silent
 	// for twice it is dropped) and the connection_init deadline.
 	WSPingInterval time.Duration
