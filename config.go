@@ -113,6 +113,9 @@ func validateDB(db string) error {
 	if db == "" {
 		return errors.New("--db is empty: give the SQLite database file or a postgres:// URL")
 	}
+	if scheme, ok := urlScheme(db); ok {
+		return fmt.Errorf("--db %s://…: the scheme %q is not supported: give a SQLite database file or a postgres:// URL", scheme, scheme)
+	}
 	if db == ":memory:" || strings.HasPrefix(db, "file:") {
 		return fmt.Errorf("--db %q: give a plain file path (the database must survive restarts, NTC-5)", db)
 	}
@@ -134,6 +137,23 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// urlScheme returns the scheme of a URL-like --db ("mysql" of "mysql://…"), which
+// would otherwise be taken for a file path; only the scheme is returned, never a
+// password the rest may hold.
+func urlScheme(db string) (string, bool) {
+	scheme, _, ok := strings.Cut(db, "://")
+	if !ok || scheme == "" {
+		return "", false
+	}
+	for i, r := range scheme {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return "", false
+		}
+	}
+	return scheme, true
 }
 
 // parseLogLevel parses --log-level.

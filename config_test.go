@@ -77,3 +77,32 @@ func TestMCPFlagsFromEnvironment(t *testing.T) {
 		t.Errorf("stderr %q does not name the bad level", stderr.String())
 	}
 }
+
+// --db is a SQLite file path or a PostgreSQL URL; anything else is refused with what
+// is wrong, and never with the password a URL may carry.
+func TestValidateDB(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		db, want string // want "": valid
+	}{
+		{dir + "/a.db", ""},
+		{"postgres://u:pw@db.example:5432/a?sslmode=require", ""},
+		{"postgresql://u@db.example/a", ""},
+		{"mysql://root:secret@db.example/a", `--db mysql://…: the scheme "mysql" is not supported: give a SQLite database file or a postgres:// URL`},
+		{"sqlite:///var/lib/a.db", `the scheme "sqlite" is not supported`},
+		{dir + "/missing/a.db", "does not exist"},
+		{":memory:", "give a plain file path"},
+		{"file:a.db", "give a plain file path"},
+		{"", "--db is empty"},
+	} {
+		err := validateDB(tc.db)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("validateDB(%q) = %v, want valid", tc.db, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("validateDB(%q) = %v, want an error containing %q", tc.db, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "secret"):
+			t.Errorf("validateDB(%q) = %v: the error shows the password", tc.db, err)
+		}
+	}
+}

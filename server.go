@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,7 +132,8 @@ func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--hel
 const usageText = `awareness — session state awareness service
 
 Tells AI-agent sessions when another actor changed a session they depend on, once,
-and lets them catch up before they act (GraphQL over HTTP and WebSocket).
+and lets them catch up before they act (GraphQL over HTTP, WebSocket and Server-Sent
+Events; MCP).
 
 Usage:
   awareness [serve] [flags]   run the service (the default command)
@@ -148,19 +150,25 @@ Usage:
                               model's next request, an idle session woken
   awareness help [COMMAND]    print this help, or a command's
 
-Every command takes --db (default ./awareness.db, $AWARENESS_DB). Run
+serve, demo, status, sessions and import take --db (default ./awareness.db,
+$AWARENESS_DB); mcp takes the running service's --url instead. Run
 'awareness <command> --help' for its flags. Every flag can also be set through the
 environment variable named in its help; the flag wins over the variable. Exit
 status: 0 ok, 1 failure, 2 bad command line.
 `
 
 const serveAbout = `
-Run the service: the GraphQL API on /query (POST, GET and WebSocket), the Model
-Context Protocol on /mcp (streamable HTTP: tools in toolsets, --mcp-read-only, sessions
-bound to their token and closed after --mcp-session-idle), the dashboard on /,
-GraphiQL on /playground, /healthz, /readyz and Prometheus metrics on /metrics.
-The database is a SQLite file (created if missing) or a PostgreSQL URL; its schema is
-migrated at startup. SIGINT or SIGTERM shuts down gracefully.
+Run the service: the GraphQL API on /query (POST, GET, WebSocket and Server-Sent
+Events), the Model Context Protocol on /mcp (streamable HTTP: tools in toolsets,
+--mcp-read-only, sessions bound to their token and closed after --mcp-session-idle),
+the dashboard on /, GraphiQL on /playground, /healthz, /readyz and Prometheus metrics
+on /metrics.
+The database is a SQLite file (created if missing; one serving process per file, held
+by an exclusive lock on FILE.lock) or a PostgreSQL URL; its schema is migrated at
+startup, after the port is bound. SIGINT or SIGTERM shuts down gracefully: /readyz
+answers 503, WebSockets are closed with 1012 (service restart), running requests
+finish, then the port closes. The socket may come from systemd (socket activation);
+--reuse-port lets the next process bind the port while this one drains.
 
 Every route answers only requests whose Host is an IP address, localhost or the
 --addr host (DNS rebinding protection; others get 403 FORBIDDEN). On an address other
@@ -218,6 +226,9 @@ type serveConfig struct {
 	AuthFile     string
 	AuthWarnings []string
 	Insecure     bool
+	// ReusePort binds Addr with SO_REUSEPORT, so that the next process can bind it
+	// while this one drains (listen.go).
+	ReusePort bool
 	// WSPingInterval and WSInitTimeout are the WebSocket ping cadence (a peer silent
 	// for twice it is dropped) and the connection_init deadline.
 	WSPingInterval time.Duration
@@ -267,12 +278,13 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 	// Errors are returned (run prints them); help is printed by printServeHelp.
 	fs := newFlagSet("serve")
 	var (
-		addr            = envFlag(fs, fs.String, "addr", "127.0.0.1:8080", "AWARENESS_ADDR", "listen address host:port")
+		addr            = envFlag(fs, fs.String, "addr", "127.0.0.1:8080", "AWARENESS_ADDR", "listen address host:port (unused when systemd passes the socket: socket activation)")
+		reusePort       = envFlag(fs, fs.Bool, "reuse-port", false, "AWARENESS_REUSE_PORT", "bind --addr with SO_REUSEPORT (Linux), so that a new process can bind it while the old one still serves: a restart without a refused connection; on SQLite the new process waits for the old one's database lock")
 		db              = fs.dbFlag("SQLite database file (created if missing), or a postgres:// URL of an existing PostgreSQL database that several processes may share")
 		retention       = envFlag(fs, fs.Duration, "retention", awareness.DefaultRetention, "AWARENESS_RETENTION", "prune log rows and untouched cursors older than this; 0 keeps them")
 		maxRows         = envFlag(fs, fs.Int, "max-rows", awareness.DefaultMaxRows, "AWARENESS_MAX_ROWS", "keep at most this many log rows in all; 0 means no cap")
 		pruneInterval   = envFlag(fs, fs.Duration, "prune-interval", awareness.DefaultPruneInterval, "AWARENESS_PRUNE_INTERVAL", "how often retention runs, after once at startup")
-		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated extra browser origins allowed to call /query (HTTP with CORS, SSE and WebSockets), e.g. 'dash.example.com,https://*.example.org'")
+		allowedOrigins  = envFlag(fs, fs.String, "allowed-origins", "", "AWARENESS_ALLOWED_ORIGINS", "comma-separated browser origins allowed to call /query (HTTP with CORS, SSE and WebSockets), e.g. 'dash.example.com,https://*.example.org'; requests without an Origin header and pages of the service's own host are always accepted")
 		allowedHosts    = envFlag(fs, fs.String, "allowed-hosts", "", "AWARENESS_ALLOWED_HOSTS", "comma-separated host names requests may name in Host besides IP addresses, localhost and the --addr host (DNS rebinding protection): 'awareness.example.com,*.corp.example', or '*' for any; a request naming another host gets 403 FORBIDDEN")
 		logLevel        = envFlag(fs, fs.String, "log-level", "info", "AWARENESS_LOG_LEVEL", "debug, info, warn or error")
 		shutdownTimeout = envFlag(fs, fs.Duration, "shutdown-timeout", 10*time.Second, "AWARENESS_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests")
@@ -316,6 +328,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 
 	cfg := serveConfig{
 		Addr:               strings.TrimSpace(*addr),
+		ReusePort:          *reusePort,
 		DB:                 strings.TrimSpace(*db),
 		Retention:          *retention,
 		MaxRows:            *maxRows,
@@ -518,13 +531,15 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 }
 
 // Main is the process of serve. Open builds its parts in order: tracing and metrics,
-// the database, the notice hub, the PostgreSQL listener, the service (after its
-// startup sweep), the HTTP port, the upstream monitor, the pruner, the demo and last
-// the HTTP server. Run serves until its context ends; Close stops and closes the parts in
-// the reverse order, so the HTTP server drains first (WebSockets closed with 1012,
-// MCP sessions, SSE streams, in-flight requests) and the database closes last. When a
-// step of Open fails, Open closes what the steps before it opened, in reverse, and
-// returns the error: nothing is left open.
+// the HTTP port (bound first: a port in use fails the start before anything touched the
+// database, and connections that arrive meanwhile wait in the socket's queue), the
+// SQLite database's lock (lock.go), the database, the notice hub, the PostgreSQL
+// listener, the service (after its startup sweep), the upstream monitor, the pruner,
+// the demo and last the HTTP server. Run serves until its context ends; Close stops
+// and closes the parts in the reverse order, so the HTTP server drains first
+// (drainHTTP) and the database closes last, before its lock is released. When a step
+// of Open fails, Open closes what the steps before it opened, in reverse, and returns
+// the error: nothing is left open.
 type Main struct {
 	cfg serveConfig
 	log *slog.Logger
@@ -538,6 +553,10 @@ type Main struct {
 	budget *budget.Budget
 	srv    *http.Server
 	ln     net.Listener
+	sock   socketKind
+	lock   *dbLock // SQLite only
+	// draining is set when shutdown begins: /readyz answers 503 from then on.
+	draining atomic.Bool
 
 	// streams is the context of every WebSocket and SSE stream and of the demo;
 	// endStreams ends them at shutdown.
@@ -564,11 +583,12 @@ func newMain(cfg serveConfig, stderr io.Writer) *Main {
 func (m *Main) steps() []step {
 	return []step{
 		{"telemetry", m.openTelemetry},
+		{"listen", m.openListen},
+		{"lock", m.openLock},
 		{"database", m.openStore},
 		{"hub", m.openHub},
 		{"listener", m.openListener},
 		{"service", m.openService},
-		{"listen", m.openListen},
 		{"upstream monitor", m.openMonitor},
 		{"pruner", m.openPruner},
 		{"demo", m.openDemo},
@@ -813,28 +833,51 @@ func (m *Main) openDemo(context.Context) (func(), error) {
 	}, nil
 }
 
-// openListen binds the HTTP port once the service is ready and before the background
-// services start, so that a port in use fails the start before the pruner, the
-// upstream monitor or the demo has done anything. Run serves on it; connections that
-// arrive before then wait in the listen backlog.
+// openListen binds the HTTP port (or takes the socket systemd passed) before anything
+// opens the database: a port in use fails the start first, and a restarted process
+// holds the port while it migrates and sweeps. Run serves on it; connections that
+// arrive before then wait in the socket's queue.
 func (m *Main) openListen(context.Context) (func(), error) {
-	ln, err := net.Listen("tcp", m.cfg.Addr)
+	ln, kind, err := listenHTTP(m.cfg)
 	if err != nil {
 		m.log.Error("listen", "addr", m.cfg.Addr, "err", err)
 		return nil, err
 	}
-	m.ln = ln
-	return func() { _ = ln.Close() }, nil // Shutdown closes it only if Run served it
+	if kind == socketSystemd && m.cfg.ReusePort {
+		m.log.Warn("--reuse-port has no effect on a socket passed by systemd")
+	}
+	m.ln, m.sock = &onceListener{Listener: ln}, kind
+	m.log.Info("bound", "addr", ln.Addr().String(), "socket", string(kind))
+	return func() { _ = m.ln.Close() }, nil
 }
 
-// openHTTP builds the HTTP server with /mcp on it; Run serves
-// it. Its closer drains it: every WebSocket is closed with 1012 (service restart:
-// default graphql-ws clients reconnect on it), the MCP server closes, the streams end,
-// and http.Server.Shutdown waits for plain requests.
+// openLock takes the SQLite database's lock (lock.go); PostgreSQL needs none.
+func (m *Main) openLock(ctx context.Context) (func(), error) {
+	if models.IsPostgresDSN(m.cfg.DB) {
+		return nil, nil
+	}
+	l, err := lockDatabase(ctx, m.cfg.DB, m.ln.Addr().String(), m.sock == socketReusePort, m.log)
+	if err != nil {
+		m.log.Error("database lock", "err", err)
+		return nil, err
+	}
+	m.lock = l
+	return func() {
+		if err := l.release(); err != nil {
+			m.log.Error("shutdown: release the database lock", "err", err)
+			return
+		}
+		m.log.Info("shutdown: database lock released")
+	}, nil
+}
+
+// openHTTP builds the HTTP server with /mcp on it; Run serves it. Its closer drains
+// it (drainHTTP).
 func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 	cfg := m.cfg
 	wsConns := new(sync.WaitGroup) // upgraded connections and SSE streams still being served
 	ws := new(wsgorilla.Conns)
+	fresh := new(newConns)
 	srv := &http.Server{
 		Handler:           routes(m.svc, m.store, m.budget, m.tel, m.tracer, cfg, m.log, m.streams, wsConns, ws),
 		MaxHeaderBytes:    graph.MaxHeaderBytes,
@@ -842,6 +885,7 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ConnState:         fresh.hook,
 	}
 	// CLT-3: /mcp on the same listener, in process.
 	mcpHandler, mcpSrv := mountMCP(srv.Handler, cfg, m.log, m.svc, m.budget)
@@ -852,28 +896,132 @@ func (m *Main) openHTTP(ctx context.Context) (func(), error) {
 	// Every route but the health probes answers only the allowed hosts, /mcp included.
 	srv.Handler = hosts.Guard(mcpHandler, "/healthz", "/readyz")
 	m.srv = srv
+	reqs := new(inflight)
+	srv.Handler = m.drainAware(srv.Handler, reqs)
 	return func() {
-		closed := ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
-		m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
-		mcpSrv.Close() // its sessions and their notice feeds
-		m.log.Info("shutdown: mcp server closed")
-		m.endStreams()
-		m.log.Info("shutdown: WebSocket and SSE streams cancelled")
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			m.log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
-			_ = srv.Close()
-		} else {
-			m.log.Info("shutdown: http server stopped")
-		}
-		// Wait for the cancelled WebSocket connections to close before the hub does: a
-		// stream the hub ended first would send its client an UNAVAILABLE error instead
-		// of a closed socket. (After Shutdown no connection can start: every Add is done.)
-		if !waitGroup(sctx, wsConns) {
-			m.log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
-		}
+		m.drainHTTP(ctx, drainParts{srv: srv, ws: ws, wsConns: wsConns, reqs: reqs, fresh: fresh, closeMCP: func() {
+			mcpSrv.Close() // its sessions and their notice feeds
+			m.log.Info("shutdown: mcp server closed")
+		}})
 	}, nil
+}
+
+// drainParts are the parts of the HTTP server drainHTTP stops.
+type drainParts struct {
+	srv      *http.Server
+	ws       *wsgorilla.Conns
+	wsConns  *sync.WaitGroup
+	reqs     *inflight
+	fresh    *newConns
+	closeMCP func()
+}
+
+// drainHTTP shuts the HTTP server down without a window in which a reconnecting client
+// is refused for longer than the process needs to exit (a refused connection is fatal
+// to graphql-ws, Apollo's GraphQLWsLink and urql with their default options):
+//
+//  1. /readyz answers 503 and the lock file says draining; a socket that the next
+//     process or systemd also holds stops accepting now, so new connections go there;
+//  2. keep-alives end (idle connections close, every response says Connection: close);
+//  3. every WebSocket is closed with 1012 (service restart: default graphql-ws clients
+//     reconnect on it), the MCP server closes, the streams end;
+//  4. the requests still running finish, while a socket of this process's own keeps
+//     accepting (a client that reconnects meanwhile is served; a WebSocket or SSE
+//     stream it opens ends at once, as in 3);
+//  5. the socket closes, connections that sent no request get newConnGrace to send
+//     one, and http.Server.Shutdown waits for the rest.
+func (m *Main) drainHTTP(ctx context.Context, p drainParts) {
+	m.draining.Store(true)
+	if m.lock != nil {
+		if err := m.lock.draining(); err != nil {
+			m.log.Warn("shutdown: mark the database lock draining", "err", err)
+		}
+	}
+	if m.sock.handedOver() {
+		_ = m.ln.Close()
+		m.log.Info("shutdown: stopped accepting; the socket stays open for the next process", "socket", string(m.sock))
+	}
+	p.srv.SetKeepAlivesEnabled(false)
+	closed := p.ws.CloseAll(wsgorilla.CloseServiceRestart, "service restart")
+	m.log.Info("shutdown: WebSocket connections closed with 1012 (service restart)", "connections", closed)
+	p.closeMCP()
+	m.endStreams()
+	m.log.Info("shutdown: WebSocket and SSE streams cancelled")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ShutdownTimeout)
+	defer cancel()
+	if !p.reqs.wait(sctx) {
+		m.log.Warn("shutdown: requests still running after the shutdown timeout")
+	}
+	_ = m.ln.Close()
+	waiting := p.fresh.closeSoon()
+	if err := p.srv.Shutdown(sctx); err != nil {
+		m.log.Warn("shutdown: http server did not drain in time; closing connections", "err", err)
+		_ = p.srv.Close()
+	} else {
+		m.log.Info("shutdown: http server stopped", "connections_without_request", waiting)
+	}
+	// Wait for the cancelled WebSocket connections to close before the hub does: a
+	// stream the hub ended first would send its client an UNAVAILABLE error instead
+	// of a closed socket. (After Shutdown no connection can start: every Add is done.)
+	if !waitGroup(sctx, p.wsConns) {
+		m.log.Warn("shutdown: WebSocket connections still open after the shutdown timeout")
+	}
+}
+
+// drainAware counts the requests in reqs, and answers /readyz with 503 once shutdown
+// has begun, so that a load balancer sends no new traffic.
+func (m *Main) drainAware(next http.Handler, reqs *inflight) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && m.draining.Load() {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "draining\n")
+			return
+		}
+		reqs.begin()
+		defer reqs.end()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// inflight counts the requests being served.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (f *inflight) begin() {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) end() {
+	f.mu.Lock()
+	if f.n--; f.n == 0 {
+		close(f.idle)
+	}
+	f.mu.Unlock()
+}
+
+// wait waits until no request is being served, or ctx ends (false).
+func (f *inflight) wait(ctx context.Context) bool {
+	f.mu.Lock()
+	n, idle := f.n, f.idle
+	f.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // routes builds the HTTP routes.

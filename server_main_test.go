@@ -122,13 +122,15 @@ func testOpenFailures(t *testing.T, db string) {
 func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 	shutdownSteps := []string{"shutdown: WebSocket connections closed", "shutdown: http server stopped",
 		"shutdown: pruner stopped", "shutdown: upstream monitor stopped", "shutdown: notice hub closed",
-		"shutdown: database closed", "shutdown complete"}
+		"shutdown: database closed", "shutdown: database lock released", "shutdown complete"}
 	tests := []struct {
 		name string
 		// setup returns the arguments of serve, and what to do after they are parsed.
 		setup  func(t *testing.T, dir string) (args []string, afterParse func())
 		failed string   // the message logged by the failing step
 		closed []string // shutdownSteps that must appear, in this order
+		// untouched: the database file was never created (nothing migrated or swept).
+		untouched bool
 	}{
 		{
 			name: "unopenable database",
@@ -140,6 +142,7 @@ func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 				return []string{"--db", db, "--addr", "127.0.0.1:0"}, nil
 			},
 			failed: `msg="open database"`,
+			closed: []string{"shutdown: database lock released"},
 		},
 		{
 			name: "catalog gone",
@@ -156,7 +159,7 @@ func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 				}
 			},
 			failed: `msg="open catalog"`,
-			closed: []string{"shutdown: notice hub closed", "shutdown: database closed"},
+			closed: []string{"shutdown: notice hub closed", "shutdown: database closed", "shutdown: database lock released"},
 		},
 		{
 			name: "address in use",
@@ -168,15 +171,26 @@ func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 				t.Cleanup(func() { ln.Close() })
 				return []string{"--db", filepath.Join(dir, "a.db"), "--addr", ln.Addr().String()}, nil
 			},
-			// The port is bound before the background services start: none of them ran.
-			failed: "msg=listen",
-			closed: []string{"shutdown: notice hub closed", "shutdown: database closed"},
+			// The port is bound before anything else: the database was never touched.
+			failed:    "msg=listen",
+			untouched: true,
+		},
+		{
+			name: "database served by another process",
+			setup: func(t *testing.T, dir string) ([]string, func()) {
+				db := filepath.Join(dir, "a.db")
+				holdLock(t, db, lockHolder{PID: 4242, Addr: "127.0.0.1:9999", State: lockServing})
+				return []string{"--db", db, "--addr", "127.0.0.1:0"}, nil
+			},
+			failed:    "is served by pid 4242 on 127.0.0.1:9999",
+			untouched: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction(gormLRU))
-			args, afterParse := tt.setup(t, t.TempDir())
+			dir := t.TempDir()
+			args, afterParse := tt.setup(t, dir)
 			cfg, err := parseServeConfig(args, func(string) (string, bool) { return "", false }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -189,6 +203,9 @@ func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 				t.Fatalf("serve = %d, want %d; log:\n%s", code, exitError, log.String())
 			}
 			out := log.String()
+			if _, err := os.Stat(filepath.Join(dir, "a.db")); tt.untouched && err == nil {
+				t.Errorf("the database was created although the start failed before it:\n%s", out)
+			}
 			if !strings.Contains(out, tt.failed) {
 				t.Errorf("log lacks the failure %s:\n%s", tt.failed, out)
 			}

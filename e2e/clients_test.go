@@ -1,165 +1,17 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 )
-
-// redeliveryBound is how long after SIGTERM every default client must have its pending
-// notice again. graphql-ws and graphql-sse wait 1.3–4 s before their first retry and
-// 2.3–5 s before the second (randomised exponential backoff); the restart itself takes
-// well under a second, so a client needs at most its second retry: about 9 s, plus
-// headroom for a loaded CI machine.
-const redeliveryBound = 20 * time.Second
-
-// clientNames are the clients of e2e/node/clients.mjs.
-var clientNames = []string{"apollo", "urql", "graphql-ws", "subscriptions-transport-ws", "graphql-sse"}
-
-// Every real GraphQL client, with its default options, keeps its notices across a
-// deploy: Apollo Client (HttpLink + GraphQLWsLink), @urql/core (subscriptionExchange
-// on graphql-ws), graphql-ws, subscriptions-transport-ws (reconnect: true, its only
-// way to reconnect) and graphql-sse each run a query and a mutation, subscribe and
-// receive a notice; then the server is stopped with SIGTERM and started again on the
-// same database and port, and each receives the notice, still pending, again within
-// redeliveryBound, with no application code: WebSockets are closed with 1012, which
-// graphql-ws retries, SSE streams end without `complete`, which graphql-sse retries.
-func TestDefaultClients_KeepNoticesAcrossRestart_NTC5(t *testing.T) {
-	t.Parallel()
-	node, dir := nodeClient(t)
-	db := filepath.Join(t.TempDir(), "awareness.db")
-	s1 := startServer(t, db)
-
-	ctx := withTimeout(t, 3*wait+redeliveryBound)
-	cmd := exec.CommandContext(ctx, node, "clients.mjs", s1.base+"/query", s1.wsURL, mainWatcher)
-	cmd.Dir = dir
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	type event struct {
-		client, what string
-		at           time.Time
-		rest         string
-	}
-	events := make(chan event, 64)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			f := strings.SplitN(sc.Text(), " ", 4)
-			if len(f) < 3 {
-				events <- event{what: "LINE", rest: sc.Text()}
-				continue
-			}
-			ms, _ := strconv.ParseInt(f[2], 10, 64)
-			e := event{client: f[0], what: f[1], at: time.UnixMilli(ms)}
-			if f[1] == "ERROR" {
-				e.rest = strings.Join(f[2:], " ")
-			} else if len(f) == 4 {
-				e.rest = f[3]
-			}
-			events <- e
-		}
-		close(events)
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", tail(stderr.String(), 4000))
-		}
-	})
-	// await collects, per client, the first event of kind what, until every client
-	// has one; any ERROR fails the test.
-	await := func(what string, limit time.Duration) map[string]event {
-		t.Helper()
-		got := map[string]event{}
-		timer := time.NewTimer(limit)
-		defer timer.Stop()
-		for len(got) < len(clientNames) {
-			select {
-			case e, ok := <-events:
-				if !ok {
-					t.Fatalf("node exited waiting for %s (have %v): %s", what, keys(got), stderr.String())
-				}
-				switch {
-				case e.what == "ERROR":
-					t.Fatalf("%s reported an error waiting for %s: %s", e.client, what, e.rest)
-				case e.what == what:
-					if _, dup := got[e.client]; !dup {
-						got[e.client] = e
-					}
-				}
-			case <-timer.C:
-				t.Fatalf("waiting for %s: only %v within %v", what, keys(got), limit)
-			}
-		}
-		return got
-	}
-	check := func(e event) {
-		t.Helper()
-		var n notice
-		if err := json.Unmarshal([]byte(e.rest), &n); err != nil {
-			t.Fatalf("%s notice %q: %v", e.client, e.rest, err)
-		}
-		wantNotice(t, n, mainWatcher, "agent:main:subagent:deploy", 1)
-	}
-
-	await("READY", 2*wait)
-	s1.spawn(t, "agent:main:subagent:deploy", mainWatcher)
-	s1.humanTurn(t, "agent:main:subagent:deploy")
-	for _, e := range await("NOTICE", wait) {
-		check(e)
-	}
-
-	// The deploy: SIGTERM, then the new process on the same database and port.
-	term := time.Now()
-	if st := s1.stop(syscall.SIGTERM); !st.Success() {
-		t.Fatalf("SIGTERM exit: %v", st)
-	}
-	stopped := time.Now()
-	s2 := startServerWith(t, db, serverOpts{addr: s1.addr})
-	listening := time.Now()
-	again := await("NOTICE", redeliveryBound)
-	for _, name := range clientNames {
-		e := again[name]
-		check(e)
-		t.Logf("%-27s pending notice again %5d ms after SIGTERM, %5d ms after the new process was ready (shutdown took %d ms)",
-			name, e.at.Sub(term).Milliseconds(), e.at.Sub(listening).Milliseconds(), stopped.Sub(term).Milliseconds())
-		if d := e.at.Sub(term); d > redeliveryBound {
-			t.Errorf("%s: notice again %v after SIGTERM, want within %v", name, d, redeliveryBound)
-		}
-	}
-	if n := len(s2.pendingNotices(t, mainWatcher)); n != 1 {
-		t.Errorf("pending notices after the restart = %d, want 1 (redelivery must not acknowledge)", n)
-	}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
 
 // The GraphQL-over-HTTP audit suite of the npm graphql-http package (serverAudits)
 // against the real binary: no MUST and no SHOULD fails.

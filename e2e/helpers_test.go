@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/syncbuf"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 const (
@@ -74,7 +75,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: go build failed: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	return testenv.M(m).Run()
 }
 
 // syncBuffer collects a child process's or logger's output (see syncbuf).

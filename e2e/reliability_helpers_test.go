@@ -52,16 +52,46 @@ func startServerWith(t *testing.T, db string, o serverOpts) *server {
 
 func tryStartWith(t *testing.T, db string, o serverOpts) (s *server, retry bool) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	s = launch(t, db, o)
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			logs := s.logs.String()
+			if strings.Contains(logs, "address already in use") {
+				return nil, true
+			}
+			t.Fatalf("the server exited before it was ready: %v\n%s", s.state, tail(logs, 4000))
+		default:
+		}
+		resp, err := s.client.Get(s.base + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, false
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	if o.addr != "" {
-		addr = o.addr
+	t.Fatalf("the server was not ready within %v\n%s", wait, tail(s.logs.String(), 4000))
+	return nil, false
+}
+
+// launch starts the binary with o over db and returns at once, without waiting for
+// it to be ready. The process is killed at the end of the test if still running.
+func launch(t *testing.T, db string, o serverOpts) *server {
+	t.Helper()
+	addr := o.addr
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
 	}
-	s = &server{
+	s := &server{
 		t: t, db: db, addr: addr,
 		base: "http://" + addr, wsURL: "ws://" + addr + "/query",
 		logs: &syncBuffer{}, exited: make(chan struct{}),
@@ -95,29 +125,7 @@ func tryStartWith(t *testing.T, db string, o serverOpts) (s *server, retry bool)
 			t.Logf("server %s logs:\n%s", s.addr, tail(s.logs.String(), 4000))
 		}
 	})
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			logs := s.logs.String()
-			if strings.Contains(logs, "address already in use") {
-				return nil, true
-			}
-			t.Fatalf("the server exited before it was ready: %v\n%s", s.state, tail(logs, 4000))
-		default:
-		}
-		resp, err := s.client.Get(s.base + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, false
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the server was not ready within %v\n%s", wait, tail(s.logs.String(), 4000))
-	return nil, false
+	return s
 }
 
 // call is the outcome of one GraphQL request: err is a transport failure (the

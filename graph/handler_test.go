@@ -24,6 +24,7 @@ import (
 	"github.com/awareness/awareness/graph"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -32,7 +33,7 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 // stops (gorm.io/gorm/internal/lru: "done channel is never closed").
 const gormLRU = "gorm.io/gorm/internal/lru.NewLRU[...].func1"
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(gormLRU)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testenv.M(m), goleak.IgnoreTopFunction(gormLRU)) }
 
 // env is the real /query handler over a fresh SQLite file.
 type env struct {

@@ -2,11 +2,11 @@
 // and checks their documented output. .ci/readme-check runs it in a fresh clone inside
 // a private network namespace (so the tour's fixed port 8080 is this run's own).
 //
-// Only fenced blocks right after a marker comment take part, so README sections
-// without markers are left alone:
+// Every fenced block must follow a marker comment that says how it is checked:
 //
 //	<!-- readme-check: run -->         the next fenced block runs in bash -euo pipefail,
-//	                                   in the clone's directory; it must exit 0
+//	                                   in the clone's directory; it must exit 0 (what it
+//	                                   left running in the background is stopped then)
 //	<!-- readme-check: background -->  the next block starts in the background (the
 //	                                   previous background block is stopped first), and
 //	                                   the check waits until /readyz on 127.0.0.1:8080
@@ -15,6 +15,18 @@
 //	                                   the last run block (surrounding blank space aside)
 //	<!-- readme-check: contains -->    every non-blank line of the next block appears
 //	                                   in the standard output of the last run block
+//	<!-- readme-check: file PATH -->   the next block is the content of the file PATH
+//	                                   of the repository (tests check the file itself)
+//	<!-- readme-check: graphql -->     the next block is a GraphQL document valid against
+//	                                   graph/schema.graphqls
+//	<!-- readme-check: go PARAMS -->   the next block is Go statements that type-check
+//	                                   as the body of func(PARAMS), e.g. "ctx
+//	                                   context.Context, token string"
+//	<!-- readme-check: json -->        the next block is valid JSON
+//	<!-- readme-check: paths -->       the next block is a layout: the paths each line
+//	                                   starts with (comma-separated) exist
+//	<!-- readme-check: skip REASON --> the next block is not run here, for REASON (it
+//	                                   needs what this machine has not, e.g. a cluster)
 package main
 
 import (
@@ -22,6 +34,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,11 +45,11 @@ import (
 )
 
 type block struct {
-	kind, text string
-	line       int
+	kind, arg, text string
+	line            int
 }
 
-var marker = regexp.MustCompile(`^<!--\s*readme-check:\s*([a-z]+)\s*-->\s*$`)
+var marker = regexp.MustCompile(`^<!--\s*readme-check:\s*([a-z]+)(?:\s+(.*?))?\s*-->\s*$`)
 
 func parse(path string) ([]block, error) {
 	f, err := os.Open(path)
@@ -47,6 +60,7 @@ func parse(path string) ([]block, error) {
 	var (
 		out     []block
 		pending string // a marker waiting for its block
+		arg     string // its argument
 		in      bool
 		fence   string
 		cur     strings.Builder
@@ -62,10 +76,11 @@ func parse(path string) ([]block, error) {
 		switch {
 		case in && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, "`~") == "":
 			in = false
-			if pending != "" {
-				out = append(out, block{kind: pending, text: cur.String(), line: start})
-				pending = ""
+			if pending == "" {
+				return nil, fmt.Errorf("%s:%d: a fenced block without a readme-check marker before it (run, background, output, contains, file PATH, graphql, go PARAMS, json, paths or skip REASON)", path, start)
 			}
+			out = append(out, block{kind: pending, arg: arg, text: cur.String(), line: start})
+			pending, arg = "", ""
 			cur.Reset()
 		case in:
 			cur.WriteString(line)
@@ -77,9 +92,17 @@ func parse(path string) ([]block, error) {
 			if pending != "" {
 				return nil, fmt.Errorf("%s:%d: marker %q is not followed by a fenced block", path, n, pending)
 			}
-			pending = marker.FindStringSubmatch(trimmed)[1]
+			m := marker.FindStringSubmatch(trimmed)
+			pending, arg = m[1], m[2]
 			switch pending {
-			case "run", "background", "output", "contains":
+			case "run", "background", "output", "contains", "graphql", "json", "paths":
+				if arg != "" {
+					return nil, fmt.Errorf("%s:%d: marker %q takes no argument (%q)", path, n, pending, arg)
+				}
+			case "file", "go", "skip":
+				if arg == "" {
+					return nil, fmt.Errorf("%s:%d: marker %q needs its argument", path, n, pending)
+				}
 			default:
 				return nil, fmt.Errorf("%s:%d: unknown readme-check marker %q", path, n, pending)
 			}
@@ -113,6 +136,7 @@ func check(blocks []block) int {
 		bg      *exec.Cmd
 		bgLog   bytes.Buffer
 		checked int
+		skipped int
 	)
 	stop := func() {
 		if bg == nil {
@@ -143,9 +167,15 @@ func check(blocks []block) int {
 			fmt.Printf("\n$ %s", indent(b.text))
 			start := time.Now()
 			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.text)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
+			// Files, not pipes: what the block starts with & keeps them open, and Run
+			// must not wait for it. It is stopped when the block ends.
+			stdout, stderr, err := runFiles(cmd)
+			if err == nil {
+				err = cmd.Run()
+			}
+			stopGroup(cmd)
+			stdout.finish()
+			stderr.finish()
 			os.Stdout.Write(stdout.Bytes())
 			fmt.Printf("(%.1fs)\n", time.Since(start).Seconds())
 			if err != nil {
@@ -162,7 +192,8 @@ func check(blocks []block) int {
 			if err := bg.Start(); err != nil {
 				return fail(b, "start: %v", err)
 			}
-			if err := waitReady(60 * time.Second); err != nil {
+			// `go run .` compiles first: minutes on a loaded machine.
+			if err := waitReady(5 * time.Minute); err != nil {
 				return fail(b, "%v", err)
 			}
 		case "output", "contains":
@@ -181,10 +212,70 @@ func check(blocks []block) int {
 				}
 			}
 			checked++
+		case "skip":
+			fmt.Printf("\n(not run here: README.md:%d: %s)\n", b.line, b.arg)
+			skipped++
+		default:
+			if err := static(b); err != nil {
+				return fail(b, "%v", err)
+			}
+			fmt.Printf("\nREADME.md:%d: %s %s: ok\n", b.line, b.kind, b.arg)
+			checked++
 		}
 	}
-	fmt.Printf("\nreadme-check: %d blocks, %d outputs checked: ok\n", len(blocks), checked)
+	fmt.Printf("\nreadme-check: %d blocks, %d outputs and contents checked, %d not run here: ok\n", len(blocks), checked, skipped)
 	return 0
+}
+
+// output is a run block's standard output or error, collected in a file.
+type output struct {
+	f   *os.File
+	buf bytes.Buffer
+}
+
+func (o *output) finish() {
+	if o.f == nil {
+		return
+	}
+	_, _ = o.f.Seek(0, io.SeekStart)
+	_, _ = io.Copy(&o.buf, o.f)
+	o.f.Close()
+	os.Remove(o.f.Name())
+}
+
+func (o *output) Bytes() []byte  { return o.buf.Bytes() }
+func (o *output) String() string { return o.buf.String() }
+
+// runFiles gives cmd files for its standard output and error, and its own process
+// group.
+func runFiles(cmd *exec.Cmd) (stdout, stderr *output, err error) {
+	stdout, stderr = new(output), new(output)
+	for _, o := range []*output{stdout, stderr} {
+		if o.f, err = os.CreateTemp("", "readme-check-"); err != nil {
+			return stdout, stderr, err
+		}
+	}
+	cmd.Stdout, cmd.Stderr = stdout.f, stderr.f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return stdout, stderr, nil
+}
+
+// stopGroup ends what a run block left running in its process group: SIGTERM, then
+// SIGKILL a few seconds later.
+func stopGroup(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	pgid := cmd.Process.Pid
+	if syscall.Kill(-pgid, syscall.SIGTERM) != nil {
+		return // nothing left
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(-pgid, 0) != nil {
+			return
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 func waitReady(limit time.Duration) error {

@@ -391,7 +391,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildDir = dir
-	code := m.Run()
+	code := testenv.M(m).Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

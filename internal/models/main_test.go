@@ -1,0 +1,9 @@
+package models
+
+import (
+	"testing"
+
+	"github.com/awareness/awareness/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
