@@ -42,6 +42,8 @@ type memDB struct {
 	salt       []byte
 	lastPrune  time.Time
 	eventCount int64
+	acks       []awareness.AckRecord // the acknowledgement history, ascending IDs
+	ackID      int64
 }
 
 // memSession is a session row: head and registry entry in one, kept when deleted.
@@ -349,6 +351,9 @@ func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, 
 	})
 	delete(db.links, ref)
 	delete(db.prompts, ref)
+	db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool {
+		return r.Target == ref || qualified && r.Watcher == ref.Key
+	})
 	row := db.sessions[ref]
 	if row == nil || row.deleted {
 		return false, closed, nil
@@ -441,7 +446,58 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 			res.Opened = append(res.Opened, n)
 		}
 	}
+	for _, r := range awareness.AckRecords(req, res) {
+		db.ackID++
+		r.ID, r.AckedAt, r.OpenedAt = db.ackID, norm(r.AckedAt), norm(r.OpenedAt)
+		db.acks = append(db.acks, r)
+	}
 	return res, nil
+}
+
+func (s *memStore) AckHistory(ctx context.Context, q awareness.AckHistoryQuery) ([]awareness.AckRecord, error) {
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	var out []awareness.AckRecord
+	for _, r := range slices.Backward(db.acks) {
+		switch {
+		case q.Before > 0 && r.ID >= q.Before,
+			q.Watcher != "" && r.Watcher != q.Watcher,
+			q.WatcherAgent != "" && !strings.HasPrefix(r.Watcher, "agent:"+q.WatcherAgent+":"),
+			q.Target != nil && r.Target != *q.Target,
+			q.TargetAgents != nil && !slices.Contains(q.TargetAgents, r.Target.AgentID):
+			continue
+		}
+		out = append(out, r)
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) Spawns(ctx context.Context, agentID string) ([]awareness.Spawn, error) {
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	var out []awareness.Spawn
+	for ref, evs := range db.events {
+		if agentID != "" && ref.AgentID != agentID {
+			continue
+		}
+		for _, e := range evs {
+			if e.Kind == awareness.ChildSpawned && e.ActorID != "" && strings.HasPrefix(e.ActorID, "agent:") {
+				out = append(out, awareness.Spawn{Child: ref, Parent: e.ActorID})
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b awareness.Spawn) int { return refOrder(a.Child, b.Child) })
+	return out, nil
 }
 
 func (s *memStore) Cursors(ctx context.Context, q awareness.CursorQuery) ([]awareness.Cursor, error) {
@@ -562,6 +618,14 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 			cut(ref, seq)
 		}
 	}
+	before := len(db.acks)
+	if p.MaxAge > 0 {
+		db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool { return r.AckedAt.Before(now.Add(-p.MaxAge)) })
+	}
+	if p.MaxRows > 0 && len(db.acks) > p.MaxRows {
+		db.acks = slices.Clone(db.acks[len(db.acks)-p.MaxRows:])
+	}
+	res.AcksDeleted = int64(before - len(db.acks))
 	if p.CursorTTL > 0 {
 		res.CursorsExpired, res.Closed = db.deleteCursors(func(c awareness.Cursor) bool {
 			return c.UpdatedAt.Before(now.Add(-p.CursorTTL))

@@ -435,6 +435,7 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 		return nil, err
 	}
 	req.Now = s.Now()
+	req.By = ackClientOf(ctx)
 	res, err := s.store.Ack(ctx, req)
 	if err != nil {
 		return nil, err
