@@ -50,15 +50,15 @@ export class NoticeStore extends EventTarget {
     } catch { /* nothing queued */ }
   }
 
-  start() {
-    this.live.subscribe(`subscription { staleNotices(includeClosed: true) { ${NOTICE_FIELDS} closed } }`, {}, {
-      next: (d) => {
-        this.ready = true;
-        this.error = null;
-        if (d.staleNotices.closed) this.close(d.staleNotices); else this.upsert(d.staleNotices, true);
-      },
-      error: (errs) => { this.error = errs; this.changed(); },
-    });
+  /**
+   * start subscribes to every watcher's notices: an admin's are every watcher's, an
+   * agent-role token's those of its own agent's watchers (the server narrows the
+   * stream, CLT-1). A refused subscription is said by the notice panels (error, the
+   * 'failed' event) and tried again after a new token.
+   */
+  start(auth) {
+    this.subscribe();
+    if (auth) auth.addEventListener('token', () => { if (this.error) this.subscribe(); });
     this.live.onReconnect(() => this.reconcileSoon());
     this.live.onState((s) => {
       if (s.status === 'connected') { this.ready = true; this.flush(); }
@@ -66,6 +66,31 @@ export class NoticeStore extends EventTarget {
     });
     this.timer = setInterval(() => this.reconcile(), RECONCILE_EVERY_MS);
     this.flushTimer = setInterval(() => { if (this.queued.size) this.flush(); }, FLUSH_EVERY_MS);
+  }
+
+  subscribe() {
+    if (this.unsubscribe) this.unsubscribe();
+    this.error = null;
+    this.unsubscribe = this.live.subscribe(`subscription { staleNotices(includeClosed: true) { ${NOTICE_FIELDS} closed } }`, {}, {
+      next: (d) => {
+        this.ready = true;
+        if (this.error) { this.error = null; this.dispatchEvent(new Event('failed')); }
+        if (d.staleNotices.closed) this.close(d.staleNotices); else this.upsert(d.staleNotices, true);
+      },
+      error: (errs) => {
+        this.error = errs;
+        this.dispatchEvent(new Event('failed'));
+        this.changed();
+      },
+    });
+  }
+
+  /**
+   * known reports whether the list is the server's: the feed is live and was not
+   * refused. An empty list that is not known must never read as "nothing pending".
+   */
+  known() {
+    return !this.error && this.ready && this.live.state.status === 'connected';
   }
 
   /** list returns the pending notices, newest first. */
