@@ -666,8 +666,8 @@ func (m *Main) openListener(ctx context.Context) (func(), error) {
 }
 
 // openService opens the catalogs and builds the service, then runs the startup sweep
-// (NTC-5: pending notices survive restarts; the sweep re-freezes and republishes
-// them).
+// (NTC-5: pending notices survive restarts unchanged; the sweep opens only what no
+// committed write leaves behind, and locks no pending notice).
 func (m *Main) openService(ctx context.Context) (func(), error) {
 	var catalogs []awareness.Catalog
 	for _, c := range m.cfg.Catalogs {
@@ -689,7 +689,7 @@ func (m *Main) openService(ctx context.Context) (func(), error) {
 		m.log.Error("startup sweep", "err", err)
 		return nil, err
 	}
-	m.log.Info("startup sweep done", "notices_republished", n)
+	m.log.Info("startup sweep done", "notices_opened", n)
 	return nil, nil
 }
 

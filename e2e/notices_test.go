@@ -84,8 +84,9 @@ func TestDoneMeans_NoticeAckQuietThenNext_NTC1_NTC3(t *testing.T) {
 }
 
 // NTC-5: pending notices are durable. They survive a graceful SIGTERM restart and a
-// SIGKILL of the real process; after each restart a WebSocket subscriber gets them
-// again with identical text. An append acknowledged just before SIGKILL is kept (SIG-7).
+// SIGKILL of the real process unchanged (same N, text and opening time); after each
+// restart a WebSocket subscriber gets them again. An append acknowledged just before
+// SIGKILL is kept (SIG-7).
 func TestRestart_PendingNoticesSurviveSIGTERMAndSIGKILL_NTC5(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "awareness.db")
@@ -99,7 +100,7 @@ func TestRestart_PendingNoticesSurviveSIGTERMAndSIGKILL_NTC5(t *testing.T) {
 	n, _ := ws.nextNotice("a")
 	wantNotice(t, n, mainWatcher, c1, seed)
 	text := n.Text
-	second := s1.humanTurn(t, c1).Event.Sequence // M > N: the sweep re-freezes
+	second := s1.humanTurn(t, c1).Event.Sequence // M > N: the notice stays as it is
 	ws.none("a")
 	ws.close()
 	if st := s1.stop(syscall.SIGTERM); !st.Success() {
@@ -110,11 +111,11 @@ func TestRestart_PendingNoticesSurviveSIGTERMAndSIGKILL_NTC5(t *testing.T) {
 	ws2 := dialWS(t, s2.wsURL)
 	ws2.subscribe("b", mainWatcher)
 	n2, _ := ws2.nextNotice("b")
-	if n2.Text != text {
-		t.Fatalf("after SIGTERM restart: text %q, want %q", n2.Text, text)
+	if n2.Text != text || n2.OpenedAt != n.OpenedAt {
+		t.Fatalf("after SIGTERM restart: %+v, want text %q opened at %s", n2, text, n.OpenedAt)
 	}
-	if n2.NotifiedVersion != second || n2.MaterialVersion != second {
-		t.Errorf("after the sweep N,M = %d,%d, want %d,%d (first %d)", n2.NotifiedVersion, n2.MaterialVersion, second, second, first)
+	if n2.NotifiedVersion != first || n2.MaterialVersion != second {
+		t.Errorf("after the restart N,M = %d,%d, want %d,%d", n2.NotifiedVersion, n2.MaterialVersion, first, second)
 	}
 	ws2.none("b")
 
@@ -139,8 +140,8 @@ func TestRestart_PendingNoticesSurviveSIGTERMAndSIGKILL_NTC5(t *testing.T) {
 		got[n.Target] = n
 	}
 	ws3.none("c")
-	if got[c1].Text != text || got[c1].NotifiedVersion != last {
-		t.Errorf("after SIGKILL restart, %s: %+v; want text %q and N=%d", c1, got[c1], text, last)
+	if got[c1].Text != text || got[c1].NotifiedVersion != first || got[c1].MaterialVersion != last || got[c1].OpenedAt != n.OpenedAt {
+		t.Errorf("after SIGKILL restart, %s: %+v; want text %q, N=%d, M=%d, opened at %s", c1, got[c1], text, first, last, n.OpenedAt)
 	}
 	if got[c2].Text != n3.Text {
 		t.Errorf("after SIGKILL restart, %s: text %q, want %q", c2, got[c2].Text, n3.Text)

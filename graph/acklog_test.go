@@ -116,6 +116,12 @@ func TestAckHistoryRecordsWhoAndClient_NTC3_CLT1(t *testing.T) {
 		t.Fatalf("ack over WebSocket: %+v %s", f, f.Payload)
 	}
 
+	str := func(p *string) string {
+		if p == nil {
+			return "<nil>"
+		}
+		return *p
+	}
 	all, next := readHistory(t, e, mxAdmin, map[string]any{})
 	if next != "" || len(all) != 3 {
 		t.Fatalf("admin reads %d records (next %q), want 3: %+v", len(all), next, all)
@@ -124,12 +130,6 @@ func TestAckHistoryRecordsWhoAndClient_NTC3_CLT1(t *testing.T) {
 	ops, dev := all[0], all[2]
 	if ops.Watcher != "agent:ops:main" || all[1].Watcher != "agent:ops:main" || dev.Watcher != "agent:dev:main" {
 		t.Fatalf("order: %+v", all)
-	}
-	str := func(p *string) string {
-		if p == nil {
-			return "<nil>"
-		}
-		return *p
 	}
 	if dev.Target != "agent:dev:subagent:w" || dev.ChangesSince != 0 || dev.NotifiedVersion != 1 || dev.Form != "exact" ||
 		str(dev.Principal) != "dev" || str(dev.Role) != "agent:dev" || dev.Transport != "http" ||
@@ -181,6 +181,20 @@ func TestAckHistoryRecordsWhoAndClient_NTC3_CLT1(t *testing.T) {
 	page2, end := readHistory(t, e, mxAdmin, map[string]any{"first": 2, "after": cur})
 	if len(page1) != 2 || cur == "" || len(page2) != 1 || end != "" || page2[0].Watcher != dev.Watcher || page2[0].AcknowledgedAt != dev.AcknowledgedAt {
 		t.Errorf("pages: %+v (next %q), %+v (next %q)", page1, cur, page2, end)
+	}
+
+	// acknowledgeNotices (an answer per notice) is recorded too; a name that is not
+	// acknowledged now (alreadyAcknowledged) is not.
+	r = authPost(t, e.url, mxDev, http.Header{"User-Agent": {"gw-dev/9"}}, `mutation($w: String!, $n: [NoticeRef!]!) { acknowledgeNotices(watcher: $w, notices: $n) { outcome } }`,
+		map[string]any{"w": "agent:dev:main", "n": []any{
+			map[string]any{"target": "global", "targetAgentId": "dev", "notifiedVersion": 1},
+			map[string]any{"target": "agent:dev:subagent:w", "notifiedVersion": 1}}})
+	if len(r.Errors) > 0 || !strings.Contains(string(r.Data), `"acknowledged"`) || !strings.Contains(string(r.Data), `"alreadyAcknowledged"`) {
+		t.Fatalf("acknowledgeNotices: %s %+v", r.Data, r.Errors)
+	}
+	got, _ := readHistory(t, e, mxAdmin, map[string]any{"w": "agent:dev:main"})
+	if len(got) != 2 || got[0].Target != "global" || got[0].Form != "exact" || str(got[0].Client) != "gw-dev/9" || str(got[0].Principal) != "dev" {
+		t.Errorf("after acknowledgeNotices: %+v", got)
 	}
 }
 

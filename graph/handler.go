@@ -196,6 +196,9 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	if fast != nil {
 		srv.Use(fast)
 	}
+	// Last, so that its check run of a request's mutation fields runs inside every
+	// other extension, which sees the request once.
+	srv.Use(MutationChecks{})
 
 	cors := cors.New(cors.Options{
 		// Only origins checkOrigin let through get this far.

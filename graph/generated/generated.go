@@ -77,18 +77,35 @@ type ComplexityRoot struct {
 		MemoryFlushThreshold       func(childComplexity int) int
 	}
 
+	InputError struct {
+		Code    func(childComplexity int) int
+		Message func(childComplexity int) int
+	}
+
 	Mutation struct {
-		AckNotices        func(childComplexity int, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) int
-		AdoptSession      func(childComplexity int, input gqlmodel.AdoptInput) int
-		DeleteSession     func(childComplexity int, sessionKey string, agentID *string) int
-		ImportSessions    func(childComplexity int, agentID string, sessionsJSON string) int
-		RecordEvent       func(childComplexity int, input gqlmodel.RecordEventInput) int
-		RecordMemoryFlush func(childComplexity int, sessionKey string, agentID *string) int
-		RecordOwnPrompt   func(childComplexity int, sessionKey string, agentID *string, text string) int
-		ResetSession      func(childComplexity int, sessionKey string, agentID *string) int
-		Unwatch           func(childComplexity int, watcher string, target string, targetAgentID *string) int
-		UpsertSession     func(childComplexity int, input gqlmodel.SessionInput) int
-		Watch             func(childComplexity int, input gqlmodel.WatchInput) int
+		AckNotices         func(childComplexity int, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) int
+		AcknowledgeNotices func(childComplexity int, watcher string, notices []awareness.NoticeRef) int
+		AdoptSession       func(childComplexity int, input gqlmodel.AdoptInput) int
+		DeleteSession      func(childComplexity int, sessionKey string, agentID *string) int
+		ImportSessions     func(childComplexity int, agentID string, sessionsJSON string) int
+		RecordEvent        func(childComplexity int, input gqlmodel.RecordEventInput) int
+		RecordEvents       func(childComplexity int, inputs []gqlmodel.RecordEventInput) int
+		RecordMemoryFlush  func(childComplexity int, sessionKey string, agentID *string) int
+		RecordOwnPrompt    func(childComplexity int, sessionKey string, agentID *string, text string) int
+		ResetSession       func(childComplexity int, sessionKey string, agentID *string) int
+		Unwatch            func(childComplexity int, watcher string, target string, targetAgentID *string) int
+		UpsertSession      func(childComplexity int, input gqlmodel.SessionInput) int
+		Watch              func(childComplexity int, input gqlmodel.WatchInput) int
+	}
+
+	NoticeAck struct {
+		FollowUp        func(childComplexity int) int
+		NotifiedVersion func(childComplexity int) int
+		Outcome         func(childComplexity int) int
+		Pending         func(childComplexity int) int
+		TargetAgentID   func(childComplexity int) int
+		TargetKey       func(childComplexity int) int
+		Watcher         func(childComplexity int) int
 	}
 
 	NoticeActivityBucket struct {
@@ -122,6 +139,12 @@ type ComplexityRoot struct {
 		Recorded        func(childComplexity int) int
 		SkippedWatchers func(childComplexity int) int
 		StateVersion    func(childComplexity int) int
+	}
+
+	RecordEventsItem struct {
+		Error  func(childComplexity int) int
+		Index  func(childComplexity int) int
+		Result func(childComplexity int) int
 	}
 
 	Session struct {
@@ -271,6 +294,8 @@ type MutationResolver interface {
 	AdoptSession(ctx context.Context, input gqlmodel.AdoptInput) (gqlmodel.UpstreamLink, error)
 	RecordOwnPrompt(ctx context.Context, sessionKey string, agentID *string, text string) (bool, error)
 	RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error)
+	AcknowledgeNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.NoticeAck, error)
+	RecordEvents(ctx context.Context, inputs []gqlmodel.RecordEventInput) ([]gqlmodel.RecordEventsItem, error)
 }
 type QueryResolver interface {
 	SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error)
@@ -462,6 +487,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CompactionPolicy.MemoryFlushThreshold(childComplexity), true
 
+	case "InputError.code":
+		if e.ComplexityRoot.InputError.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputError.Code(childComplexity), true
+	case "InputError.message":
+		if e.ComplexityRoot.InputError.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InputError.Message(childComplexity), true
+
 	case "Mutation.ackNotices":
 		if e.ComplexityRoot.Mutation.AckNotices == nil {
 			break
@@ -473,6 +511,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AckNotices(childComplexity, args["watcher"].(string), args["targets"].([]string), args["targetAgentId"].(*string), args["notices"].([]awareness.NoticeRef)), true
+	case "Mutation.acknowledgeNotices":
+		if e.ComplexityRoot.Mutation.AcknowledgeNotices == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acknowledgeNotices_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcknowledgeNotices(childComplexity, args["watcher"].(string), args["notices"].([]awareness.NoticeRef)), true
 	case "Mutation.adoptSession":
 		if e.ComplexityRoot.Mutation.AdoptSession == nil {
 			break
@@ -517,6 +566,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RecordEvent(childComplexity, args["input"].(gqlmodel.RecordEventInput)), true
+	case "Mutation.recordEvents":
+		if e.ComplexityRoot.Mutation.RecordEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_recordEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RecordEvents(childComplexity, args["inputs"].([]gqlmodel.RecordEventInput)), true
 	case "Mutation.recordMemoryFlush":
 		if e.ComplexityRoot.Mutation.RecordMemoryFlush == nil {
 			break
@@ -583,6 +643,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
+
+	case "NoticeAck.followUp":
+		if e.ComplexityRoot.NoticeAck.FollowUp == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.FollowUp(childComplexity), true
+	case "NoticeAck.notifiedVersion":
+		if e.ComplexityRoot.NoticeAck.NotifiedVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.NotifiedVersion(childComplexity), true
+	case "NoticeAck.outcome":
+		if e.ComplexityRoot.NoticeAck.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.Outcome(childComplexity), true
+	case "NoticeAck.pending":
+		if e.ComplexityRoot.NoticeAck.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.Pending(childComplexity), true
+	case "NoticeAck.targetAgentId":
+		if e.ComplexityRoot.NoticeAck.TargetAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.TargetAgentID(childComplexity), true
+	case "NoticeAck.target":
+		if e.ComplexityRoot.NoticeAck.TargetKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.TargetKey(childComplexity), true
+	case "NoticeAck.watcher":
+		if e.ComplexityRoot.NoticeAck.Watcher == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.Watcher(childComplexity), true
 
 	case "NoticeActivityBucket.acknowledged":
 		if e.ComplexityRoot.NoticeActivityBucket.Acknowledged == nil {
@@ -764,6 +867,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RecordEventResult.StateVersion(childComplexity), true
+
+	case "RecordEventsItem.error":
+		if e.ComplexityRoot.RecordEventsItem.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordEventsItem.Error(childComplexity), true
+	case "RecordEventsItem.index":
+		if e.ComplexityRoot.RecordEventsItem.Index == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordEventsItem.Index(childComplexity), true
+	case "RecordEventsItem.result":
+		if e.ComplexityRoot.RecordEventsItem.Result == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordEventsItem.Result(childComplexity), true
 
 	case "Session.agentId":
 		if e.ComplexityRoot.Session.AgentID == nil {
@@ -2191,6 +2313,69 @@ extend type Query {
     activeMinutes: Int
   ): SessionTree!
 }
+
+"What acknowledgeNotices did with one named notice (NTC-3)."
+enum AckOutcome {
+  "This call acknowledged the named notice (L := N); followUp is the notice that opened for the changes after N, if any."
+  acknowledged
+  "The named notice had been acknowledged before (the pair's lastAcked is at or past notifiedVersion): nothing changed; pending is the pair's pending notice, if any."
+  alreadyAcknowledged
+  "The pair's pending notice is another one, and the named one was never acknowledged: nothing changed; pending is the pair's pending notice."
+  superseded
+  "The pair has no cursor, or nothing pending and the named version was never acknowledged: nothing changed."
+  notPending
+}
+
+"The outcome of one NoticeRef of acknowledgeNotices."
+type NoticeAck {
+  "The watching session's key."
+  watcher: String!
+  "The named notice's target."
+  target: String!
+  "The target's agent."
+  targetAgentId: String!
+  "The notifiedVersion the NoticeRef named."
+  notifiedVersion: Int!
+  "What the call did with the named notice."
+  outcome: AckOutcome!
+  "With acknowledged: the follow-up notice that opened (NTC-3); null when none."
+  followUp: StaleNotice
+  "With alreadyAcknowledged or superseded: the pair's pending notice now; null when none."
+  pending: StaleNotice
+}
+
+"One input of recordEvents: what its append did, or why it was refused."
+type RecordEventsItem {
+  "The input's position in inputs, from 0."
+  index: Int!
+  "What the append did; null when the input was refused."
+  result: RecordEventResult
+  "Why the input was refused; null when it was appended (or deduplicated)."
+  error: InputError
+}
+
+"Why one input of a batch was refused."
+type InputError {
+  "An ERR-1 code (INVALID_ARGUMENT, FORBIDDEN, …)."
+  code: String!
+  "A sentence a person can act on."
+  message: String!
+}
+
+extend type Mutation {
+  "NTC-3, exact form with an answer per notice: acknowledges each named notice only while it is still the pair's pending notice, and says what it did with each, in the order named. A notice that opens during the call (a follow-up) is never acknowledged by it. At most 1000 notices."
+  acknowledgeNotices(
+    "The watching session's key."
+    watcher: String!
+    "The notices the turn consumed, each by target, targetAgentId and notifiedVersion."
+    notices: [NoticeRef!]!
+  ): [NoticeAck!]!
+  "SIG-*: append up to 200 events in one transaction; each input is appended, deduplicated (SIG-4) or refused on its own, in order. A refused input (its code and message in error) does not stop the others; more than 200 inputs, or a failure of the database, refuse the whole call and nothing is written."
+  recordEvents(
+    "The events, appended in this order (a session's events keep it)."
+    inputs: [RecordEventInput!]!
+  ): [RecordEventsItem!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2273,6 +2458,36 @@ func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type CompactionPolicy", field.Name)
 }
 
+func (ec *executionContext) childFields_InputError(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "code":
+		return ec.fieldContext_InputError_code(ctx, field)
+	case "message":
+		return ec.fieldContext_InputError_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InputError", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeAck(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "watcher":
+		return ec.fieldContext_NoticeAck_watcher(ctx, field)
+	case "target":
+		return ec.fieldContext_NoticeAck_target(ctx, field)
+	case "targetAgentId":
+		return ec.fieldContext_NoticeAck_targetAgentId(ctx, field)
+	case "notifiedVersion":
+		return ec.fieldContext_NoticeAck_notifiedVersion(ctx, field)
+	case "outcome":
+		return ec.fieldContext_NoticeAck_outcome(ctx, field)
+	case "followUp":
+		return ec.fieldContext_NoticeAck_followUp(ctx, field)
+	case "pending":
+		return ec.fieldContext_NoticeAck_pending(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeAck", field.Name)
+}
+
 func (ec *executionContext) childFields_NoticeActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "minute":
@@ -2309,6 +2524,18 @@ func (ec *executionContext) childFields_RecordEventResult(ctx context.Context, f
 		return ec.fieldContext_RecordEventResult_skippedWatchers(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RecordEventResult", field.Name)
+}
+
+func (ec *executionContext) childFields_RecordEventsItem(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "index":
+		return ec.fieldContext_RecordEventsItem_index(ctx, field)
+	case "result":
+		return ec.fieldContext_RecordEventsItem_result(ctx, field)
+	case "error":
+		return ec.fieldContext_RecordEventsItem_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RecordEventsItem", field.Name)
 }
 
 func (ec *executionContext) childFields_Session(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2715,6 +2942,28 @@ func (ec *executionContext) field_Mutation_ackNotices_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_acknowledgeNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "notices",
+		func(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+			return ec.unmarshalNNoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notices"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_adoptSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2784,6 +3033,20 @@ func (ec *executionContext) field_Mutation_recordEvent_args(ctx context.Context,
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_recordEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "inputs",
+		func(ctx context.Context, v any) ([]gqlmodel.RecordEventInput, error) {
+			return ec.unmarshalNRecordEventInput2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["inputs"] = arg0
 	return args, nil
 }
 
@@ -3952,6 +4215,52 @@ func (ec *executionContext) fieldContext_CompactionPolicy_memoryFlushCompactionC
 	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
 }
 
+func (ec *executionContext) _InputError_code(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InputError) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputError_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InputError_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputError", field, false, false, "String")
+}
+
+func (ec *executionContext) _InputError_message(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InputError) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InputError_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InputError_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InputError", field, false, false, "String")
+}
+
 func (ec *executionContext) _Mutation_recordEvent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4432,6 +4741,273 @@ func (ec *executionContext) fieldContext_Mutation_recordMemoryFlush(ctx context.
 	if fc.Args, err = ec.field_Mutation_recordMemoryFlush_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_acknowledgeNotices(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acknowledgeNotices(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcknowledgeNotices(ctx, fc.Args["watcher"].(string), fc.Args["notices"].([]awareness.NoticeRef))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.NoticeAck) graphql.Marshaler {
+			return ec.marshalNNoticeAck2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAckᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acknowledgeNotices(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeAck(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acknowledgeNotices_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_recordEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_recordEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RecordEvents(ctx, fc.Args["inputs"].([]gqlmodel.RecordEventInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []gqlmodel.RecordEventsItem) graphql.Marshaler {
+			return ec.marshalNRecordEventsItem2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventsItemᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_recordEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecordEventsItem(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_recordEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeAck_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_watcher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Watcher, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_watcher(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, false, false, "String")
+}
+
+func (ec *executionContext) _NoticeAck_target(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKey(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, true, false, "String")
+}
+
+func (ec *executionContext) _NoticeAck_targetAgentId(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_targetAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetAgentID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_targetAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, true, false, "String")
+}
+
+func (ec *executionContext) _NoticeAck_notifiedVersion(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_notifiedVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotifiedVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_notifiedVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeAck_outcome(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.AckOutcome) graphql.Marshaler {
+			return ec.marshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, false, false, "AckOutcome")
+}
+
+func (ec *executionContext) _NoticeAck_followUp(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_followUp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FollowUp, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *awareness.Notice) graphql.Marshaler {
+			return ec.marshalOStaleNotice2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_followUp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeAck",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeAck_pending(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *awareness.Notice) graphql.Marshaler {
+			return ec.marshalOStaleNotice2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeAck",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -5227,6 +5803,93 @@ func (ec *executionContext) fieldContext_RecordEventResult_skippedWatchers(_ con
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_SkippedWatcher(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RecordEventsItem_index(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.RecordEventsItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordEventsItem_index(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Index, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecordEventsItem_index(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecordEventsItem", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RecordEventsItem_result(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.RecordEventsItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordEventsItem_result(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Result, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.RecordEventResult) graphql.Marshaler {
+			return ec.marshalORecordEventResult2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventResult(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecordEventsItem_result(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RecordEventsItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecordEventResult(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RecordEventsItem_error(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.RecordEventsItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordEventsItem_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.InputError) graphql.Marshaler {
+			return ec.marshalOInputError2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐInputError(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecordEventsItem_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RecordEventsItem",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InputError(ctx, field)
 		},
 	}
 	return fc, nil
@@ -9162,6 +9825,44 @@ func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var inputErrorImplementors = []string{"InputError"}
+
+func (ec *executionContext) _InputError(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.InputError) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inputErrorImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InputError")
+		case "code":
+			out.Values[i] = ec._InputError_code(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._InputError_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -9256,6 +9957,83 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 				return ec._Mutation_recordMemoryFlush(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acknowledgeNotices":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acknowledgeNotices(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recordEvents":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_recordEvents(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeAckImplementors = []string{"NoticeAck"}
+
+func (ec *executionContext) _NoticeAck(ctx context.Context, sel ast.SelectionSet, obj *awareness.NoticeAck) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeAckImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeAck")
+		case "watcher":
+			out.Values[i] = ec._NoticeAck_watcher(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._NoticeAck_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetAgentId":
+			out.Values[i] = ec._NoticeAck_targetAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notifiedVersion":
+			out.Values[i] = ec._NoticeAck_notifiedVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outcome":
+			out.Values[i] = ec._NoticeAck_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "followUp":
+			out.Values[i] = ec._NoticeAck_followUp(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pending":
+			out.Values[i] = ec._NoticeAck_pending(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -9506,6 +10284,49 @@ func (ec *executionContext) _RecordEventResult(ctx context.Context, sel ast.Sele
 		case "skippedWatchers":
 			out.Values[i] = ec._RecordEventResult_skippedWatchers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var recordEventsItemImplementors = []string{"RecordEventsItem"}
+
+func (ec *executionContext) _RecordEventsItem(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.RecordEventsItem) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, recordEventsItemImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RecordEventsItem")
+		case "index":
+			out.Values[i] = ec._RecordEventsItem_index(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "result":
+			out.Values[i] = ec._RecordEventsItem_result(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._RecordEventsItem_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -10735,6 +11556,36 @@ func (ec *executionContext) marshalNAckHistoryPage2githubᚗcomᚋawarenessᚋaw
 	return ec._AckHistoryPage(ctx, sel, &v)
 }
 
+func (ec *executionContext) unmarshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome(ctx context.Context, v any) (awareness.AckOutcome, error) {
+	tmp, err := scalar.UnmarshalString(v)
+	res := unmarshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome(ctx context.Context, sel ast.SelectionSet, v awareness.AckOutcome) graphql.Marshaler {
+	_ = sel
+	res := scalar.MarshalString(marshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "AckOutcome!")
+	}
+	return res
+}
+
+var (
+	unmarshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome = map[string]awareness.AckOutcome{
+		"acknowledged":        awareness.AckAcknowledged,
+		"alreadyAcknowledged": awareness.AckAlreadyAcknowledged,
+		"superseded":          awareness.AckSuperseded,
+		"notPending":          awareness.AckNotPending,
+	}
+	marshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome = map[awareness.AckOutcome]string{
+		awareness.AckAcknowledged:        "acknowledged",
+		awareness.AckAlreadyAcknowledged: "alreadyAcknowledged",
+		awareness.AckSuperseded:          "superseded",
+		awareness.AckNotPending:          "notPending",
+	}
+)
+
 func (ec *executionContext) marshalNAckRecord2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckRecord(ctx context.Context, sel ast.SelectionSet, v gqlmodel.AckRecord) graphql.Marshaler {
 	return ec._AckRecord(ctx, sel, &v)
 }
@@ -10892,6 +11743,26 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) marshalNNoticeAck2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAck(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeAck) graphql.Marshaler {
+	return ec._NoticeAck(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeAck2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAckᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.NoticeAck) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeAck2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAck(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeActivityBucket) graphql.Marshaler {
 	return ec._NoticeActivityBucket(ctx, sel, &v)
 }
@@ -10917,6 +11788,20 @@ func (ec *executionContext) unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋaware
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNNoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]awareness.NoticeRef, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNNoticeRef2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRef(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
@@ -10930,8 +11815,42 @@ func (ec *executionContext) unmarshalNRecordEventInput2githubᚗcomᚋawareness�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNRecordEventInput2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventInputᚄ(ctx context.Context, v any) ([]gqlmodel.RecordEventInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]gqlmodel.RecordEventInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNRecordEventInput2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) marshalNRecordEventResult2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventResult(ctx context.Context, sel ast.SelectionSet, v gqlmodel.RecordEventResult) graphql.Marshaler {
 	return ec._RecordEventResult(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRecordEventsItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventsItem(ctx context.Context, sel ast.SelectionSet, v gqlmodel.RecordEventsItem) graphql.Marshaler {
+	return ec._RecordEventsItem(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRecordEventsItem2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventsItemᚄ(ctx context.Context, sel ast.SelectionSet, v []gqlmodel.RecordEventsItem) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRecordEventsItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventsItem(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNSession2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSession(ctx context.Context, sel ast.SelectionSet, v gqlmodel.Session) graphql.Marshaler {
@@ -11356,6 +12275,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalOInputError2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐInputError(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.InputError) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InputError(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
 	if v == nil {
 		return nil, nil
@@ -11419,6 +12345,13 @@ func (ec *executionContext) unmarshalONoticeRef2ᚕgithubᚗcomᚋawarenessᚋaw
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalORecordEventResult2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐRecordEventResult(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.RecordEventResult) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RecordEventResult(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome(ctx context.Context, v any) (*awareness.RunOutcome, error) {
@@ -11502,6 +12435,13 @@ func (ec *executionContext) marshalOSessionKind2ᚕgithubᚗcomᚋawarenessᚋaw
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalOStaleNotice2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx context.Context, sel ast.SelectionSet, v *awareness.Notice) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._StaleNotice(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOStateChanges2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐStatusChanges(ctx context.Context, sel ast.SelectionSet, v *awareness.StatusChanges) graphql.Marshaler {

@@ -76,6 +76,14 @@ type CompactionPolicy struct {
 	MemoryFlushCompactionCount *int `json:"memoryFlushCompactionCount,omitempty"`
 }
 
+// Why one input of a batch was refused.
+type InputError struct {
+	// An ERR-1 code (INVALID_ARGUMENT, FORBIDDEN, …).
+	Code string `json:"code"`
+	// A sentence a person can act on.
+	Message string `json:"message"`
+}
+
 // Writes: events, watches, acknowledgements and the sessions registry. A refused call writes nothing (ERR-2).
 type Mutation struct {
 }
@@ -134,6 +142,16 @@ type RecordEventResult struct {
 	NoticesOpened int `json:"noticesOpened"`
 	// Producer-passed watchers that cannot watch (bare, the session itself, malformed); the event is still recorded.
 	SkippedWatchers []awareness.SkippedWatcher `json:"skippedWatchers"`
+}
+
+// One input of recordEvents: what its append did, or why it was refused.
+type RecordEventsItem struct {
+	// The input's position in inputs, from 0.
+	Index int `json:"index"`
+	// What the append did; null when the input was refused.
+	Result *RecordEventResult `json:"result,omitempty"`
+	// Why the input was refused; null when it was appended (or deduplicated).
+	Error *InputError `json:"error,omitempty"`
 }
 
 // A session registry entry: the gateway's SessionEntry fields (REG-1).

@@ -50,6 +50,12 @@ func present(ctx context.Context, log *slog.Logger, err error) *gqlerror.Error {
 		out.Rule = gqlErr.Rule
 	}
 
+	if errors.Is(err, awareness.ErrCheckOnly) {
+		// The answer of a field whose checks passed in a check run (graph's
+		// MutationChecks): discarded there, never sent, not worth a log line.
+		out.Message = err.Error()
+		return out
+	}
 	if ae, ok := errors.AsType[*awareness.Error](err); ok {
 		out.Message = ae.Message
 		out.Extensions = map[string]any{"code": ae.Code}

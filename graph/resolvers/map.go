@@ -27,6 +27,36 @@ func recordInput(in gqlmodel.RecordEventInput) awareness.RecordInput {
 	}
 }
 
+func recordEventResult(res awareness.RecordResult) gqlmodel.RecordEventResult {
+	return gqlmodel.RecordEventResult{
+		Recorded:        res.Recorded,
+		Event:           &res.Event,
+		StateVersion:    int(res.StateVersion),
+		NoticesOpened:   res.NoticesOpened,
+		SkippedWatchers: nonNilSlice(res.SkippedWatchers),
+	}
+}
+
+// recordEventsItems maps a batch's items; a refused input's error keeps its code and
+// message as the error presenter would show them (ERR-1).
+func recordEventsItems(items []awareness.BatchItem) []gqlmodel.RecordEventsItem {
+	out := make([]gqlmodel.RecordEventsItem, len(items))
+	for i, it := range items {
+		out[i].Index = i
+		if it.Err != nil {
+			code, msg := awareness.ErrorCode(it.Err), awareness.ErrorMessage(it.Err)
+			if code == awareness.EINTERNAL || msg == "" {
+				msg = internalMessage
+			}
+			out[i].Error = &gqlmodel.InputError{Code: code, Message: msg}
+			continue
+		}
+		r := recordEventResult(*it.Result)
+		out[i].Result = &r
+	}
+	return out
+}
+
 func sessionStatus(st awareness.Status) gqlmodel.SessionStatus {
 	out := gqlmodel.SessionStatus{
 		SessionKey:   st.Ref.Key,

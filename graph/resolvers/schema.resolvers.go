@@ -18,13 +18,7 @@ func (r *mutationResolver) RecordEvent(ctx context.Context, input gqlmodel.Recor
 	if err != nil {
 		return gqlmodel.RecordEventResult{}, err
 	}
-	return gqlmodel.RecordEventResult{
-		Recorded:        res.Recorded,
-		Event:           &res.Event,
-		StateVersion:    int(res.StateVersion),
-		NoticesOpened:   res.NoticesOpened,
-		SkippedWatchers: nonNilSlice(res.SkippedWatchers),
-	}, nil
+	return recordEventResult(res), nil
 }
 
 func (r *mutationResolver) Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error) {
@@ -69,6 +63,22 @@ func (r *mutationResolver) RecordOwnPrompt(ctx context.Context, sessionKey strin
 
 func (r *mutationResolver) RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error) {
 	return recordMemoryFlush(ctx, r.Service, sessionKey, agentID)
+}
+
+func (r *mutationResolver) AcknowledgeNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.NoticeAck, error) {
+	return r.Service.AcknowledgeNotices(ctx, watcher, notices)
+}
+
+func (r *mutationResolver) RecordEvents(ctx context.Context, inputs []gqlmodel.RecordEventInput) ([]gqlmodel.RecordEventsItem, error) {
+	ins := make([]awareness.RecordInput, len(inputs))
+	for i, in := range inputs {
+		ins[i] = recordInput(in)
+	}
+	items, err := r.Service.RecordBatch(ctx, ins)
+	if err != nil {
+		return nil, err
+	}
+	return recordEventsItems(items), nil
 }
 
 func (r *queryResolver) SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error) {

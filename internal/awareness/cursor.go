@@ -108,28 +108,21 @@ func AckExact(cur Cursor, notified int64, now time.Time) (next Cursor, changed, 
 	return AckCursor(cur, now)
 }
 
-// RefreezeCursor is the startup sweep (NTC-5): a cursor with M > L gets N := M and its
-// notice is published again. The notice keeps its opening time and its text (L does
-// not move). republish is false for synced cursors.
-func RefreezeCursor(cur Cursor, now time.Time) (next Cursor, changed, republish bool) {
-	if cur.M <= cur.L {
-		return cur, false, false
+// SweepCursor is the startup sweep's transition (NTC-5): a cursor with M > N == L
+// opens its notice (N := M, opened now), which no committed write leaves behind (an
+// append opens the notice of every synced cursor it moves, an acknowledgement opens
+// its follow-up). Every other cursor, a pending one above all, is left exactly as it
+// is: a pending notice keeps its N, its text and its opening time (and so its ID)
+// across restarts, so an exact acknowledgement made before a restart still matches it.
+func SweepCursor(cur Cursor, now time.Time) (next Cursor, opened bool) {
+	if cur.Pending() || cur.M <= cur.N {
+		return cur, false
 	}
 	next = cur
-	if next.OpenedAt.IsZero() {
-		// A pending row without an opening time: stamp it and write it, so that the
-		// notice keeps this opening time (and its ID) on the next sweep.
-		next.OpenedAt = now
-		changed = true
-	}
-	if next.N != next.M {
-		next.N = next.M
-		changed = true
-	}
-	if changed {
-		next.UpdatedAt = now
-	}
-	return next, changed, true
+	next.N = cur.M
+	next.OpenedAt = now
+	next.UpdatedAt = now
+	return next, true
 }
 
 // WatchCursor is an explicit watch at the target's current head (WAT-3). An existing

@@ -33,7 +33,7 @@ func cur(l, n, m int64) *Cursor {
 type transition struct {
 	next   Cursor
 	write  bool // the store has a row to write
-	opened bool // a notice opened (or, for the sweep, is republished)
+	opened bool // a notice opened
 }
 
 func seed(s int64) func(*Cursor) transition {
@@ -63,8 +63,8 @@ func ack(c *Cursor) transition {
 }
 
 func sweep(c *Cursor) transition {
-	next, changed, republish := RefreezeCursor(*c, t1)
-	return transition{next, changed, republish}
+	next, opened := SweepCursor(*c, t1)
+	return transition{next, opened, opened}
 }
 
 // TestCursorStateMachine_WAT1_NTC2_NTC3_NTC5 walks the rows of the reference state
@@ -190,24 +190,27 @@ func TestCursorStateMachine_WAT1_NTC2_NTC3_NTC5(t *testing.T) {
 			start: cur(4, 4, 4), do: ack, want: *cur(4, 4, 4),
 		},
 		{
-			row:   "PENDING + sweep → PENDING, republished with the same text (NTC-5)",
-			start: cur(2, 3, 3), do: sweep, want: *cur(2, 3, 3), opened: true, wantText: NoticeText(testTarget.Key, 2),
+			row:   "PENDING + sweep → unchanged, the same text (NTC-5)",
+			start: cur(2, 3, 3), do: sweep, want: *cur(2, 3, 3), wantText: NoticeText(testTarget.Key, 2),
 		},
 		{
-			row:   "PENDING+ + sweep → PENDING (N=M), republished, text keeps L (NTC-5)",
-			start: cur(2, 3, 6), do: sweep,
-			want:  with(cur(2, 6, 6), func(c *Cursor) { c.UpdatedAt = t1 }),
-			write: true, opened: true, wantText: NoticeText(testTarget.Key, 2),
+			row:   "PENDING+ + sweep → unchanged: N stays, so an exact ack of it still matches (NTC-5)",
+			start: cur(2, 3, 6), do: sweep, want: *cur(2, 3, 6), wantText: NoticeText(testTarget.Key, 2),
 		},
 		{
 			row:   "SYNCED + sweep → nothing (NTC-5)",
 			start: cur(4, 4, 4), do: sweep, want: *cur(4, 4, 4),
 		},
 		{
-			row:   "PENDING without an opening time (legacy row) + sweep → opening time written",
+			row:   "UNOPENED (M > N = L, left by no committed write) + sweep → PENDING, opened now (NTC-5)",
+			start: cur(4, 4, 6), do: sweep,
+			want:  Cursor{Watcher: testWatcher, Target: testTarget, L: 4, N: 6, M: 6, OpenedAt: t1, UpdatedAt: t1},
+			write: true, opened: true, wantText: NoticeText(testTarget.Key, 4),
+		},
+		{
+			row:   "PENDING without an opening time (legacy row) + sweep → unchanged (its ID keeps the zero time)",
 			start: ptr(with(cur(2, 3, 3), func(c *Cursor) { c.OpenedAt = time.Time{} })), do: sweep,
-			want:  with(cur(2, 3, 3), func(c *Cursor) { c.OpenedAt, c.UpdatedAt = t1, t1 }),
-			write: true, opened: true, wantText: NoticeText(testTarget.Key, 2),
+			want: with(cur(2, 3, 3), func(c *Cursor) { c.OpenedAt = time.Time{} }), wantText: NoticeText(testTarget.Key, 2),
 		},
 	}
 	for _, tt := range tests {
@@ -358,20 +361,23 @@ func TestScenarioC15_LogOnlyNeverReopens_NTC4(t *testing.T) {
 	}
 	wantLNM(t, &got.next, 2, 2, 2)
 	if sw := sweep(&got.next); sw.opened || sw.write {
-		t.Errorf("sweep after ack: republish=%v write=%v, want nothing", sw.opened, sw.write)
+		t.Errorf("sweep after ack: opened=%v write=%v, want nothing", sw.opened, sw.write)
 	}
 }
 
-// Scenario C16: restart with a pending notice → the sweep republishes one.
-func TestScenarioC16_SweepRepublishes_NTC5(t *testing.T) {
+// Scenario C16: restart with a pending notice, whose target changed again since it
+// opened → the sweep leaves it as it is: the same notice (ID), nothing written; its
+// subscribers read it again when they subscribe again.
+func TestScenarioC16_SweepKeepsThePendingNotice_NTC5(t *testing.T) {
 	t.Parallel()
 	c, _ := applyEvent(nil, ChildSpawned, 1, otherAgent)
 	c, _ = applyEvent(c, HumanDirectMessage, 2, humanSender)
+	c, _ = applyEvent(c, HumanDirectMessage, 3, humanSender)
 	got := sweep(c)
-	if !got.opened {
-		t.Fatal("sweep did not republish")
+	if got.opened || got.write {
+		t.Fatalf("sweep of a pending notice: opened=%v write=%v, want neither", got.opened, got.write)
 	}
-	wantLNM(t, &got.next, 1, 2, 2)
+	wantLNM(t, &got.next, 1, 2, 3)
 	if n, _ := NoticeOf(got.next); n.ID() != mustNotice(t, *c).ID() {
 		t.Errorf("sweep changed the notice id: %q → %q", mustNotice(t, *c).ID(), n.ID())
 	}
@@ -478,7 +484,7 @@ func TestCursorProperties_WAT1_NTC2_NTC3(t *testing.T) {
 					}
 				}
 			}
-			if opened && name != "sweep" {
+			if opened {
 				opensSinceL++
 			}
 			if opensSinceL > 1 {
@@ -547,14 +553,13 @@ func TestCursorProperties_WAT1_NTC2_NTC3(t *testing.T) {
 					rt.Skip("no cursor")
 				}
 				prev := *c
-				next, write, republish := RefreezeCursor(prev, tick())
-				if republish != (prev.M > prev.L) {
-					rt.Fatalf("sweep republish=%v for %+v", republish, prev)
+				// No transition leaves M > N == L behind, so the sweep never has
+				// anything to do here: every cursor stays exactly as it is (NTC-5).
+				next, opened := SweepCursor(prev, tick())
+				if opened || next != prev {
+					rt.Fatalf("sweep: %+v → %+v (opened %v)", prev, next, opened)
 				}
-				if next.L != prev.L || republish && next.N != next.M {
-					rt.Fatalf("sweep: %+v → %+v", prev, next)
-				}
-				step("sweep", next, write, republish)
+				step("sweep", next, opened, opened)
 			},
 			"watch": func(rt *rapid.T) {
 				prev := c

@@ -38,26 +38,32 @@
 //     (NTC-2, WAT-4); log-only kinds and child_spawned never open one (NTC-4);
 //   - AckCursor and AckExact: acknowledging sets L := N (never the head) and opens
 //     exactly one follow-up when M > N; AckExact only acts while the pending notice is
-//     still the one named by its N (NTC-3);
-//   - RefreezeCursor: the startup sweep (Service.Sweep) sets N := M on every cursor
-//     with M > L and republishes its notice (NTC-5).
+//     still the one named by its N (NTC-3). AckNamed is the exact form over a
+//     watcher's named notices, with an outcome per notice (acknowledged,
+//     alreadyAcknowledged, superseded, notPending; ack.go);
+//   - SweepCursor: the startup sweep (Service.Sweep) opens the notice of a cursor with
+//     M > N == L, which no committed write leaves behind, and leaves every other
+//     cursor, a pending one above all, exactly as it is: a pending notice keeps its N,
+//     text and opening time across every restart (NTC-5).
 //
-// The SQL stores apply ApplyMaterial to a target's cursors, and RefreezeCursor to all
-// cursors, as one statement each; the conformance suite checks the first against
-// ApplyMaterial applied cursor by cursor (NTC-2_set_based_open_equals_per_cursor).
+// The SQL stores apply ApplyMaterial to a target's cursors as one statement; the
+// conformance suite checks it against ApplyMaterial applied cursor by cursor
+// (NTC-2_set_based_open_equals_per_cursor).
 //
 // The notice text is fixed byte for byte (NoticeText, NTC-1) and carries wake for main
 // sessions (NTC-6). A notice is identified by its pair, L and opening time (Notice.ID).
 //
 // # Writes: the group commit and the publisher
 //
-// Service.RecordEvent hands its AppendOp to the committer (groupcommit.go): concurrent
-// appends queue, the first to find no commit in flight leads, yields a few times while
-// the queue grows, and commits up to MaxGroupCommit ops in one Store.Append transaction;
-// then it hands the leadership to the oldest op still queued. There is no timer, and an
+// Service.RecordEvent hands its AppendOp to the committer (groupcommit.go), and
+// Service.RecordBatch (recordEvents) the ops of its valid inputs as one unit that
+// commits in one transaction or not at all: concurrent appends queue, the first to
+// find no commit in flight leads, yields a few times while the queue grows, and
+// commits queued units of up to MaxGroupCommit ops in all in one Store.Append
+// transaction; then it hands the leadership to the oldest unit still queued. There is no timer, and an
 // append is answered only once its transaction committed (SIG-7). A shared transaction
-// that fails for a reason other than UNAVAILABLE is retried op by op, so one bad op
-// cannot fail its neighbours. After the commit the events and opened notices go to the
+// that fails for a reason other than UNAVAILABLE is retried unit by unit, so one bad
+// op cannot fail its neighbours. After the commit the events and opened notices go to the
 // publisher (publish.go): one queue, one sender goroutine while it is non-empty, in the
 // order writes answered, so an acknowledgement's follow-up never overtakes the closed
 // notice before it. Nothing is published before its commit (NTC-7), and nothing is

@@ -18,11 +18,12 @@ const groupCommitTimeout = 30 * time.Second
 // errLead hands the leadership of the queue to a waiting append.
 var errLead = errors.New("lead the next batch")
 
-// committer commits concurrent appends together (group commit). Appends queue up; the
-// first one to find no commit in flight becomes the leader, yields while appends keep
-// joining the queue (gather), takes up to MaxGroupCommit queued appends (its own
-// first), commits them in one Store.Append transaction, hands the leadership to the
-// oldest append still queued, and returns. So an append waits at most for the commit in
+// committer commits concurrent appends together (group commit). Appends queue up, each
+// call's ops as one unit; the first call to find no commit in flight becomes the
+// leader, yields while appends keep joining the queue (gather), takes queued units (its
+// own first, then more while they hold up to MaxGroupCommit ops in all), commits them
+// in one Store.Append transaction, hands the leadership to the oldest unit still
+// queued, and returns. So an append waits at most for the commit in
 // flight and then its own: there is no timer, and a lone append commits after one
 // yield. Every append is acknowledged only after its transaction committed (SIG-7); the
 // caller publishes its notices after that (NTC-7). No goroutine is owned.
@@ -36,9 +37,10 @@ type committer struct {
 	queue []*pendingAppend
 }
 
+// pendingAppend is one call's unit: its ops commit in one transaction or not at all.
 type pendingAppend struct {
 	ctx  context.Context // the caller's, for its values (a trace span) only
-	op   *AppendOp
+	ops  []*AppendOp
 	done chan error // buffered: errLead or the commit's result
 }
 
@@ -49,11 +51,14 @@ func newCommitter(store Store, max int, obs Observer) *committer {
 	return &committer{store: store, max: max, obs: ObserverOr(obs)}
 }
 
-// append commits op, possibly together with concurrent appends. It waits for the
-// commit even when ctx ends, since the append may already be durable: the caller must
-// never be told "failed" about a committed append.
-func (c *committer) append(ctx context.Context, op *AppendOp) error {
-	me := &pendingAppend{ctx: ctx, op: op, done: make(chan error, 1)}
+// append commits ops in one transaction, possibly together with concurrent appends. It
+// waits for the commit even when ctx ends, since the append may already be durable:
+// the caller must never be told "failed" about a committed append.
+func (c *committer) append(ctx context.Context, ops ...*AppendOp) error {
+	if err := RefuseCheckOnly(ctx); err != nil {
+		return err
+	}
+	me := &pendingAppend{ctx: ctx, ops: ops, done: make(chan error, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, me)
 	lead := !c.busy
@@ -67,7 +72,11 @@ func (c *committer) append(ctx context.Context, op *AppendOp) error {
 
 	c.gather()
 	c.mu.Lock()
-	n := min(len(c.queue), c.max)
+	n, count := 1, len(c.queue[0].ops)
+	for n < len(c.queue) && count+len(c.queue[n].ops) <= c.max {
+		count += len(c.queue[n].ops)
+		n++
+	}
 	batch := make([]*pendingAppend, n)
 	copy(batch, c.queue)
 	c.queue = append(c.queue[:0], c.queue[n:]...)
@@ -114,17 +123,17 @@ func (c *committer) gather() {
 }
 
 // commit runs one transaction for the batch. If a shared transaction fails for a reason
-// other than the database being unavailable, each append is retried on its own so that
+// other than the database being unavailable, each unit is retried on its own so that
 // one bad append cannot fail its neighbours. The transaction's context keeps the
 // values of the leader's (its trace span is the transaction's parent), not its end.
 func (c *committer) commit(batch []*pendingAppend) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), groupCommitTimeout)
 	defer cancel()
-	c.obs.GroupCommit(len(batch))
-	ops := make([]*AppendOp, len(batch))
-	for i, p := range batch {
-		ops[i] = p.op
+	var ops []*AppendOp
+	for _, p := range batch {
+		ops = append(ops, p.ops...)
 	}
+	c.obs.GroupCommit(len(ops))
 	err := c.store.Append(ctx, ops)
 	if err == nil || len(batch) == 1 || ErrorCode(err) == EUNAVAILABLE {
 		for _, p := range batch {
@@ -133,8 +142,10 @@ func (c *committer) commit(batch []*pendingAppend) {
 		return
 	}
 	for _, p := range batch {
-		resetAppendResult(p.op)
-		p.done <- c.store.Append(ctx, []*AppendOp{p.op})
+		for _, op := range p.ops {
+			resetAppendResult(op)
+		}
+		p.done <- c.store.Append(ctx, p.ops)
 	}
 }
 

@@ -2,6 +2,7 @@ package awareness
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +149,92 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommitKeepsAUnitWhole: the ops of one call (a recordEvents batch) commit in
+// one transaction, with other callers' appends or alone, never split across two; a
+// shared transaction that fails because of one unit is retried unit by unit, so that
+// unit fails as a whole and the others commit.
+func TestGroupCommitKeepsAUnitWhole(t *testing.T) {
+	gate := make(chan struct{})
+	st := &batchStore{gate: gate, poison: "bad"}
+	c := newCommitter(st, 8, nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.append(context.Background(), newOp("")) }()
+	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.batches) == 1 })
+	unit := func(n int, poison bool) []*AppendOp {
+		ops := make([]*AppendOp, n)
+		for i := range ops {
+			ops[i] = newOp("")
+		}
+		if poison {
+			ops[n-1] = newOp("bad")
+		}
+		return ops
+	}
+	// Queued in this order: 5 ops (a unit), 1, a poisoned unit of 3, 12 (over the
+	// bound: alone), 2.
+	units := [][]*AppendOp{unit(5, false), unit(1, false), unit(3, true), unit(12, false), unit(2, false)}
+	errs := make([]error, len(units))
+	for i, u := range units {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.append(context.Background(), u...) }()
+		waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == i+1 })
+	}
+	close(gate)
+	wg.Wait()
+	for i, u := range units {
+		poisoned := u[len(u)-1].New.Event.DedupeKey == "bad"
+		if poisoned != (errs[i] != nil) {
+			t.Errorf("unit %d: err %v", i, errs[i])
+		}
+		for _, op := range u {
+			if op.Recorded == poisoned {
+				t.Errorf("unit %d: an op recorded=%v, want %v for the whole unit", i, op.Recorded, !poisoned)
+			}
+		}
+	}
+	// 1 (the leader); 5+1 (the unit of 3 would pass 8); the poisoned 3 with nothing
+	// after it that fits; 12 alone (over the bound, never split); 2.
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if want := []int{1, 6, 3, 12, 2}; !slices.Equal(st.batches, want) {
+		t.Errorf("transactions of %v ops, want %v", st.batches, want)
+	}
+}
+
+// TestGroupCommitRetriesUnitsWhole: a shared transaction failed by one unit is retried
+// unit by unit, never op by op.
+func TestGroupCommitRetriesUnitsWhole(t *testing.T) {
+	gate := make(chan struct{})
+	st := &batchStore{gate: gate, poison: "bad"}
+	c := newCommitter(st, MaxGroupCommit, nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.append(context.Background(), newOp("")) }()
+	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.batches) == 1 })
+	good, bad := []*AppendOp{newOp(""), newOp("")}, []*AppendOp{newOp(""), newOp("bad"), newOp("")}
+	var errGood, errBad error
+	wg.Add(2)
+	go func() { defer wg.Done(); errGood = c.append(context.Background(), good...) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
+	go func() { defer wg.Done(); errBad = c.append(context.Background(), bad...) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 2 })
+	close(gate)
+	wg.Wait()
+	if errGood != nil || errBad == nil {
+		t.Fatalf("good unit: %v, poisoned unit: %v", errGood, errBad)
+	}
+	for _, op := range bad {
+		if op.Recorded {
+			t.Error("an op of the failed unit is recorded")
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if want := []int{1, 5, 2, 3}; !slices.Equal(st.batches, want) {
+		t.Errorf("transactions of %v ops, want %v (shared, then each unit on its own)", st.batches, want)
 	}
 }

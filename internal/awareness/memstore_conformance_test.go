@@ -20,11 +20,23 @@ func TestMemStoreRegistryConformance(t *testing.T) { storetest.RunRegistry(t, op
 func TestMemStoreActivityConformance(t *testing.T) { storetest.RunActivity(t, openMem) }
 func TestMemStoreUpstreamConformance(t *testing.T) { storetest.RunUpstream(t, openMem) }
 
+func TestMemStoreSweepConformance(t *testing.T) {
+	storetest.RunSweep(t, openMem, func(t *testing.T, s awareness.Store, c awareness.Cursor) {
+		db, err := s.(*memStore).lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.mu.Unlock()
+		db.save(c)
+	})
+}
+
 // TestMemStoreNoticeModel runs the model-based test of the notice protocol (SPEC §3–4)
-// on the memStore; its restarts reopen the same data.
+// on the memStore; its restarts reopen the same data, and another process's start
+// opens a second handle beside the first.
 func TestMemStoreNoticeModel(t *testing.T) {
 	modeltest.Run(t, func(t *testing.T) modeltest.Database {
 		db := newMemStore()
 		return func() (awareness.Store, error) { return db.reopen(), nil }
-	})
+	}, modeltest.Options{OtherProcess: true})
 }

@@ -78,6 +78,15 @@ func (s *memStore) reopen() *memStore { return &memStore{db: s.db} }
 
 var errMemClosed = errors.New("the store is closed")
 
+// write is lock for a write: under awareness.WithCheckOnly it refuses, as the SQL
+// stores do.
+func (s *memStore) write(ctx context.Context) (*memDB, error) {
+	if err := awareness.RefuseCheckOnly(ctx); err != nil {
+		return nil, err
+	}
+	return s.lock(ctx)
+}
+
 // lock takes the data lock, or fails as a closed or cancelled store does.
 func (s *memStore) lock(ctx context.Context) (*memDB, error) {
 	if s.closed.Load() {
@@ -398,43 +407,30 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 	if err := awareness.CheckClock("Ack", req.Now); err != nil {
 		return awareness.AckResult{}, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.AckResult{}, err
 	}
 	defer db.mu.Unlock()
 	now := norm(req.Now)
-	var versions map[awareness.SessionRef][]int64
 	if req.Exact != nil {
-		versions = map[awareness.SessionRef][]int64{}
+		named := map[awareness.SessionRef]bool{}
 		for _, e := range req.Exact {
-			versions[e.Target] = append(versions[e.Target], e.NotifiedVersion)
+			named[e.Target] = true
 		}
-	}
-	named := func(c awareness.Cursor) bool {
-		switch {
-		case versions != nil:
-			_, ok := versions[c.Target]
-			return ok
-		case req.Targets != nil:
-			return slices.Contains(req.Targets, c.Target)
+		curs := db.sortedCursors(func(c awareness.Cursor) bool { return c.Watcher == req.Watcher && named[c.Target] })
+		changed, res := awareness.AckNamed(req.Watcher, curs, req.Exact, now)
+		for _, c := range changed {
+			db.save(c)
 		}
-		return true
+		db.addAcks(req, res)
+		return res, nil
 	}
 	var res awareness.AckResult
-	for _, c := range db.sortedCursors(func(c awareness.Cursor) bool { return c.Watcher == req.Watcher && c.Pending() && named(c) }) {
-		var (
-			next            awareness.Cursor
-			changed, opened bool
-		)
-		if versions != nil {
-			if !slices.Contains(versions[c.Target], c.N) {
-				continue // the pending notice is not the one drained
-			}
-			next, changed, opened = awareness.AckExact(c, c.N, now)
-		} else {
-			next, changed, opened = awareness.AckCursor(c, now)
-		}
+	for _, c := range db.sortedCursors(func(c awareness.Cursor) bool {
+		return c.Watcher == req.Watcher && c.Pending() && (req.Targets == nil || slices.Contains(req.Targets, c.Target))
+	}) {
+		next, changed, opened := awareness.AckCursor(c, now)
 		if !changed {
 			continue
 		}
@@ -446,12 +442,17 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 			res.Opened = append(res.Opened, n)
 		}
 	}
+	db.addAcks(req, res)
+	return res, nil
+}
+
+// addAcks adds an acknowledgement's records to the history.
+func (db *memDB) addAcks(req awareness.AckRequest, res awareness.AckResult) {
 	for _, r := range awareness.AckRecords(req, res) {
 		db.ackID++
 		r.ID, r.AckedAt, r.OpenedAt = db.ackID, norm(r.AckedAt), norm(r.OpenedAt)
 		db.acks = append(db.acks, r)
 	}
-	return res, nil
 }
 
 func (s *memStore) AckHistory(ctx context.Context, q awareness.AckHistoryQuery) ([]awareness.AckRecord, error) {
@@ -542,21 +543,28 @@ func (s *memStore) ResetWatcher(ctx context.Context, watcher string) (int64, []a
 	return n, closed, nil
 }
 
-func (s *memStore) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, error) {
+func (s *memStore) Sweep(ctx context.Context, now time.Time, opened func([]awareness.Notice)) (int, error) {
 	if err := awareness.CheckClock("Sweep", now); err != nil {
-		return nil, err
+		return 0, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	defer db.mu.Unlock()
-	for _, c := range db.cursors {
-		if next, changed, _ := awareness.RefreezeCursor(c, norm(now)); changed {
+	var all []awareness.Notice
+	for _, c := range db.sortedCursors(func(c awareness.Cursor) bool { return true }) {
+		if next, ok := awareness.SweepCursor(c, norm(now)); ok {
 			db.save(next)
+			if n, ok := awareness.NoticeOf(next); ok {
+				all = append(all, n)
+			}
 		}
 	}
-	return db.pending(""), nil
+	db.mu.Unlock()
+	for page := range slices.Chunk(all, awareness.SweepPage) {
+		opened(page)
+	}
+	return len(all), nil
 }
 
 // ---------------------------------------------------------------------------------------

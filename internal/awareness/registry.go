@@ -221,6 +221,9 @@ func (s *Service) UpsertSession(ctx context.Context, in SessionInput) (Session, 
 	if err != nil {
 		return Session{}, err
 	}
+	if err := writing(ctx); err != nil {
+		return Session{}, err
+	}
 	out, err := reg.UpsertSessions(ctx, []SessionWrite{{Ref: ref, Entry: e}}, s.Now())
 	if err != nil {
 		return Session{}, err
@@ -249,6 +252,9 @@ func (s *Service) ImportSessions(ctx context.Context, agentID string, sessionsJS
 	if len(ws) == 0 {
 		return 0, nil
 	}
+	if err := writing(ctx); err != nil {
+		return 0, err
+	}
 	if _, err := reg.UpsertSessions(ctx, ws, s.Now()); err != nil {
 		return 0, err
 	}
@@ -268,6 +274,9 @@ func (s *Service) RecordMemoryFlush(ctx context.Context, key string, agentID *st
 		return Session{}, err
 	}
 	if err := s.authorize(ctx, ref.AgentID); err != nil {
+		return Session{}, err
+	}
+	if err := writing(ctx); err != nil {
 		return Session{}, err
 	}
 	sess, ok, err := reg.RecordMemoryFlush(ctx, ref, s.Now())

@@ -414,9 +414,11 @@ func TestScenarioC15_LogOnlyEventAfterMaterialAckClosesEverything(t *testing.T) 
 	}
 }
 
-// C16: restart: seed, material event(s), queue reset, restart, sweep -> one notice,
-// N = the latest material sequence, text unchanged (NTC-5).
-func TestScenarioC16_RestartSweepRepublishesPendingNotice(t *testing.T) {
+// C16: restart: seed, material event(s), queue reset, restart, sweep -> the pending
+// notice is unchanged (same N, text and ID: NTC-5), nothing is published (the process
+// has no subscriber yet), a (re)subscription delivers it once, and the exact ack of
+// the notice drained before the restart acknowledges it.
+func TestScenarioC16_RestartKeepsThePendingNotice_NTC5(t *testing.T) {
 	w := newWorld(t)
 	seed := w.spawn(child, mainW)
 	first := w.humanTurn(child).Event.Sequence
@@ -426,26 +428,34 @@ func TestScenarioC16_RestartSweepRepublishesPendingNotice(t *testing.T) {
 		t.Fatalf("pending before restart = %+v, want N=%d", before, first)
 	}
 	w.restart()
-	if n := w.sweep(); n != 1 {
-		t.Fatalf("sweep republished %d notices, want 1", n)
+	if n := w.sweep(); n != 0 {
+		t.Fatalf("sweep opened %d notices, want 0", n)
 	}
-	raw := w.rawPublished()
-	if len(raw) != 1 {
-		t.Fatalf("hub published %d notices, want 1", len(raw))
+	if raw := w.rawPublished(); len(raw) != 0 {
+		t.Fatalf("hub published %d notices at the sweep, want 0", len(raw))
 	}
-	wantText(t, raw[0], child, seed)
-	if raw[0].Text != before[0].Text || raw[0].ID() != before[0].ID() {
-		t.Errorf("republished notice differs: %q (%q) vs %q (%q)", raw[0].Text, raw[0].ID(), before[0].Text, before[0].ID())
+	after := w.pending(mainW)
+	if len(after) != 1 || after[0].Text != before[0].Text || after[0].ID() != before[0].ID() ||
+		after[0].NotifiedVersion != first {
+		t.Errorf("pending after the restart = %+v, want %+v unchanged", after, before[0])
 	}
-	w.wantLNM(mainW, child, seed, last, last)
+	w.wantLNM(mainW, child, seed, first, last)
 	sub := w.subscribe(mainW)
 	wantText(t, sub.next(), child, seed)
 	sub.none()
-	// A second sweep (another restart) republishes the same notice, never a new one.
-	if n := w.sweep(); n != 1 {
-		t.Fatalf("second sweep republished %d, want 1", n)
+	// A second sweep (another process's start) publishes nothing either.
+	if n := w.sweep(); n != 0 {
+		t.Fatalf("second sweep opened %d, want 0", n)
 	}
-	sub.none() // same ID: the subscription does not send it twice
+	sub.none()
+	acks, err := w.svc.AcknowledgeNotices(w.ctx, mainW, []awareness.NoticeRef{{Target: child, NotifiedVersion: first}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acks) != 1 || acks[0].Outcome != awareness.AckAcknowledged || acks[0].FollowUp == nil ||
+		acks[0].FollowUp.NotifiedVersion != last || acks[0].FollowUp.ChangesSince != first {
+		t.Fatalf("exact ack after two restarts: %+v, want acknowledged with the follow-up %d..%d", acks, first, last)
+	}
 }
 
 // C17: a lost queued notice self-heals. OpenClaw re-enqueues the same text on the next
@@ -812,12 +822,12 @@ func TestSeedsPromise_TwentyRapidChangesOneNotice_NTC2(t *testing.T) {
 	if len(p) != 1 || p[0].Text != n.Text || p[0].MaterialVersion != seed+20 || p[0].NotifiedVersion != seed+1 {
 		t.Fatalf("pending = %+v; want one notice N=%d M=%d", p, seed+1, seed+20)
 	}
-	// A restart and sweep re-freeze N := M without changing a byte of the text.
+	// A restart and sweep change nothing: the same notice, byte for byte (NTC-5).
 	w.restart()
 	w.sweep()
 	p2 := w.pending(mainW)
-	if len(p2) != 1 || p2[0].Text != n.Text || p2[0].NotifiedVersion != seed+20 {
-		t.Fatalf("pending after restart = %+v", p2)
+	if len(p2) != 1 || p2[0] != p[0] {
+		t.Fatalf("pending after restart = %+v, want %+v", p2, p[0])
 	}
 }
 

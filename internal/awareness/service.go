@@ -107,7 +107,7 @@ type RecordResult struct {
 // caller waiting for them (see publisher). A rejected input writes nothing (ERR-2).
 func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	res, err := s.recordEvent(ctx, in)
-	if err != nil {
+	if err != nil && err != ErrCheckOnly {
 		s.obs.AppendFailed(ErrorCode(err))
 	}
 	return res, err
@@ -115,30 +115,127 @@ func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult
 
 func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	now := s.Now()
-	ne, err := ValidateRecord(in, now)
+	op, err := s.checkRecord(ctx, in, now)
 	if err != nil {
 		return RecordResult{}, err
 	}
-	if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+	if err := s.beforeAppend(ctx); err != nil {
 		return RecordResult{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return RecordResult{}, Unavailable(err)
-	}
-	op := NewAppendOp(ne, now)
 	if err := s.commit.append(ctx, op); err != nil {
 		return RecordResult{}, err
 	}
-	s.observeAppend(op)
-	if op.Recorded {
-		s.pub.publish([]Event{op.Event}, op.Opened)
-		s.tally.add(now, op.Opened, false)
-	}
-	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
-		SkippedWatchers: ne.Skipped}, nil
+	s.appended(now, op)
+	return recordResult(op), nil
 }
 
-// StatusChanges is the delta of a sessionStatus call (REC-1, REC-2).
+// checkRecord is every check of an append before the store (ERR-2): the input
+// (ValidateRecord) and the caller's authorization (CLT-1). It returns the op to
+// commit.
+func (s *Service) checkRecord(ctx context.Context, in RecordInput, now time.Time) (*AppendOp, error) {
+	ne, err := ValidateRecord(in, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
+		return nil, err
+	}
+	return NewAppendOp(ne, now), nil
+}
+
+// beforeAppend is the gate of an append once its checks passed: ErrCheckOnly under
+// WithCheckOnly, UNAVAILABLE when the caller has gone already.
+func (s *Service) beforeAppend(ctx context.Context) error {
+	if err := writing(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return Unavailable(err)
+	}
+	return nil
+}
+
+// appended reports committed appends to the observer and publishes what they recorded
+// and opened, in order, in one publication (NTC-7).
+func (s *Service) appended(now time.Time, ops ...*AppendOp) {
+	var (
+		evs     []Event
+		notices []Notice
+	)
+	for _, op := range ops {
+		s.observeAppend(op)
+		if op.Recorded {
+			evs = append(evs, op.Event)
+			notices = append(notices, op.Opened...)
+		}
+	}
+	if len(evs) > 0 {
+		s.pub.publish(evs, notices)
+		s.tally.add(now, notices, false)
+	}
+}
+
+func recordResult(op *AppendOp) RecordResult {
+	return RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
+		SkippedWatchers: op.New.Skipped}
+}
+
+// MaxRecordBatch bounds the inputs of one RecordBatch.
+const MaxRecordBatch = 200
+
+// BatchItem is what RecordBatch did with one input: Result when it was appended or
+// deduplicated, Err (an *Error) when it was refused.
+type BatchItem struct {
+	Result *RecordResult
+	Err    error
+}
+
+// RecordBatch appends up to MaxRecordBatch events in one write transaction (group
+// commit), each input checked as RecordEvent checks it (the same validation and
+// authorization): an input refused gets its error in its item and does not stop the
+// others; the valid ones are appended in input order (a session's events keep it), each
+// deduplicated on its own (SIG-4, also against an earlier input of the batch). More
+// than MaxRecordBatch inputs refuse the whole call, and a failed transaction fails it,
+// with nothing written (ERR-2). Events and notices are published after the commit.
+func (s *Service) RecordBatch(ctx context.Context, ins []RecordInput) ([]BatchItem, error) {
+	if len(ins) > MaxRecordBatch {
+		err := Errorf(EINVALID, "at most %d inputs per recordEvents, got %d; nothing was recorded", MaxRecordBatch, len(ins))
+		s.obs.AppendFailed(EINVALID)
+		return nil, err
+	}
+	now := s.Now()
+	items := make([]BatchItem, len(ins))
+	ops := make([]*AppendOp, 0, len(ins))
+	opItem := make([]int, 0, len(ins))
+	for i, in := range ins {
+		op, err := s.checkRecord(ctx, in, now)
+		if err != nil {
+			items[i].Err = err
+			s.obs.AppendFailed(ErrorCode(err))
+			continue
+		}
+		ops = append(ops, op)
+		opItem = append(opItem, i)
+	}
+	if err := s.beforeAppend(ctx); err != nil {
+		return nil, err
+	}
+	if len(ops) > 0 {
+		if err := s.commit.append(ctx, ops...); err != nil {
+			for range ops {
+				s.obs.AppendFailed(ErrorCode(err))
+			}
+			return nil, err
+		}
+		s.appended(now, ops...)
+	}
+	for j, op := range ops {
+		r := recordResult(op)
+		items[opItem[j]].Result = &r
+	}
+	return items, nil
+}
+
 // observeAppend reports a committed append to the observer.
 func (s *Service) observeAppend(op *AppendOp) {
 	s.obs.Appended(op.New.Event.Kind, !op.Recorded)
@@ -147,6 +244,7 @@ func (s *Service) observeAppend(op *AppendOp) {
 	}
 }
 
+// StatusChanges is the delta of a sessionStatus call (REC-1, REC-2).
 type StatusChanges struct {
 	Events           []Event
 	HistoryGap       bool
@@ -344,6 +442,9 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 	if w.Key == t.Key && w.AgentID == t.AgentID {
 		return WatchResult{Watched: false, Reason: "a session cannot watch itself"}, nil
 	}
+	if err := writing(ctx); err != nil {
+		return WatchResult{}, err
+	}
 	c, _, err := s.store.Watch(ctx, w.Key, t, s.Now())
 	if err != nil {
 		return WatchResult{}, err
@@ -363,6 +464,9 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 		return false, err
 	}
 	if err := s.authorize(ctx, w.AgentID); err != nil {
+		return false, err
+	}
+	if err := writing(ctx); err != nil {
 		return false, err
 	}
 	ok, closed, err := s.store.Unwatch(ctx, w.Key, t)
@@ -402,19 +506,8 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	case notices != nil && (targets != nil || targetAgentID != nil):
 		return nil, Errorf(EINVALID, "notices names the acknowledged notices exactly; it cannot be combined with targets or targetAgentId")
 	case notices != nil:
-		if len(notices) > MaxAckNotices {
-			return nil, Errorf(EINVALID, "at most %d notices per acknowledgement, got %d", MaxAckNotices, len(notices))
-		}
-		req.Exact = make([]AckTarget, 0, len(notices))
-		for i, n := range notices {
-			ref, err := ResolveSession(n.Target, n.TargetAgentID)
-			if err != nil {
-				return nil, Errorf(EINVALID, "notices[%d]: %s", i, ErrorMessage(err))
-			}
-			if n.NotifiedVersion < 1 {
-				return nil, Errorf(EINVALID, "notices[%d]: notifiedVersion must be positive, got %d", i, n.NotifiedVersion)
-			}
-			req.Exact = append(req.Exact, AckTarget{Target: ref, NotifiedVersion: n.NotifiedVersion})
+		if req.Exact, err = exactAcks(notices); err != nil {
+			return nil, err
 		}
 	case targets != nil:
 		if len(targets) > MaxAckNotices {
@@ -431,28 +524,92 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 	case targetAgentID != nil:
 		return nil, Errorf(EINVALID, "targetAgentId qualifies targets; give targets too")
 	}
-	if err := s.authorize(ctx, w.AgentID); err != nil {
-		return nil, err
-	}
-	req.Now = s.Now()
-	req.By = ackClientOf(ctx)
-	res, err := s.store.Ack(ctx, req)
+	res, err := s.ack(ctx, w, req)
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Opened) > 0 {
-		s.obs.NoticesOpened(len(res.Opened))
-	}
-	// One publication, closed items first: a follow-up comes after the item that closes
-	// its predecessor.
-	s.pub.publish(nil, append(res.Closed, res.Opened...))
-	s.tally.add(req.Now, res.Closed, true)
-	s.tally.add(req.Now, res.Opened, false)
 	follow := visibleNotices(res.Opened, s.watchVisible(ctx))
 	if follow == nil {
 		follow = []Notice{}
 	}
 	return follow, nil
+}
+
+// AcknowledgeNotices is the exact form of AckNotices with an answer per named notice
+// (NTC-3): what it did with each, in the order named (see AckOutcome and AckNamed),
+// with the follow-up an acknowledgement opened or the pair's pending notice. Closed
+// notices and follow-ups are published after the commit, as AckNotices publishes them.
+func (s *Service) AcknowledgeNotices(ctx context.Context, watcher string, notices []NoticeRef) ([]NoticeAck, error) {
+	w, err := ResolveWatcher(watcher)
+	if err != nil {
+		return nil, err
+	}
+	exact, err := exactAcks(notices)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.ack(ctx, w, AckRequest{Watcher: w.Key, Exact: exact})
+	if err != nil {
+		return nil, err
+	}
+	acks := res.Acks
+	if acks == nil {
+		acks = []NoticeAck{}
+	}
+	// A notice on a target the caller may no longer watch stays hidden, as in
+	// PendingNotices.
+	if visible := s.watchVisible(ctx); visible != nil {
+		for i := range acks {
+			if !visible(acks[i].Target) {
+				acks[i].FollowUp, acks[i].Pending = nil, nil
+			}
+		}
+	}
+	return acks, nil
+}
+
+// exactAcks checks and resolves the notices of an exact acknowledgement (never nil).
+func exactAcks(notices []NoticeRef) ([]AckTarget, error) {
+	if len(notices) > MaxAckNotices {
+		return nil, Errorf(EINVALID, "at most %d notices per acknowledgement, got %d", MaxAckNotices, len(notices))
+	}
+	out := make([]AckTarget, 0, len(notices))
+	for i, n := range notices {
+		ref, err := ResolveSession(n.Target, n.TargetAgentID)
+		if err != nil {
+			return nil, Errorf(EINVALID, "notices[%d]: %s", i, ErrorMessage(err))
+		}
+		if n.NotifiedVersion < 1 {
+			return nil, Errorf(EINVALID, "notices[%d]: notifiedVersion must be positive, got %d", i, n.NotifiedVersion)
+		}
+		out = append(out, AckTarget{Target: ref, NotifiedVersion: n.NotifiedVersion})
+	}
+	return out, nil
+}
+
+// ack authorizes and runs one acknowledgement of watcher w, then publishes, after the
+// commit, what it closed and then the follow-ups it opened, in one publication: a
+// follow-up comes after the item that closes its predecessor.
+func (s *Service) ack(ctx context.Context, w SessionRef, req AckRequest) (AckResult, error) {
+	if err := s.authorize(ctx, w.AgentID); err != nil {
+		return AckResult{}, err
+	}
+	if err := writing(ctx); err != nil {
+		return AckResult{}, err
+	}
+	req.Now = s.Now()
+	req.By = ackClientOf(ctx)
+	res, err := s.store.Ack(ctx, req)
+	if err != nil {
+		return AckResult{}, err
+	}
+	if len(res.Opened) > 0 {
+		s.obs.NoticesOpened(len(res.Opened))
+	}
+	s.pub.publish(nil, append(slices.Clip(res.Closed), res.Opened...))
+	s.tally.add(req.Now, res.Closed, true)
+	s.tally.add(req.Now, res.Opened, false)
+	return res, nil
 }
 
 // MaxAckNotices bounds the notices (or targets) one acknowledgement names.
@@ -540,6 +697,9 @@ func (s *Service) ResetSession(ctx context.Context, key string, agentID *string)
 	if !ref.Qualified() {
 		return false, nil
 	}
+	if err := writing(ctx); err != nil {
+		return false, err
+	}
 	n, closed, err := s.store.ResetWatcher(ctx, ref.Key)
 	if err != nil {
 		return false, err
@@ -558,6 +718,9 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	if err := s.authorize(ctx, ref.AgentID); err != nil {
 		return false, err
 	}
+	if err := writing(ctx); err != nil {
+		return false, err
+	}
 	ok, closed, err := s.store.DeleteSession(ctx, ref, s.Now())
 	if err != nil {
 		return false, err
@@ -566,16 +729,23 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	return ok, nil
 }
 
-// Sweep re-freezes cursors with undelivered material changes and publishes their
-// notices (NTC-5). The server runs it once at startup.
+// Sweep is the startup sweep (NTC-5). Pending notices survive a restart unchanged
+// (same N, text and opening time) and are not touched: every (re)subscription reads its
+// watcher's pending notices from the store first (NTC-7), a process that starts has no
+// subscriber yet, and the subscribers of other processes are not concerned by this
+// one's start. What remains is a cursor with M > N == L, which no committed write
+// leaves behind: the sweep opens its notice (SweepCursor) and publishes it after the
+// commit, in pages that each lock only their own rows (Store.Sweep). It returns how
+// many notices it opened.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	ns, err := s.store.Sweep(ctx, s.Now())
-	if err != nil {
-		return 0, err
-	}
-	s.pub.publish(nil, ns)
-	s.pub.flush() // the sweep runs before serving: answer once republished
-	return len(ns), nil
+	now := s.Now()
+	n, err := s.store.Sweep(ctx, now, func(opened []Notice) {
+		s.obs.NoticesOpened(len(opened))
+		s.pub.publish(nil, opened)
+		s.tally.add(now, opened, false)
+	})
+	s.pub.flush()
+	return n, err
 }
 
 // sentPerPair is how many recent notice IDs per pair a subscription remembers to drop

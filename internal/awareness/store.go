@@ -164,7 +164,7 @@ type AckTarget struct {
 // AckRequest is what Store.Ack acknowledges for one watcher. Exactly one form applies:
 //
 //   - Exact (non-nil): each named notice, only while its pair's pending notice is still
-//     that one (AckExact). A pair whose notice changed since the drain is left alone.
+//     that one (AckNamed). A pair whose notice changed since the drain is left alone.
 //   - Targets (non-nil): every pending notice on these targets (AckCursor), whatever it
 //     is now. Racy for a remote gateway: a notice opened after its prompt was built is
 //     acknowledged unseen.
@@ -182,11 +182,16 @@ type AckRequest struct {
 
 // AckResult is what an Ack did: the notices it closed (as they were, Closed set) and
 // the follow-ups it opened, both in (target agent, target key) order. The service
-// publishes Closed before Opened, after the commit.
+// publishes Closed before Opened, after the commit. With the exact form, Acks says
+// what became of each named notice, in the order named (AckNamed).
 type AckResult struct {
 	Closed []Notice
 	Opened []Notice
+	Acks   []NoticeAck
 }
+
+// SweepPage bounds the cursors one transaction of Store.Sweep reads and writes.
+const SweepPage = 500
 
 // RetentionPolicy is the pruning configuration (SIG-6, WAT-5); MaxAge and MaxRows
 // bound the acknowledgement history too.
@@ -225,7 +230,7 @@ type Stats struct {
 //
 // Every method that writes does so in one transaction, and every state transition of a
 // cursor uses the pure functions of this package (SeedCursor, ApplyMaterial, AckCursor,
-// RefreezeCursor, WatchCursor). Errors are *Error values: storage failures map to
+// AckNamed, SweepCursor, WatchCursor). Errors are *Error values: storage failures map to
 // UNAVAILABLE or INTERNAL, never leaking SQL or paths.
 type Store interface {
 	// Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2). For
@@ -277,8 +282,12 @@ type Store interface {
 	// ResetWatcher deletes every cursor the watcher holds (WAT-5); n is how many, and
 	// closed their pending notices (Closed set).
 	ResetWatcher(ctx context.Context, watcher string) (n int64, closed []Notice, err error)
-	// Sweep re-freezes every cursor with M > L (N := M) and returns their notices (NTC-5).
-	Sweep(ctx context.Context, now time.Time) ([]Notice, error)
+	// Sweep is the startup sweep (NTC-5): it opens the notice of every cursor with
+	// M > N == L (SweepCursor), found through an index in pages of at most SweepPage
+	// cursors, each page in a write transaction of its own that locks only that
+	// page's rows, and calls opened with each page's notices after its commit. It
+	// reads and writes no pending cursor. It returns how many notices it opened.
+	Sweep(ctx context.Context, now time.Time, opened func([]Notice)) (int, error)
 
 	// Prune applies retention (SIG-6) and cursor expiry (WAT-5) in one transaction,
 	// stamping pruned watermarks before deleting. Heads are never lowered. The

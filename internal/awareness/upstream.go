@@ -316,6 +316,9 @@ func (s *Service) AdoptSession(ctx context.Context, key string, agentID *string,
 	if err != nil {
 		return UpstreamLink{}, err
 	}
+	if err := writing(ctx); err != nil {
+		return UpstreamLink{}, err
+	}
 	id, err := newLinkID()
 	if err != nil {
 		return UpstreamLink{}, Internal(err)
@@ -363,6 +366,9 @@ func (s *Service) RecordOwnPrompt(ctx context.Context, key string, agentID *stri
 	norm := NormalizePrompt(text)
 	if norm == "" {
 		return false, nil
+	}
+	if err := writing(ctx); err != nil {
+		return false, err
 	}
 	salt, err := s.upstreamSalt(ctx, us)
 	if err != nil {
@@ -466,7 +472,7 @@ func newLinkID() (string, error) {
 // in input order.
 func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]RecordResult, error) {
 	res, err := s.recordEvents(ctx, ins)
-	if err != nil {
+	if err != nil && err != ErrCheckOnly {
 		s.obs.AppendFailed(ErrorCode(err))
 	}
 	return res, err
@@ -476,29 +482,25 @@ func (s *Service) recordEvents(ctx context.Context, ins []RecordInput) ([]Record
 	now := s.Now()
 	ops := make([]*AppendOp, len(ins))
 	for i, in := range ins {
-		ne, err := ValidateRecord(in, now)
+		op, err := s.checkRecord(ctx, in, now)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.authorize(ctx, recordAgents(ne)...); err != nil {
-			return nil, err
-		}
-		ops[i] = NewAppendOp(ne, now)
+		ops[i] = op
 	}
 	if len(ops) == 0 {
 		return nil, nil
 	}
+	if err := s.beforeAppend(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.store.Append(ctx, ops); err != nil {
 		return nil, err
 	}
+	s.appended(now, ops...)
 	out := make([]RecordResult, len(ops))
 	for i, op := range ops {
-		s.observeAppend(op)
-		if op.Recorded {
-			s.pub.publish([]Event{op.Event}, op.Opened)
-		}
-		out[i] = RecordResult{Recorded: op.Recorded, Event: op.Event, StateVersion: op.Version, NoticesOpened: len(op.Opened),
-			SkippedWatchers: op.New.Skipped}
+		out[i] = recordResult(op)
 	}
 	return out, nil
 }

@@ -76,8 +76,9 @@
 //   - The registry merge of UpsertSessions (REG-1, REG-2) is the core's pure
 //     awareness.MergeSessionWrite; the store reads the rows under the head lock, merges
 //     with it and writes the result back (registry.go). Outside the append, Ack
-//     applies awareness.AckExact or AckCursor,
-//     Watch WatchCursor, and Sweep's one UPDATE is RefreezeCursor over the set.
+//     applies awareness.AckNamed (the exact form) or AckCursor, Watch WatchCursor,
+//     and Sweep awareness.SweepCursor to the pages of the partial index
+//     cursors_unopened (M > N == L, migration 00005), never to a pending cursor.
 //
 // Lock order inside a write transaction: session heads, then events, then cursors; a
 // PostgreSQL batch over several sessions locks all its heads in (agent, key) order,
@@ -86,7 +87,7 @@
 // # Conformance suites
 //
 // Behaviour is tested against real databases, not mocks: storetest is the conformance
-// suite of awareness.Store (Run, RunRegistry, RunActivity, RunUpstream, subtests named
+// suite of awareness.Store (Run, RunRegistry, RunActivity, RunUpstream, RunSweep, subtests named
 // after requirement ids), and modeltest is the model-based property test of the watcher
 // and notice protocol. This package's tests run both on each backend, and the core's
 // in-memory store runs them too (internal/awareness/memstore_test.go), which proves

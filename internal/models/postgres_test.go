@@ -48,6 +48,11 @@ func TestPostgresConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
 }
 
+func TestPostgresSweepConformance(t *testing.T) {
+	pgtest.AdminURL(t)
+	storetest.RunSweep(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) }, plantCursor)
+}
+
 func TestPostgresRegistryConformance(t *testing.T) {
 	pgtest.AdminURL(t)
 	storetest.RunRegistry(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
@@ -69,7 +74,7 @@ func TestPostgresUpstreamConformance(t *testing.T) {
 const pgModelChecks = 20
 
 // TestPostgresNoticeModel is the model-based property test of SPEC §3–4 on PostgreSQL,
-// restarts included. The runs share one database, emptied before each run (creating a
+// restarts and other processes' starts included. The runs share one database, emptied before each run (creating a
 // database per run would dominate the test's time).
 func TestPostgresNoticeModel(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -84,7 +89,7 @@ func TestPostgresNoticeModel(t *testing.T) {
 		}
 		first = false
 		return open
-	})
+	}, modeltest.Options{OtherProcess: true})
 }
 
 // fewerRapidChecks sets -rapid.checks to n for the test, unless the command line set

@@ -41,6 +41,18 @@ func TestSQLiteConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
 }
 
+func TestSQLiteSweepConformance(t *testing.T) {
+	storetest.RunSweep(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) }, plantCursor)
+}
+
+// plantCursor writes a cursor row as given, for storetest.RunSweep.
+func plantCursor(t *testing.T, s awareness.Store, c awareness.Cursor) {
+	t.Helper()
+	if err := s.(*Store).write(t.Context(), "plant", func(tx *tx) error { return tx.saveCursor(c) }); err != nil {
+		t.Fatalf("plant %+v: %v", c, err)
+	}
+}
+
 func TestSQLiteActivityConformance(t *testing.T) {
 	storetest.RunActivity(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
 }

@@ -163,6 +163,9 @@ func (s *Store) writeTx(ctx context.Context, name string, fn func(t *tx, h *hint
 	if s.closed.Load() {
 		return s.wrapErr(errClosed)
 	}
+	if err := awareness.RefuseCheckOnly(ctx); err != nil {
+		return err
+	}
 	ctx, end := s.obs.Transaction(ctx, name)
 	defer func() { end(err) }()
 	for attempt := 1; ; attempt++ {
@@ -1069,10 +1072,12 @@ func closedNotices(curs []awareness.Cursor) []awareness.Notice {
 }
 
 // Ack acknowledges the watcher's pending notices as req says (NTC-3; see
-// awareness.AckRequest): the exact form applies awareness.AckExact to each named pair,
-// the others awareness.AckCursor to every pending pair selected. Targets are
-// agent-qualified pairs. It returns the notices it closed and the follow-ups it opened,
-// in (target agent, target key) order, and hints their watcher to the other processes.
+// awareness.AckRequest): the exact form is awareness.AckNamed over the watcher's
+// cursors on the named pairs, the others apply awareness.AckCursor to every pending
+// pair selected. Targets are agent-qualified pairs. It returns the notices it closed
+// and the follow-ups it opened, in (target agent, target key) order (and, for the
+// exact form, what it did with each named notice), and hints their watcher to the
+// other processes.
 func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.AckResult, error) {
 	if err := checkNow("Ack", req.Now); err != nil {
 		return awareness.AckResult{}, err
@@ -1081,26 +1086,22 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		return awareness.AckResult{}, nil
 	}
 	now := normTime(req.Now)
-	// versions holds, per pair of the exact form, the notified versions named.
-	var versions map[awareness.SessionRef][]int64
-	var pairs [][]any
+	var refs []awareness.SessionRef
 	switch {
 	case req.Exact != nil:
-		versions = make(map[awareness.SessionRef][]int64, len(req.Exact))
 		for _, e := range req.Exact {
-			if _, ok := versions[e.Target]; !ok {
-				pairs = append(pairs, []any{e.Target.AgentID, e.Target.Key})
-			}
-			versions[e.Target] = append(versions[e.Target], e.NotifiedVersion)
+			refs = append(refs, e.Target)
 		}
 	case req.Targets != nil:
-		seen := make(map[awareness.SessionRef]bool, len(req.Targets))
-		for _, t := range req.Targets {
-			if !seen[t] {
-				seen[t] = true
-				pairs = append(pairs, []any{t.AgentID, t.Key})
-			}
-		}
+		refs = slices.Clone(req.Targets)
+	}
+	// The pairs in (agent, key) order: with the one watcher, the cursors' primary-key
+	// order, in which they are locked.
+	slices.SortFunc(refs, refOrder)
+	refs = slices.Compact(refs)
+	var pairs [][]any
+	for _, r := range refs {
+		pairs = append(pairs, []any{r.AgentID, r.Key})
 	}
 	var res awareness.AckResult
 	err := s.writeTx(ctx, "Ack", func(t *tx, h *hint) error {
@@ -1108,55 +1109,61 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		if err := s.lockAckHeads(t, req.Watcher, pairs); err != nil {
 			return err
 		}
-		var curs []awareness.Cursor
-		if pairs == nil {
-			all, err := t.findCursors("watcher_key = ? AND n > l", []any{req.Watcher}, "", s.d.sql.forUpdate)
-			if err != nil {
-				return err
-			}
-			curs = all
-		} else {
+		var changed []awareness.Cursor
+		if req.Exact != nil {
+			var curs []awareness.Cursor
 			for c := range slices.Chunk(pairs, 500) {
-				some, err := t.findCursors("watcher_key = ? AND n > l AND (target_agent_id, target_key) IN ?",
+				some, err := t.findCursors("watcher_key = ? AND (target_agent_id, target_key) IN ?",
 					[]any{req.Watcher, c}, "", s.d.sql.forUpdate)
 				if err != nil {
 					return err
 				}
 				curs = append(curs, some...)
 			}
-			slices.SortFunc(curs, func(a, b awareness.Cursor) int {
-				return cmp.Or(strings.Compare(a.Target.AgentID, b.Target.AgentID), strings.Compare(a.Target.Key, b.Target.Key))
-			})
-		}
-		for _, c := range curs {
-			var (
-				next            awareness.Cursor
-				changed, opened bool
-			)
-			if versions != nil {
-				if !slices.Contains(versions[c.Target], c.N) {
-					continue // the pending notice is not the one drained: left alone
+			changed, res = awareness.AckNamed(req.Watcher, curs, req.Exact, now)
+		} else {
+			where, args := "watcher_key = ? AND n > l", []any{req.Watcher}
+			var curs []awareness.Cursor
+			if pairs == nil {
+				all, err := t.findCursors(where, args, "", s.d.sql.forUpdate)
+				if err != nil {
+					return err
 				}
-				next, changed, opened = awareness.AckExact(c, c.N, now)
-			} else {
-				next, changed, opened = awareness.AckCursor(c, now)
+				curs = all
 			}
-			if !changed {
-				continue
+			for c := range slices.Chunk(pairs, 500) {
+				some, err := t.findCursors(where+" AND (target_agent_id, target_key) IN ?",
+					append(args, c), "", s.d.sql.forUpdate)
+				if err != nil {
+					return err
+				}
+				curs = append(curs, some...)
 			}
-			if err := t.saveCursor(next); err != nil {
+			slices.SortFunc(curs, func(a, b awareness.Cursor) int { return refOrder(a.Target, b.Target) })
+			for _, c := range curs {
+				next, changedOne, opened := awareness.AckCursor(c, now)
+				if !changedOne {
+					continue
+				}
+				changed = append(changed, next)
+				if n, ok := awareness.NoticeOf(c); ok {
+					res.Closed = append(res.Closed, awareness.ClosedNotice(n))
+				}
+				if n, ok := awareness.NoticeOf(next); ok && opened {
+					res.Opened = append(res.Opened, n)
+				}
+			}
+		}
+		for _, c := range changed {
+			if err := t.saveCursor(c); err != nil {
 				return err
 			}
-			if n, ok := awareness.NoticeOf(c); ok {
-				res.Closed = append(res.Closed, awareness.ClosedNotice(n))
-				h.addClosed(n)
-			}
-			if opened {
-				if n, ok := awareness.NoticeOf(next); ok {
-					res.Opened = append(res.Opened, n)
-					h.addWatcher(n.Watcher)
-				}
-			}
+		}
+		for _, n := range res.Closed {
+			h.addClosed(n)
+		}
+		for _, n := range res.Opened {
+			h.addWatcher(n.Watcher)
 		}
 		return insertAckRecords(t, awareness.AckRecords(req, res))
 	})
@@ -1167,6 +1174,11 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		s.obs.NoticesAcknowledged(len(res.Closed))
 	}
 	return res, nil
+}
+
+// refOrder orders session references by (agent, key).
+func refOrder(a, b awareness.SessionRef) int {
+	return cmp.Or(strings.Compare(a.AgentID, b.AgentID), strings.Compare(a.Key, b.Key))
 }
 
 // lockAckHeads takes, on PostgreSQL, a share lock on the heads of the targets an Ack
@@ -1259,53 +1271,122 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awar
 	return n, closed, nil
 }
 
-// Sweep re-freezes every cursor with M > L (N := M) and returns their notices, ordered
-// like Pending (NTC-5), and hints their watchers to the other processes. A notice
-// keeps its text and opening time, so its ID is stable across sweeps and restarts.
+// Sweep opens the notice of every cursor with M > N == L (awareness.SweepCursor, NTC-5),
+// which no committed write leaves behind, and calls opened with each page's notices
+// after its commit, and hints their watchers to the other processes. It reads such
+// cursors through the partial index cursors_unopened (migration 00005), which holds
+// none of the table's other rows, in pages of awareness.SweepPage in primary-key order,
+// each in a write transaction of its own that locks that page's rows (FOR UPDATE on
+// PostgreSQL) and its heads (FOR SHARE, as Ack does: M is derived from them). It
+// reads and writes no pending cursor: a pending notice keeps its N, text and opening
+// time, so its ID and an exact acknowledgement naming it outlive every restart.
 //
-// It is awareness.RefreezeCursor applied to every cursor, set-based: one UPDATE
-// rewrites the cursors it changes (N := M; a pending row without an opening time gets
-// now, so that its notice keeps one identity from then on; both stamp updated_at),
-// then one SELECT reads the pending ones, which after the update are exactly those
-// with M > L (L <= N <= M). On PostgreSQL the cursors with M > L are first locked in
-// primary-key order, the order Ack and Append use.
-func (s *Store) Sweep(ctx context.Context, now time.Time) ([]awareness.Notice, error) {
+// The index holds the rows whose stored m is above n = l. A synced row whose derived M
+// (the head's material) is above its m is what an append opens at once
+// (openNoticesSQL), so none can be left behind by a committed write either, and the
+// sweep does not look for one: that would read every cursor.
+func (s *Store) Sweep(ctx context.Context, now time.Time, opened func([]awareness.Notice)) (int, error) {
 	if err := checkNow("Sweep", now); err != nil {
-		return nil, err
+		return 0, err
 	}
 	now = normTime(now)
-	var out []awareness.Notice
-	err := s.writeTx(ctx, "Sweep", func(t *tx, h *hint) error {
-		out = nil
-		if err := materialise(t, ""); err != nil {
-			return err
-		}
-		if s.d.sql.forUpdate != "" {
-			if _, err := t.exec("SELECT 1 FROM cursors WHERE m > l ORDER BY watcher_key, target_agent_id, target_key" +
-				s.d.sql.forUpdate); err != nil {
+	var (
+		total int
+		after []any // the primary key of the last row of the previous page
+	)
+	for {
+		var (
+			page []awareness.Notice
+			last []any
+			rows int
+		)
+		err := s.writeTx(ctx, "Sweep", func(t *tx, h *hint) error {
+			page, last, rows = nil, nil, 0
+			// The page's keys first, without a lock (the index alone), then its heads
+			// (the lock order: heads before cursors), then its rows, locked and
+			// checked again.
+			q, args := sweepPageSQL, []any(nil)
+			if after != nil {
+				q, args = sweepPageAfterSQL, after
+			}
+			keys, err := scanAll(t, scanCursorKey, q+" LIMIT "+strconv.Itoa(awareness.SweepPage), args...)
+			if err != nil || len(keys) == 0 {
 				return err
 			}
-		}
-		if _, err := t.exec(`UPDATE cursors SET n = m, opened_at = COALESCE(opened_at, ?), updated_at = ?
-WHERE m > l AND (n <> m OR opened_at IS NULL)`, nanos(now), nanos(now)); err != nil {
-			return err
-		}
-		curs, err := t.findCursors("n > l", nil, "opened_at, watcher_key, target_agent_id, target_key", "")
-		if err != nil {
-			return err
-		}
-		for _, c := range curs {
-			if n, ok := awareness.NoticeOf(c); ok {
-				out = append(out, n)
-				h.addWatcher(n.Watcher)
+			rows = len(keys)
+			last = keys[len(keys)-1]
+			if err := s.lockSweepHeads(t, keys); err != nil {
+				return err
 			}
+			curs, err := t.findCursors(sweepWhere+" AND (cursors.watcher_key, cursors.target_agent_id, cursors.target_key) IN ?",
+				[]any{keys}, "", s.d.sql.forUpdate)
+			if err != nil {
+				return err
+			}
+			for _, c := range curs {
+				next, ok := awareness.SweepCursor(c, now)
+				if !ok {
+					continue
+				}
+				if err := t.saveCursor(next); err != nil {
+					return err
+				}
+				if n, ok := awareness.NoticeOf(next); ok {
+					page = append(page, n)
+					h.addWatcher(n.Watcher)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		if len(page) > 0 {
+			total += len(page)
+			opened(page)
+		}
+		if rows < awareness.SweepPage {
+			return total, nil
+		}
+		after = last
 	}
-	return out, nil
+}
+
+// The statements of Sweep. sweepWhere is the predicate of the partial index
+// cursors_unopened, written as it is there so that both databases use the index;
+// sweepPageSQL reads a page of the keys it holds in its order (the cursors' primary
+// key, watcher first), sweepPageAfterSQL the page after a key.
+const (
+	sweepWhere        = "n = l AND m > n"
+	sweepKeys         = "SELECT watcher_key, target_agent_id, target_key FROM cursors WHERE " + sweepWhere
+	sweepOrder        = " ORDER BY watcher_key, target_agent_id, target_key"
+	sweepPageSQL      = sweepKeys + sweepOrder
+	sweepPageAfterSQL = sweepKeys + " AND (watcher_key, target_agent_id, target_key) > (?, ?, ?)" + sweepOrder
+)
+
+// scanCursorKey scans a cursor's primary key as the arguments that name it.
+func scanCursorKey(rows *sql.Rows) ([]any, error) {
+	var w, a, k string
+	err := rows.Scan(&w, &a, &k)
+	return []any{w, a, k}, err
+}
+
+// lockSweepHeads share-locks, on PostgreSQL, the heads of a sweep page's targets in
+// (agent, key) order, as lockAckHeads does for an Ack.
+func (s *Store) lockSweepHeads(t *tx, keys [][]any) error {
+	if s.d.sql.forUpdate == "" {
+		return nil
+	}
+	refs := make([]awareness.SessionRef, len(keys))
+	for i, k := range keys {
+		refs[i] = awareness.SessionRef{AgentID: k[1].(string), Key: k[2].(string)}
+	}
+	slices.SortFunc(refs, refOrder)
+	var pairs [][]any
+	for _, r := range slices.Compact(refs) {
+		pairs = append(pairs, []any{r.AgentID, r.Key})
+	}
+	return s.lockAckHeads(t, "", pairs)
 }
 
 // ---------------------------------------------------------------------------------------

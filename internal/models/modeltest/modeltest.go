@@ -1,8 +1,13 @@
 // Package modeltest is a model-based property test of the watcher and notice protocol
-// (SPEC §3–4): random sequences of record, watch, unwatch, ack, reset, delete, prune and
-// restart run against a real store through awareness.Service, and after every step the
-// store's cursors and pending notices are compared with a small reference model written
-// from the specification (not from the implementation's state machine).
+// (SPEC §3–4): random sequences of record, watch, unwatch, ack, drain and exact ack,
+// reset, delete, prune, restart (with a restart between a drain and its exact ack) and,
+// where the database is shared, another process's start run against a real store
+// through awareness.Service, and after every step the store's cursors and pending
+// notices are compared with a small reference model written from the specification
+// (not from the implementation's state machine). Each exact acknowledgement's answer
+// per notice is compared with the model's, and no notice is handed out twice: a drain
+// never returns a notice (pair and changesSince) that an acknowledgement closed,
+// whatever restarts came in between (NTC-3, NTC-5).
 package modeltest
 
 import (
@@ -26,25 +31,42 @@ type Database func() (awareness.Store, error)
 // NewDatabase returns a fresh, empty database for one property-test run.
 type NewDatabase func(t *testing.T) Database
 
+// Options tunes Run for a backend.
+type Options struct {
+	// OtherProcess adds the step of another process starting on the same database
+	// (its store opened beside the running one, its startup sweep, closed again): a
+	// database several processes share (PostgreSQL).
+	OtherProcess bool
+}
+
 // Run runs the model test. Steps and runs are bounded by rapid's flags
 // (-rapid.checks, -rapid.steps).
-func Run(t *testing.T, newDB NewDatabase) {
+func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
+	var o Options
+	for _, x := range opts {
+		o.OtherProcess = o.OtherProcess || x.OtherProcess
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newMachine(t, rt, newDB(t))
 		defer m.close()
-		rt.Repeat(map[string]func(*rapid.T){
-			"record":   m.record,
-			"watch":    m.watch,
-			"unwatch":  m.unwatch,
-			"ack":      m.ack,
-			"drain":    m.drain,
-			"ackExact": m.ackExact,
-			"reset":    m.reset,
-			"delete":   m.delete,
-			"prune":    m.prune,
-			"restart":  m.restart,
-			"":         m.check,
-		})
+		steps := map[string]func(*rapid.T){
+			"record":          m.record,
+			"watch":           m.watch,
+			"unwatch":         m.unwatch,
+			"ack":             m.ack,
+			"drain":           m.drain,
+			"ackExact":        m.ackExact,
+			"drainRestartAck": m.drainRestartAck,
+			"reset":           m.reset,
+			"delete":          m.delete,
+			"prune":           m.prune,
+			"restart":         m.restart,
+			"":                m.check,
+		}
+		if o.OtherProcess {
+			steps["otherStart"] = m.otherStart
+		}
+		rt.Repeat(steps)
 	})
 }
 
@@ -75,6 +97,24 @@ type model struct {
 	events  []event // retained, in append order
 	dedupe  map[string]bool
 	cursors map[pair]*cur
+	// closed holds, per pair, the changesSince (L) of every notice an acknowledgement
+	// closed during the cursor's life: a drain must never hand one out again. A new
+	// cursor of the pair (after unwatch, reset, delete or expiry) starts afresh.
+	closed map[pair]map[int64]bool
+}
+
+// closeNotice records that c's pending notice was acknowledged.
+func (m *model) closeNotice(p pair, c *cur) {
+	if m.closed[p] == nil {
+		m.closed[p] = map[int64]bool{}
+	}
+	m.closed[p][c.L] = true
+}
+
+// dropCursor deletes a pair's cursor from the model.
+func (m *model) dropCursor(p pair) {
+	delete(m.cursors, p)
+	delete(m.closed, p)
 }
 
 // drained is one snapshot of a watcher's pending notices, as a gateway takes them into
@@ -98,7 +138,7 @@ type machine struct {
 func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
 	mc := &machine{t: t, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		m: model{heads: map[string]int64{}, pruned: map[string]int64{},
-			dedupe: map[string]bool{}, cursors: map[pair]*cur{}}}
+			dedupe: map[string]bool{}, cursors: map[pair]*cur{}, closed: map[pair]map[int64]bool{}}}
 	mc.open(rt)
 	return mc
 }
@@ -281,7 +321,7 @@ func (mc *machine) unwatch(rt *rapid.T) {
 	if want := mc.m.cursors[p] != nil; ok != want {
 		rt.Fatalf("WAT-5: unwatch returned %v, model has cursor: %v", ok, want)
 	}
-	delete(mc.m.cursors, p)
+	mc.m.dropCursor(p)
 }
 
 func (mc *machine) ack(rt *rapid.T) {
@@ -304,6 +344,7 @@ func (mc *machine) ack(rt *rapid.T) {
 		if p.w != w || (!all && !contains(ts, p.t)) || c.N == c.L {
 			continue
 		}
+		mc.m.closeNotice(p, c)
 		c.L = c.N
 		if c.M > c.N {
 			c.N = c.M
@@ -318,56 +359,151 @@ func (mc *machine) ack(rt *rapid.T) {
 
 // drain takes a snapshot of a watcher's pending notices, as a gateway does when it
 // builds a prompt; ackExact acknowledges one snapshot later, after any interleaving of
-// other steps.
+// other steps (restarts included). No notice an acknowledgement closed is ever handed
+// out again.
 func (mc *machine) drain(rt *rapid.T) {
 	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	mc.drains = append(mc.drains, mc.drainOf(rt, w))
+}
+
+func (mc *machine) drainOf(rt *rapid.T, w string) drained {
 	ns, err := mc.svc.PendingNotices(ctx(), w)
 	if err != nil {
 		rt.Fatalf("pending: %v", err)
 	}
 	d := drained{watcher: w, notices: map[string]int64{}}
 	for _, n := range ns {
+		if mc.m.closed[pair{w, n.Target.Key}][n.ChangesSince] {
+			rt.Fatalf("NTC-3, NTC-5: a notice handed out twice: %s on %s changesSince %d was acknowledged already",
+				w, n.Target.Key, n.ChangesSince)
+		}
 		d.notices[n.Target.Key] = n.NotifiedVersion
 	}
-	mc.drains = append(mc.drains, d)
+	return d
 }
 
-// ackExact acknowledges a drained snapshot exactly (NTC-3). The property: a pair is
-// acknowledged only when its pending notice is the one drained; every notice opened
+// ackExact acknowledges a drained snapshot exactly (NTC-3), with acknowledgeNotices
+// (an answer per notice) or ackNotices(notices:) (the follow-ups). The property: a pair
+// is acknowledged only when its pending notice is the one drained; every notice opened
 // after the drain (a different notifiedVersion, or a pair not drained) stays pending
-// exactly as it was.
+// exactly as it was; and the answer per notice is the model's.
 func (mc *machine) ackExact(rt *rapid.T) {
 	if len(mc.drains) == 0 {
 		rt.Skip("nothing drained")
 	}
-	mc.tick(time.Millisecond)
 	i := rapid.IntRange(0, len(mc.drains)-1).Draw(rt, "drain")
 	d := mc.drains[i]
 	mc.drains = append(mc.drains[:i], mc.drains[i+1:]...)
-	refs := []awareness.NoticeRef{}
-	for t, n := range d.notices {
-		refs = append(refs, awareness.NoticeRef{Target: t, NotifiedVersion: n})
-	}
-	follow, err := mc.svc.AckNotices(ctx(), d.watcher, nil, nil, refs)
-	if err != nil {
-		rt.Fatalf("ack exact: %v", err)
-	}
-	want := 0
-	for p, c := range mc.m.cursors {
-		n, named := d.notices[p.t]
-		if p.w != d.watcher || c.N == c.L || !named || c.N != n {
-			continue // not drained, or its pending notice is not the drained one: left alone
+	mc.ackDrained(rt, d, rapid.Bool().Draw(rt, "perNotice"))
+}
+
+// drainRestartAck is a gateway's turn across a restart of the service: it drains the
+// watcher's notices, the service restarts (its startup sweep runs), and the exact
+// acknowledgement of what was drained acknowledges every one of them (NTC-5).
+func (mc *machine) drainRestartAck(rt *rapid.T) {
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	d := mc.drainOf(rt, w)
+	mc.restart(rt)
+	for _, o := range mc.ackDrained(rt, d, true) {
+		if o.Outcome != awareness.AckAcknowledged {
+			rt.Fatalf("NTC-5: the exact ack after a restart of a notice drained before it: %s on %s N=%d %s, want acknowledged",
+				w, o.Target.Key, o.NotifiedVersion, o.Outcome)
 		}
+	}
+}
+
+// ackDrained acknowledges d exactly and applies it to the model; with perNotice it
+// uses acknowledgeNotices and compares its answer with the model's.
+func (mc *machine) ackDrained(rt *rapid.T, d drained, perNotice bool) []awareness.NoticeAck {
+	mc.tick(time.Millisecond)
+	targets := make([]string, 0, len(d.notices))
+	for t := range d.notices {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	refs := []awareness.NoticeRef{}
+	for _, t := range targets {
+		refs = append(refs, awareness.NoticeRef{Target: t, NotifiedVersion: d.notices[t]})
+	}
+	// The model's answer, before it moves.
+	type answer struct {
+		outcome         awareness.AckOutcome
+		follow, pending int64 // notifiedVersion; 0 for none
+	}
+	want := make([]answer, len(refs))
+	for i, r := range refs {
+		c := mc.m.cursors[pair{d.watcher, r.Target}]
+		switch {
+		case c == nil:
+			want[i].outcome = awareness.AckNotPending
+		case c.N > c.L && c.N == r.NotifiedVersion:
+			want[i].outcome = awareness.AckAcknowledged
+			if c.M > c.N {
+				want[i].follow = c.M
+			}
+		case c.L >= r.NotifiedVersion:
+			want[i].outcome = awareness.AckAlreadyAcknowledged
+		case c.N > c.L:
+			want[i].outcome = awareness.AckSuperseded
+		default:
+			want[i].outcome = awareness.AckNotPending
+		}
+		if o := want[i].outcome; (o == awareness.AckAlreadyAcknowledged || o == awareness.AckSuperseded) && c.N > c.L {
+			want[i].pending = c.N
+		}
+	}
+	var (
+		acks   []awareness.NoticeAck
+		follow int
+	)
+	if perNotice {
+		var err error
+		acks, err = mc.svc.AcknowledgeNotices(ctx(), d.watcher, refs)
+		if err != nil {
+			rt.Fatalf("acknowledgeNotices: %v", err)
+		}
+		if len(acks) != len(refs) {
+			rt.Fatalf("NTC-3: %d answers for %d notices", len(acks), len(refs))
+		}
+		for i, a := range acks {
+			got := answer{outcome: a.Outcome}
+			if a.FollowUp != nil {
+				got.follow = a.FollowUp.NotifiedVersion
+				follow++
+			}
+			if a.Pending != nil {
+				got.pending = a.Pending.NotifiedVersion
+			}
+			if a.Target.Key != refs[i].Target || a.NotifiedVersion != refs[i].NotifiedVersion || got != want[i] {
+				rt.Fatalf("NTC-3: %s's notice on %s N=%d: got %+v, model says %+v", d.watcher, refs[i].Target, refs[i].NotifiedVersion, got, want[i])
+			}
+		}
+	} else {
+		fs, err := mc.svc.AckNotices(ctx(), d.watcher, nil, nil, refs)
+		if err != nil {
+			rt.Fatalf("ack exact: %v", err)
+		}
+		follow = len(fs)
+	}
+	opened := 0
+	for i, r := range refs {
+		if want[i].outcome != awareness.AckAcknowledged {
+			continue // not pending, or its pending notice is not the drained one: left alone
+		}
+		p := pair{d.watcher, r.Target}
+		c := mc.m.cursors[p]
+		mc.m.closeNotice(p, c)
 		c.L = c.N
 		if c.M > c.N {
 			c.N = c.M
-			want++
+			opened++
 		}
 		c.updated = mc.now
 	}
-	if len(follow) != want {
-		rt.Fatalf("NTC-3: exact ack opened %d follow-ups, model says %d", len(follow), want)
+	if follow != opened {
+		rt.Fatalf("NTC-3: exact ack opened %d follow-ups, model says %d", follow, opened)
 	}
+	return acks
 }
 
 func (mc *machine) reset(rt *rapid.T) {
@@ -377,7 +513,7 @@ func (mc *machine) reset(rt *rapid.T) {
 	}
 	for p := range mc.m.cursors {
 		if p.w == w {
-			delete(mc.m.cursors, p)
+			mc.m.dropCursor(p)
 		}
 	}
 }
@@ -391,7 +527,7 @@ func (mc *machine) delete(rt *rapid.T) {
 	m := &mc.m
 	for p := range m.cursors {
 		if p.w == t || p.t == t {
-			delete(m.cursors, p)
+			m.dropCursor(p)
 		}
 	}
 	kept := m.events[:0]
@@ -436,7 +572,7 @@ func (mc *machine) prune(rt *rapid.T) {
 	m.events = kept
 	for p, c := range m.cursors {
 		if c.updated.Before(cut) {
-			delete(m.cursors, p)
+			m.dropCursor(p)
 		}
 	}
 }
@@ -449,18 +585,30 @@ func (mc *machine) restart(rt *rapid.T) {
 	if err != nil {
 		rt.Fatalf("sweep: %v", err)
 	}
-	want := 0
-	for _, c := range mc.m.cursors {
-		if c.M > c.L {
-			want++
-			if c.N != c.M {
-				c.N = c.M
-				c.updated = mc.now
-			}
-		}
+	// Every pending notice survives unchanged, and no committed write leaves a cursor
+	// with M > N == L: the sweep opens nothing (NTC-5).
+	if n != 0 {
+		rt.Fatalf("NTC-5: the startup sweep opened %d notices, model says none", n)
 	}
-	if n != want {
-		rt.Fatalf("NTC-5: sweep republished %d notices, model says %d", n, want)
+}
+
+// otherStart is another process starting on the same database while this one runs:
+// its store opens beside this one's and its startup sweep runs, which changes no
+// pending notice (NTC-5), then it stops.
+func (mc *machine) otherStart(rt *rapid.T) {
+	s, err := mc.db()
+	if err != nil {
+		rt.Fatalf("open the other process's store: %v", err)
+	}
+	defer s.Close()
+	other := awareness.NewService(awareness.Config{Store: s, Now: func() time.Time { return mc.now }})
+	n, err := other.Sweep(ctx())
+	other.Hub().Close()
+	if err != nil {
+		rt.Fatalf("the other process's sweep: %v", err)
+	}
+	if n != 0 {
+		rt.Fatalf("NTC-5: another process's startup sweep opened %d notices, model says none", n)
 	}
 }
 
