@@ -382,7 +382,11 @@ func TestAuthDialogOnce(t *testing.T) {
 	b.docShot(t, "auth-dialog-390")
 	b.do(t, 5*time.Second, chromedp.EmulateViewport(1280, 860))
 	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`#auth-dialog .auth-cancel`)))
-	b.waitJS(t, 5*time.Second, `!document.querySelector('#auth-dialog[open]') && !!document.querySelector('#timeline-panel [data-unauthorised]') && !!document.querySelector('#about-panel [data-unauthorised]')`)
+	b.waitJS(t, 5*time.Second, `!document.querySelector('#auth-dialog[open]') && !!document.querySelector('#outage[data-unauthorised]:not([hidden])') && document.querySelector('#about-panel').dataset.freshness === 'unauthorised'`)
+	// Said once, for the page: no panel repeats it.
+	if n := b.count(t, `[data-unauthorised]`); n != 1 {
+		t.Errorf("%d not-authorised banners, want the page's one", n)
+	}
 	if n := b.count(t, `[data-empty-notices]`); n != 0 {
 		t.Errorf("%d notice lists show the empty state although the server refused the page", n)
 	}
@@ -406,7 +410,7 @@ func TestAuthDialogOnce(t *testing.T) {
 	}
 	b.do(t, 5*time.Second, chromedp.SendKeys(chromedp.CSS(`#auth-token`), token), chromedp.KeyEvent(kb.Enter))
 	b.do(t, 15*time.Second, chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="connected"]`)))
-	b.waitJS(t, 10*time.Second, `!document.querySelector('[data-unauthorised]') && document.querySelector('#timeline-panel').dataset.freshness === 'live'`)
+	b.waitJS(t, 10*time.Second, `!document.querySelector('[data-unauthorised]') && document.querySelector('#outage').hidden && document.querySelector('#timeline-panel').dataset.freshness === 'live'`)
 }
 
 // TestSessionsTableErrorAndPageLabel: the sessions table shows the error in place of

@@ -16,9 +16,10 @@
 // A panel that was shown while the connection was down reloads when it is back, so
 // nothing missed meanwhile stays missing.
 //
-// An outage (the server cannot be reached, or answers UNAVAILABLE) is said once, in
-// the page's outage banner, however many panels it stops: a panel shows only its chip
-// then. A panel's own alert is for what concerns it alone (a refusal, a bad argument).
+// An outage (the server cannot be reached, or answers UNAVAILABLE) and a refused token
+// (UNAUTHENTICATED) are said once, in the page's banner, however many panels they
+// stop: a panel shows only its chip then. A panel's own alert is for what concerns it
+// alone (FORBIDDEN for its agent, a bad argument).
 
 import { h, fill } from './dom.js';
 import { isAuthError, errorText, NetworkError } from './gql.js';
@@ -32,6 +33,16 @@ function clock(t) {
 /** isOutage reports an error that means the service, not this panel, is unwell. */
 export function isOutage(err) {
   return err instanceof NetworkError || (!!err && err.code === 'UNAVAILABLE');
+}
+
+/** isUnauthenticated reports a refusal of the page's token (none, or not valid). */
+function isUnauthenticated(err) {
+  return !!err && err.code === 'UNAUTHENTICATED';
+}
+
+/** pageWide reports an error the page banner says once, for every panel it stops. */
+function pageWide(err) {
+  return isOutage(err) || isUnauthenticated(err);
 }
 
 export class Panels {
@@ -69,8 +80,21 @@ export class Panels {
   paintOutage() {
     const b = this.banner;
     if (!b) return;
-    const failed = [...this.all].filter((p) => p.state === 'failed' && isOutage(p.error));
     const status = this.live.state.status;
+    const refused = [...this.all].some((p) => p.state === 'failed' && isUnauthenticated(p.error));
+    if (refused || (status === 'unauthorised' && this.all.size)) {
+      if (b.dataset.outage === 'unauthorised') return;
+      b.dataset.outage = 'unauthorised';
+      b.dataset.unauthorised = '';
+      b.className = 'banner unauth outage';
+      b.hidden = false;
+      fill(b, h('strong', null, 'Not authorised. '), 'This server was started with --auth-file: it needs an access token to show this page. ',
+        this.auth ? h('button', { type: 'button', class: 'link', onclick: () => this.auth.open() }, 'Enter a token') : null);
+      return;
+    }
+    delete b.dataset.unauthorised;
+    b.className = 'banner bad outage';
+    const failed = [...this.all].filter((p) => p.state === 'failed' && isOutage(p.error));
     const down = !this.connected && status !== 'unauthorised' && (this.everConnected || status !== 'connecting');
     if (!down && !failed.length) {
       if (!b.hidden) { b.hidden = true; fill(b); delete b.dataset.outage; }
@@ -117,7 +141,7 @@ export class Panels {
             if (p.state !== 'failed') p.failedAt = Date.now();
             p.state = 'failed';
             p.error = err;
-            if (isOutage(err)) fill(alert); else failure(alert, what, err, this.auth);
+            if (pageWide(err)) fill(alert); else failure(alert, what, err, this.auth);
             // Never "Loading…" under an error.
             if (!p.updatedAt) for (const sk of section.querySelectorAll('.skeleton')) sk.remove();
           } finally {

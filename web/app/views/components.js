@@ -29,10 +29,21 @@ export function ackToast(res, ns) {
     toast(`The server cannot be reached: the acknowledgement of ${ns.length === 1 ? ns[0].target : `${ns.length} notices`} is queued and sent when it is back.`, 'warn');
     return;
   }
+  const acks = res.acks || [];
+  const done = acks.length ? acks.filter((a) => a.outcome === 'acknowledged').length : ns.length;
+  const others = acks.filter((a) => a.outcome !== 'acknowledged');
   const f = res.follow.length;
-  toast(f
-    ? `Acknowledged. ${f} follow-up notice${f === 1 ? '' : 's'} opened for changes after the acknowledged one.`
-    : ns.length === 1 ? `Acknowledged ${ns[0].target} for ${ns[0].watcher}.` : `Acknowledged ${ns.length} notices.`);
+  const parts = [];
+  if (done) parts.push(ns.length === 1 && !others.length ? `Acknowledged ${ns[0].target} for ${ns[0].watcher}.` : `Acknowledged ${done} notice${done === 1 ? '' : 's'}.`);
+  if (f) parts.push(`${f} follow-up notice${f === 1 ? '' : 's'} opened for changes after the acknowledged one.`);
+  for (const a of others) {
+    parts.push({
+      alreadyAcknowledged: `${a.target} (N=${a.notifiedVersion}) had been acknowledged already.`,
+      superseded: `${a.target} was not acknowledged: a newer notice${a.pending ? ` (N=${a.pending.notifiedVersion})` : ''} replaced it and is shown now.`,
+      notPending: `${a.target} (N=${a.notifiedVersion}) was not pending any more.`,
+    }[a.outcome] || `${a.target}: ${a.outcome}.`);
+  }
+  toast(parts.join(' '), others.length ? 'warn' : '');
 }
 
 /**

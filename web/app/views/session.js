@@ -416,10 +416,11 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       const ns = list();
       const byWatcher = new Map();
       for (const n of ns) byWatcher.set(n.watcher, [...(byWatcher.get(n.watcher) || []), n]);
-      const res = { follow: [], queued: false };
+      const res = { follow: [], acks: [], queued: false };
       for (const [w, group] of byWatcher) {
         const r = await notices.ack(w, group);
         res.follow.push(...r.follow);
+        res.acks.push(...r.acks);
         res.queued = res.queued || r.queued;
       }
       ackToast(res, ns);

@@ -7,6 +7,7 @@
 
 import { h, fill, sessionHref, timeEl, throttle, keyText } from '../dom.js';
 import { agentNote } from './home.js';
+import { pairKey } from '../notices.js';
 import { gql, errorText, SESSION_FIELDS } from '../gql.js';
 
 export const SESSION_KINDS = ['main', 'subagent', 'acp', 'direct', 'group', 'room', 'channel', 'cron', 'hook', 'global', 'other'];
@@ -248,18 +249,20 @@ export function sessionsView(root, { bus, query, panels, auth, notices, viewer }
       if (focused) { const a = tbody.querySelector(`a[href="${CSS.escape(focused)}"]`); if (a) a.focus(); }
     }
     // Totals of the rows shown.
-    let events = 0; let tokens = 0; let about = 0; let held = 0; let withTokens = 0;
+    // A notice between two listed sessions is one notice: counted once.
+    let events = 0; let tokens = 0; let withTokens = 0;
+    const pending = new Set();
     for (const s of list) {
       events += s.stateVersion || 0;
       if (s.totalTokens != null) { tokens += s.totalTokens; withTokens++; }
-      const p = pendingOf(s);
-      about += p.about; held += p.held;
+      for (const n of notices.aboutTarget(s.agentId, s.sessionKey)) pending.add(pairKey(n));
+      for (const n of notices.forWatcher(s.sessionKey)) pending.add(pairKey(n));
     }
     fill(tfoot, list.length ? h('tr', { class: 'totals', dataset: { totals: '' } },
       h('th', { scope: 'row' }, `Total · ${list.length} session${list.length === 1 ? '' : 's'}${hasMore ? ' on this page' : ''}`),
       h('td', { class: 'hide-sm' }), h('td', { class: 'hide-sm' }),
       h('td', { class: 'num', 'data-label': 'events', dataset: { totalEvents: events } }, events.toLocaleString()),
-      h('td', { class: 'num', 'data-label': 'pending', dataset: { totalPending: about + held }, title: `${about} about them, ${held} held by them` }, about + held),
+      h('td', { class: 'num', 'data-label': 'pending', dataset: { totalPending: pending.size }, title: 'Pending notices about these sessions or held by them, each counted once' }, pending.size),
       h('td', { class: 'num hide-sm', 'data-label': 'tokens', dataset: { totalTokens: tokens } }, withTokens ? tokens.toLocaleString() : '—'),
       h('td')) : null);
     fill(sortNote, sort && hasMore ? `Sorted by ${sort.label.toLowerCase()} within this page; more pages follow in key order (Per page up to 500 sorts more at once).` : '');
