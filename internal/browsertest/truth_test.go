@@ -285,6 +285,6 @@ func TestOneBannerPerOutage(t *testing.T) {
 	}
 	b.shots(t, "stale", "")
 
-	srv = startServer(t, addr, db)
+	startServer(t, addr, db)
 	b.waitJS(t, 15*time.Second, `document.querySelector('#outage').hidden && `+allLive)
 }
