@@ -244,7 +244,8 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
   // It throws when the server cannot answer.
   let auditing = null;
   const audit = () => {
-    if (auditing || !loaded || stopped) return auditing;
+    if (auditing) return auditing;
+    if (!loaded || stopped) return Promise.resolve();
     auditing = (async () => {
       try {
         const at = top;
