@@ -277,7 +277,7 @@ function chartRange() {
  * the totals. The range is kept in localStorage. It is live: it reloads when an event
  * is logged, when a notice opens or closes, and as the minutes pass.
  */
-export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups }) {
+export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups, scope = 'all sessions' }) {
   let range = chartRange();
   const body = h('div', { class: 'chart-body' }, h('p', { class: 'skeleton' }, 'Loading…'));
   const select = h('select', { id: 'chart-range', 'aria-label': 'Time range of the chart' },
@@ -286,7 +286,7 @@ export function activityChart({ sessionKey, agentId, panels, bus, notices, clean
   const head = h('div', { class: 'panel-head' }, h('h2', { id: 'chart-h' }, 'Activity'));
   const tools = h('div', { class: 'chart-tools' }, hint, select);
   const panel = h('section', { class: 'panel', id: 'activity-chart', 'aria-labelledby': 'chart-h' }, head, tools, body);
-  const setHint = () => fill(hint, `${sessionKey ? 'this session' : 'all sessions'} · events per ${range.bar === 1 ? 'minute' : `${range.bar} min`}`);
+  const setHint = () => fill(hint, `${sessionKey ? 'this session' : scope} · events per ${range.bar === 1 ? 'minute' : `${range.bar} min`}`);
   setHint();
   const load = async () => {
     const r = range;

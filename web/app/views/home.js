@@ -10,6 +10,7 @@ const ACTIVITY_MAX = 40;
 
 export function homeView(root, { notices, bus, panels, auth, viewer }) {
   const cleanups = [];
+  const scope = viewer.agent() ? `the sessions of agent ${viewer.agent()}` : 'all sessions';
 
   // Pending notices.
   const count = h('span', { class: 'count', 'aria-label': 'pending notices' }, '0');
@@ -56,7 +57,7 @@ export function homeView(root, { notices, bus, panels, auth, viewer }) {
   const evFilter = eventFilter(() => activity.render(new Set()), 'af');
   const activityHead = h('div', { class: 'panel-head' },
     h('h2', { id: 'activity-h' }, 'Recent activity'),
-    h('span', { class: 'hint' }, 'all sessions'));
+    h('span', { class: 'hint' }, scope));
   const activityPanel = h('section', { class: 'panel', id: 'activity-panel', 'aria-labelledby': 'activity-h' },
     activityHead, evFilter.el, activityList);
   const activity = new Activity(activityList, evFilter);
@@ -66,7 +67,7 @@ export function homeView(root, { notices, bus, panels, auth, viewer }) {
   bus.addEventListener('event', onEvent);
   cleanups.push(() => { bus.removeEventListener('event', onEvent); tick.cancel(); activityP.remove(); });
 
-  const chart = activityChart({ panels, bus, notices, cleanups });
+  const chart = activityChart({ panels, bus, notices, cleanups, scope });
   const upstream = upstreamPanel({ panels, bus, auth, cleanups });
 
   fill(root,
