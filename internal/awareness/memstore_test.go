@@ -177,7 +177,7 @@ func (s *memStore) Append(ctx context.Context, ops []*awareness.AppendOp) error 
 	if err := awareness.CheckAppendOps(ops); err != nil {
 		return err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,7 +348,7 @@ func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, 
 	if err := awareness.CheckClock("DeleteSession", now); err != nil {
 		return false, nil, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -377,7 +377,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 	if err := awareness.CheckClock("Watch", now); err != nil {
 		return awareness.Cursor{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Cursor{}, false, err
 	}
@@ -390,7 +390,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 }
 
 func (s *memStore) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -473,7 +473,7 @@ func (db *memDB) pending(watcher string) []awareness.Notice {
 }
 
 func (s *memStore) ResetWatcher(ctx context.Context, watcher string) (int64, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -513,7 +513,7 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 	if err := awareness.CheckClock("Prune", now); err != nil {
 		return awareness.PruneResult{}, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.PruneResult{}, err
 	}
@@ -666,7 +666,7 @@ func (s *memStore) UpsertSessions(ctx context.Context, ws []awareness.SessionWri
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -701,7 +701,7 @@ func (s *memStore) RecordMemoryFlush(ctx context.Context, ref awareness.SessionR
 	if err := awareness.CheckClock("RecordMemoryFlush", now); err != nil {
 		return awareness.Session{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Session{}, false, err
 	}
@@ -725,7 +725,7 @@ func (s *memStore) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, 
 	if err := awareness.CheckUpstreamLink(l); err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
@@ -786,7 +786,7 @@ func (s *memStore) SettleUpstream(ctx context.Context, checks []awareness.Upstre
 	if len(checks) == 0 {
 		return applied, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -823,7 +823,7 @@ func (s *memStore) UpstreamRecordedEnd(ctx context.Context, ref awareness.Sessio
 }
 
 func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -837,7 +837,7 @@ func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.Upstream
 }
 
 func (s *memStore) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -873,7 +873,7 @@ func (s *memStore) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, h
 	if err := awareness.CheckOwnPrompt(hash, now, keep); err != nil {
 		return false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}
