@@ -30,13 +30,17 @@ func checkWrites(svc *awareness.Service) []struct {
 			func(ctx context.Context) error { return drop(svc.RecordEvent(ctx, human)) },
 			func(ctx context.Context) error { return drop(svc.RecordEvent(ctx, bad)) }},
 		{"RecordBatch",
-			func(ctx context.Context) error { return drop(svc.RecordBatch(ctx, []awareness.RecordInput{human, bad})) },
+			func(ctx context.Context) error {
+				return drop(svc.RecordBatch(ctx, []awareness.RecordInput{human, bad}))
+			},
 			func(ctx context.Context) error {
 				return drop(svc.RecordBatch(ctx, make([]awareness.RecordInput, awareness.MaxRecordBatch+1)))
 			}},
 		{"RecordEvents",
 			func(ctx context.Context) error { return drop(svc.RecordEvents(ctx, []awareness.RecordInput{human})) },
-			func(ctx context.Context) error { return drop(svc.RecordEvents(ctx, []awareness.RecordInput{human, bad})) }},
+			func(ctx context.Context) error {
+				return drop(svc.RecordEvents(ctx, []awareness.RecordInput{human, bad}))
+			}},
 		{"Watch",
 			func(ctx context.Context) error { return drop(svc.Watch(ctx, "agent:main:subagent:w", child, nil)) },
 			func(ctx context.Context) error { return drop(svc.Watch(ctx, main, "agent:main:", nil)) }},
@@ -75,7 +79,9 @@ func checkWrites(svc *awareness.Service) []struct {
 			func(ctx context.Context) error { return drop(svc.RecordMemoryFlush(ctx, main, nil)) },
 			func(ctx context.Context) error { return drop(svc.RecordMemoryFlush(ctx, "agent:main:", nil)) }},
 		{"AdoptSession",
-			func(ctx context.Context) error { return drop(svc.AdoptSession(ctx, "agent:main:adopted2", nil, "cat", "t2")) },
+			func(ctx context.Context) error {
+				return drop(svc.AdoptSession(ctx, "agent:main:adopted2", nil, "cat", "t2"))
+			},
 			func(ctx context.Context) error { return drop(svc.AdoptSession(ctx, adopted, nil, "nocat", "t1")) }},
 		{"RecordOwnPrompt",
 			func(ctx context.Context) error { return drop(svc.RecordOwnPrompt(ctx, adopted, nil, "hello")) },
