@@ -108,8 +108,9 @@ type Config struct {
 // with a query cache, automatic persisted queries, the work budget of cost.go
 // (DocumentLimits before validation, CostLimit after it), a depth limit (DepthLimit), a
 // parser token limit, introspection (the playground needs it), the ErrorPresenter and
-// RecoverFunc of package resolvers, StreamErrors, and the one-pass writers of event
-// pages and subscription items (a fastpath.FastPath of its own). With cfg.Auth set,
+// RecoverFunc of package resolvers, StreamErrors, the one-pass writers of event
+// pages and subscription items (a fastpath.FastPath of its own), and MutationChecks
+// (a request's mutation fields checked before the first writes). With cfg.Auth set,
 // every request needs a bearer token (see authenticate and wsInit).
 //
 // In front of gqlgen, in this order: a request from a browser origin that is neither

@@ -70,6 +70,12 @@ func hostileInputs() []hostileInput {
 		{"watcher with NUL is skipped", record, ev("watchers", []string{"agent:main:" + nul}), ""},
 		{"watch target with NUL", `mutation($t: String!) { watch(input: {watcher: "agent:main:main", target: $t}) { watched } }`, map[string]any{"t": "agent:main:" + nul}, awareness.EINVALID},
 		{"ack target with NUL", `mutation($t: [String!]) { ackNotices(watcher: "agent:main:main", targets: $t) { target } }`, map[string]any{"t": []string{nul}}, awareness.EINVALID},
+		// recordEvents refuses an input on its own: the field is served, the item says why.
+		{"recordEvents input with NUL", `mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index error { code message } } }`,
+			map[string]any{"ins": []any{map[string]any{"sessionKey": "agent:main:" + nul, "kind": "goal_changed", "actorType": "agent"}}}, ""},
+		{"acknowledgeNotices target with NUL", `mutation($n: [NoticeRef!]!) { acknowledgeNotices(watcher: "agent:main:main", notices: $n) { outcome } }`,
+			map[string]any{"n": []any{map[string]any{"target": nul, "notifiedVersion": 1}}}, awareness.EINVALID},
+		{"acknowledgeNotices of a version no sequence reaches", `mutation { acknowledgeNotices(watcher: "agent:main:main", notices: [{target: "agent:main:subagent:h", notifiedVersion: 2147483647}]) { outcome } }`, nil, ""},
 		{"changesSince far ahead", `{ sessionStatus(sessionKey: "agent:main:main", changesSince: 2147483647) { stateVersion } }`, nil, awareness.ECURSORAHEAD},
 		{"contextWindow beyond the limit", `{ compactionPolicy(sessionKey: "agent:main:main", contextWindow: 9007199254740991) { compactionDue } }`, nil, awareness.EINVALID},
 	}

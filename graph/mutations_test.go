@@ -116,6 +116,15 @@ type fullResponse struct {
 
 func (r fullResponse) code() string { return gqlResponse{Errors: r.Errors}.code() }
 
+// errorPaths returns each error's path and code, in order.
+func (r fullResponse) errorPaths() (paths, codes []string) {
+	for _, e := range r.Errors {
+		paths = append(paths, fmt.Sprint(e.Path))
+		codes = append(codes, fmt.Sprint(e.Extensions["code"]))
+	}
+	return paths, codes
+}
+
 // committed returns extensions.committed, and whether the answer has it.
 func (r fullResponse) committed() ([]string, bool) {
 	v, ok := r.Extensions[graph.CommittedExtension]
@@ -256,11 +265,7 @@ func TestMutationRequestRefusedAsAWhole_ERR2(t *testing.T) {
 		if string(r.Data) != "null" {
 			t.Errorf("data = %s, want null", r.Data)
 		}
-		var paths, codes []string
-		for _, e := range r.Errors {
-			paths = append(paths, fmt.Sprint(e.Path))
-			codes = append(codes, fmt.Sprint(e.Extensions["code"]))
-		}
+		paths, codes := r.errorPaths()
 		if want := []string{"[b]", "[d]"}; !slices.Equal(paths, want) {
 			t.Errorf("error paths %v, want %v (%+v)", paths, want, r.Errors)
 		}
@@ -311,11 +316,7 @@ func TestMutationFailureAfterCommitNamesTheCommitted_ERR2(t *testing.T) {
 		if string(r.Data) != "null" {
 			t.Errorf("data = %s, want null", r.Data)
 		}
-		var paths, codes []string
-		for _, e := range r.Errors {
-			paths = append(paths, fmt.Sprint(e.Path))
-			codes = append(codes, fmt.Sprint(e.Extensions["code"]))
-		}
+		paths, codes := r.errorPaths()
 		if want := []string{"[b]", "[f]"}; !slices.Equal(paths, want) {
 			t.Errorf("error paths %v, want %v (%+v)", paths, want, r.Errors)
 		}

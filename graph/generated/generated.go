@@ -1975,7 +1975,14 @@ input AdoptInput {
   threadId: String!
 }
 
-"Writes: events, watches, acknowledgements and the sessions registry. A refused call writes nothing (ERR-2)."
+"""
+Writes: events, watches, acknowledgements and the sessions registry. A refused call writes nothing (ERR-2).
+A request with several mutation fields is checked as a whole before its first field writes: every field's
+input checks and authorization run first, and when one field is refused the whole request is refused with
+that field's error, data null, nothing written and extensions.committed empty. A field that fails while it
+runs, after earlier fields committed, nulls data (the payloads are non-null); extensions.committed then
+lists the response keys of the fields that committed.
+"""
 type Mutation {
   "Append one typed event to a session's log; a notifying kind opens a notice for each watcher that has none pending (SIG-1..5, NTC-2)."
   recordEvent(

@@ -41,6 +41,7 @@ type memDB struct {
 	prompts    map[awareness.SessionRef][]string
 	salt       []byte
 	lastPrune  time.Time
+	lastExpiry time.Time
 	eventCount int64
 	acks       []awareness.AckRecord // the acknowledgement history, ascending IDs
 	ackID      int64
@@ -178,7 +179,7 @@ func (s *memStore) Append(ctx context.Context, ops []*awareness.AppendOp) error 
 	if err := awareness.CheckAppendOps(ops); err != nil {
 		return err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return err
 	}
@@ -349,7 +350,7 @@ func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, 
 	if err := awareness.CheckClock("DeleteSession", now); err != nil {
 		return false, nil, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -381,7 +382,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 	if err := awareness.CheckClock("Watch", now); err != nil {
 		return awareness.Cursor{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Cursor{}, false, err
 	}
@@ -394,7 +395,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 }
 
 func (s *memStore) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -534,7 +535,7 @@ func (db *memDB) pending(watcher string) []awareness.Notice {
 }
 
 func (s *memStore) ResetWatcher(ctx context.Context, watcher string) (int64, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -574,7 +575,7 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 	if err := awareness.CheckClock("Prune", now); err != nil {
 		return awareness.PruneResult{}, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.PruneResult{}, err
 	}
@@ -634,10 +635,15 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 		db.acks = slices.Clone(db.acks[len(db.acks)-p.MaxRows:])
 	}
 	res.AcksDeleted = int64(before - len(db.acks))
-	if p.CursorTTL > 0 {
+	switch {
+	case p.CursorTTL == 0:
+	case !db.lastExpiry.IsZero() && p.ExpireEvery > 0 && now.Sub(db.lastExpiry) < p.ExpireEvery:
+		res.ExpirySkipped = true
+	default:
 		res.CursorsExpired, res.Closed = db.deleteCursors(func(c awareness.Cursor) bool {
 			return c.UpdatedAt.Before(now.Add(-p.CursorTTL))
 		})
+		db.lastExpiry = now
 	}
 	db.lastPrune = now
 	return res, nil
@@ -730,7 +736,7 @@ func (s *memStore) UpsertSessions(ctx context.Context, ws []awareness.SessionWri
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -765,7 +771,7 @@ func (s *memStore) RecordMemoryFlush(ctx context.Context, ref awareness.SessionR
 	if err := awareness.CheckClock("RecordMemoryFlush", now); err != nil {
 		return awareness.Session{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Session{}, false, err
 	}
@@ -789,7 +795,7 @@ func (s *memStore) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, 
 	if err := awareness.CheckUpstreamLink(l); err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
@@ -850,7 +856,7 @@ func (s *memStore) SettleUpstream(ctx context.Context, checks []awareness.Upstre
 	if len(checks) == 0 {
 		return applied, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -887,7 +893,7 @@ func (s *memStore) UpstreamRecordedEnd(ctx context.Context, ref awareness.Sessio
 }
 
 func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -901,7 +907,7 @@ func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.Upstream
 }
 
 func (s *memStore) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -937,7 +943,7 @@ func (s *memStore) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, h
 	if err := awareness.CheckOwnPrompt(hash, now, keep); err != nil {
 		return false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -20,7 +20,11 @@ type PrunerConfig struct {
 	Store Store
 	// Publish, when set, gets the closed notices of expired cursors, after the commit
 	// (Service.PublishCommitted: in order with the service's own writes).
-	Publish  func(...Notice)
+	Publish func(...Notice)
+	// Policy is what a pass applies. NewPruner sets its ExpireEvery, when 0, to half
+	// the interval: cursor expiry reads every cursor, and a start soon after the last
+	// pass (a restart, another process sharing the database) or the passes of several
+	// processes need not each do it again.
 	Policy   RetentionPolicy
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -28,7 +32,9 @@ type PrunerConfig struct {
 }
 
 // Pruner applies retention (SIG-6) and cursor expiry (WAT-5): once when started, then
-// every Interval. It owns one goroutine between Start and Stop.
+// every Interval; cursor expiry is skipped by a pass that comes less than
+// Policy.ExpireEvery after the last one (see PrunerConfig). It owns one goroutine
+// between Start and Stop.
 type Pruner struct {
 	cfg       PrunerConfig
 	lifecycle startstop.Base
@@ -38,6 +44,9 @@ type Pruner struct {
 func NewPruner(cfg PrunerConfig) *Pruner {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultPruneInterval
+	}
+	if cfg.Policy.ExpireEvery == 0 {
+		cfg.Policy.ExpireEvery = cfg.Interval / 2
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -60,7 +69,7 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 		p.cfg.Publish(res.Closed...)
 	}
 	p.cfg.Logger.Info("pruned", "events_deleted", res.EventsDeleted, "cursors_expired", res.CursorsExpired,
-		"sessions_stamped", res.SessionsStamped, "acks_deleted", res.AcksDeleted, "took", time.Since(start))
+		"cursor_expiry_skipped", res.ExpirySkipped, "sessions_stamped", res.SessionsStamped, "acks_deleted", res.AcksDeleted, "took", time.Since(start))
 	return res, nil
 }
 

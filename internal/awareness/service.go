@@ -211,7 +211,9 @@ func (s *Service) RecordBatch(ctx context.Context, ins []RecordInput) ([]BatchIt
 		op, err := s.checkRecord(ctx, in, now)
 		if err != nil {
 			items[i].Err = err
-			s.obs.AppendFailed(ErrorCode(err))
+			if !CheckOnly(ctx) { // counted once, in the run that writes
+				s.obs.AppendFailed(ErrorCode(err))
+			}
 			continue
 		}
 		ops = append(ops, op)

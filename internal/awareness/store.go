@@ -200,6 +200,10 @@ type RetentionPolicy struct {
 	MaxRows int           // the log keeps at most this many rows in all; 0 disables
 	// CursorTTL expires cursors untouched for this long; 0 disables.
 	CursorTTL time.Duration
+	// ExpireEvery skips cursor expiry, which reads every cursor, when it last ran
+	// (in any process sharing the database) less than this long ago; 0 runs it on
+	// every pass.
+	ExpireEvery time.Duration
 }
 
 // PruneResult reports one pruning pass.
@@ -209,6 +213,9 @@ type PruneResult struct {
 	AcksDeleted     int64
 	CursorsExpired  int64
 	SessionsStamped int64
+	// ExpirySkipped is true when cursor expiry was due by CursorTTL but skipped
+	// because it ran less than ExpireEvery ago.
+	ExpirySkipped bool
 	// Closed are the pending notices of the expired cursors (Closed set), for the
 	// caller to publish after the commit.
 	Closed []Notice

@@ -1420,7 +1420,8 @@ func scanPruneCut(rows *sql.Rows) (pruneCut, error) {
 //     sequence order within a session while the service clock does not step back, and
 //     then exactly MaxRows rows remain; if it did step back, the prefix rule may remove
 //     a few more.
-//   - Cursors (CursorTTL): cursors with updated_at < now−CursorTTL.
+//   - Cursors (CursorTTL): cursors with updated_at < now−CursorTTL, unless the last
+//     expiry (meta.last_expiry_at, any process's) is less than ExpireEvery ago.
 func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time.Time) (awareness.PruneResult, error) {
 	if err := checkNow("Prune", now); err != nil {
 		return awareness.PruneResult{}, err
@@ -1473,12 +1474,23 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 		}
 		res.AcksDeleted = acks
 		if p.CursorTTL > 0 {
-			n, closed, err := deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
-			if err != nil {
+			var last sql.NullInt64
+			if _, err := t.scanRow([]any{&last}, "SELECT last_expiry_at FROM meta WHERE id = 1"+s.d.sql.forUpdate); err != nil {
 				return err
 			}
-			res.CursorsExpired, res.Closed = n, closed
-			h.addClosed(closed...)
+			if last.Valid && p.ExpireEvery > 0 && now.Sub(fromNanos(last.Int64)) < p.ExpireEvery {
+				res.ExpirySkipped = true
+			} else {
+				n, closed, err := deleteCursors(t, "cursors.updated_at < ?", nanos(now.Add(-p.CursorTTL)))
+				if err != nil {
+					return err
+				}
+				res.CursorsExpired, res.Closed = n, closed
+				h.addClosed(closed...)
+				if _, err := t.exec("UPDATE meta SET last_expiry_at = ? WHERE id = 1", nanos(now)); err != nil {
+					return err
+				}
+			}
 		}
 		_, err = t.exec("UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
 		return err

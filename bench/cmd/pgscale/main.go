@@ -20,6 +20,11 @@
 //	x4  one process with -watchers subscribers, over a database holding -pending
 //	    pending notices of other watchers (inserted by SQL) and over one holding none:
 //	    the process's RSS after a few --notice-poll rescans.
+//	start  a process starting beside a serving one over -pending pending notices among
+//	    -start-cursors cursors, for each binary of -start-bins in -rounds interleaved
+//	    rounds: the cursors table's scans during the start, the exact acknowledgements
+//	    of the serving process before and during it, the starting process's RSS
+//	    (start.go).
 //
 // PostgreSQL's statistics reach the views when a backend is idle, at most every 10s
 // (PGSTAT_IDLE_INTERVAL): x1 waits -settle before each snapshot.
@@ -51,6 +56,9 @@ import (
 
 type config struct {
 	bin, admin, out, label, phases string
+	startBins                      string
+	startCursors                   int
+	startBaseline                  time.Duration
 	procs                          []int
 	watchers, appends, faultN      int
 	writers, pending, seed, rounds int
@@ -80,6 +88,9 @@ func main() {
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long a notice may take before it counts as lost")
 	flag.DurationVar(&c.timeout, "timeout", 8*time.Minute, "bound of the whole run")
 	flag.StringVar(&c.keepLogs, "logs", "", "directory for the servers' logs (default: discarded)")
+	flag.StringVar(&c.startBins, "start-bins", "", "comma-separated binaries the start phase compares, round by round (default: -bin)")
+	flag.IntVar(&c.startCursors, "start-cursors", 600000, "cursors in all in the start phase's database (-pending of them pending)")
+	flag.DurationVar(&c.startBaseline, "start-baseline", 3*time.Second, "acknowledgements before the process starts, in the start phase")
 	flag.Parse()
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -109,6 +120,8 @@ func main() {
 			err = r.x4(ctx, &rep)
 		case "notify":
 			err = r.bareNotify(ctx, &rep)
+		case "start":
+			err = r.startPhase(ctx, &rep)
 		default:
 			err = fmt.Errorf("unknown phase %q", ph)
 		}
@@ -175,12 +188,17 @@ type server struct {
 
 // start starts one server process and waits for /readyz.
 func (r *runner) start(ctx context.Context, idx int, dsn string, extra ...string) (*server, error) {
+	return r.startBin(ctx, r.cfg.bin, idx, dsn, extra...)
+}
+
+// startBin is start with another binary than -bin.
+func (r *runner) startBin(ctx context.Context, bin string, idx int, dsn string, extra ...string) (*server, error) {
 	log := ""
 	if r.cfg.keepLogs != "" {
 		log = fmt.Sprintf("%s/server-%d-%d.log", r.cfg.keepLogs, r.seq.Add(1), idx)
 	}
 	s, err := proc.Start(ctx, proc.Config{
-		Bin: r.cfg.bin,
+		Bin: bin,
 		Args: func(addr string) []string {
 			return append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn"}, extra...)
 		},

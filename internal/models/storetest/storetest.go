@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"WAT-4_producer_passed_watcher_starts_at_zero", testProducerPassedWatcher},
 		{"WAT-5_delete_keeps_head", testDeleteKeepsHead},
 		{"WAT-5_reset_and_cursor_expiry", testResetAndExpiry},
+		{"WAT-5_cursor_expiry_once_per_period", testExpiryPeriod},
 		{"NTC-2_one_notice_for_twenty_changes", testOneNoticeForTwenty},
 		{"NTC-2_self_suppression", testSelfSuppression},
 		{"NTC-2_set_based_open_equals_per_cursor", testSetBasedOpen},
@@ -1026,6 +1027,36 @@ func testResetAndExpiry(t *testing.T, f *fixture) {
 	f.append1(t0.Add(40*day), human(childKey))
 	if res := f.prune(awareness.RetentionPolicy{CursorTTL: 30 * day}, t0.Add(55*day)); res.CursorsExpired != 0 {
 		t.Errorf("touched cursor expired")
+	}
+}
+
+// testExpiryPeriod: cursor expiry, which reads every cursor, is skipped by a pass less
+// than ExpireEvery after the last expiry (the database keeps when it ran, for every
+// process sharing it), and runs again after that (WAT-5).
+func testExpiryPeriod(t *testing.T, f *fixture) {
+	day := 24 * time.Hour
+	pol := awareness.RetentionPolicy{CursorTTL: 30 * day, ExpireEvery: 30 * time.Minute}
+	f.watch(parentKey, ref(t, targetKey), t0)
+	first := t0.Add(31 * day)
+	if res := f.prune(pol, first); res.CursorsExpired != 1 || res.ExpirySkipped {
+		t.Fatalf("first expiry: %+v, want 1 expired", res)
+	}
+	f.watch(parentKey, ref(t, childKey), t0) // expirable at once
+	if res := f.prune(pol, first.Add(10*time.Minute)); res.CursorsExpired != 0 || !res.ExpirySkipped {
+		t.Errorf("a pass 10 minutes after the last expiry: %+v, want expiry skipped", res)
+	}
+	if _, ok := f.cursor(parentKey, ref(t, childKey)); !ok {
+		t.Error("a skipped expiry expired a cursor")
+	}
+	if res := f.prune(awareness.RetentionPolicy{CursorTTL: 30 * day}, first.Add(11*time.Minute)); res.CursorsExpired != 1 || res.ExpirySkipped {
+		t.Errorf("a pass without ExpireEvery: %+v, want 1 expired", res)
+	}
+	f.watch(parentKey, ref(t, child2Key), t0)
+	if res := f.prune(pol, first.Add(40*time.Minute)); res.CursorsExpired != 0 || !res.ExpirySkipped {
+		t.Errorf("29 minutes after the last expiry: %+v, want it skipped", res)
+	}
+	if res := f.prune(pol, first.Add(42*time.Minute)); res.CursorsExpired != 1 || res.ExpirySkipped {
+		t.Errorf("31 minutes after the last expiry: %+v, want 1 expired", res)
 	}
 }
 
