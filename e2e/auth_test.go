@@ -127,8 +127,8 @@ func TestAuth_HTTPTokensAndRoles_ERR1(t *testing.T) {
 
 // WebSockets: the token comes in the connection_init payload or the upgrade's
 // Authorization header; none or a bad one closes with 4401, two of different
-// principals (header and payload, or two spellings of the payload's key) with 4403; an agent token's unfiltered or foreign subscriptions get FORBIDDEN error
-// frames while the connection stays.
+// principals (header and payload, or two spellings of the payload's key) with 4403; an agent token's foreign subscriptions get FORBIDDEN error
+// frames while the connection stays, and its unfiltered ones are narrowed to its agent (CLT-1).
 func TestAuth_WebSocketInit_4401_4403(t *testing.T) {
 	t.Parallel()
 	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{"--auth-file", writeAuthFile(t, 0o600)}})
@@ -194,12 +194,13 @@ func TestAuth_WebSocketInit_4401_4403(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub("all-notices", `subscription { staleNotices { text } }`)
-	sub("all-events", `subscription { stateEvents { sequence } }`)
+	sub("all-notices", `subscription { staleNotices { text } }`) // narrowed to agent ops (CLT-1)
+	sub("all-events", `subscription { stateEvents { sequence sessionKey } }`)
 	sub("main-notices", `subscription { staleNotices(watcher: "agent:main:main") { text } }`)
+	sub("main-events", `subscription { stateEvents(sessionKey: "agent:main:main") { sequence } }`)
 	sub("own", `subscription { stateEvents(sessionKey: "agent:ops:main") { sequence summary } }`)
 	codes := map[string]string{}
-	for len(codes) < 3 {
+	for len(codes) < 2 {
 		var f frame
 		if err := c.ReadJSON(&f); err != nil {
 			t.Fatalf("read: %v (got %v)", err, codes)
@@ -220,22 +221,29 @@ func TestAuth_WebSocketInit_4401_4403(t *testing.T) {
 		}
 		codes[f.ID], _ = errs[0].Extensions["code"].(string)
 	}
-	for _, id := range []string{"all-notices", "all-events", "main-notices"} {
+	for _, id := range []string{"main-notices", "main-events"} {
 		if codes[id] != "FORBIDDEN" {
 			t.Errorf("subscription %s as agent:ops: code %q, want FORBIDDEN", id, codes[id])
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // the own subscription is registered
+	time.Sleep(100 * time.Millisecond) // the own subscriptions are registered
+	s.mustDo(t, adminToken, recordMutation, map[string]any{"in": map[string]any{"sessionKey": "agent:main:main", "kind": "compacted", "actorType": "system"}}, nil)
 	s.mustDo(t, opsToken, recordMutation, map[string]any{"in": map[string]any{"sessionKey": "agent:ops:main", "kind": "compacted", "actorType": "system"}}, nil)
-	for {
+	// The own session's stream and the unfiltered one (narrowed to agent ops) carry
+	// ops's event; agent main's event, recorded first, reaches neither.
+	seen := map[string]bool{}
+	for !seen["own"] || !seen["all-events"] {
 		var f frame
 		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("own subscription: %v", err)
+			t.Fatalf("own subscriptions: %v (seen %v)", err, seen)
 		}
-		if f.Type == "next" && f.ID == "own" {
-			break
-		}
-		if f.Type != "ping" && f.Type != "complete" {
+		switch {
+		case f.Type == "next" && (f.ID == "own" || f.ID == "all-events"):
+			if !strings.Contains(string(f.Payload), `"agent:ops:main"`) && f.ID == "all-events" {
+				t.Fatalf("the unfiltered stream of agent:ops carried %s", f.Payload)
+			}
+			seen[f.ID] = true
+		case f.Type != "ping" && f.Type != "complete":
 			t.Fatalf("got %+v, want the own event", f)
 		}
 	}

@@ -210,6 +210,20 @@ func mxOps() []mxOp {
 			doc: `query($k: String, $a: String) { activity(sessionKey: $k, agentId: $a) { minute kind count } }`},
 		{field: "Query.noticeActivity", vars: keyVars,
 			doc: `query($k: String, $a: String) { noticeActivity(sessionKey: $k, agentId: $a) { minute opened acknowledged } }`},
+		{field: "Query.viewer", vars: func(mxCase, mxSubject) map[string]any { return nil },
+			doc: `{ viewer { authenticated admin role agentId name } }`},
+		{field: "Query.ackHistory", vars: func(c mxCase, s mxSubject) map[string]any {
+			if c == mxBare {
+				return map[string]any{"t": "global", "ta": "ops"}
+			}
+			return map[string]any{"w": s.watcher}
+		}, doc: `query($w: String, $t: String, $ta: String) { ackHistory(watcher: $w, target: $t, targetAgentId: $ta) { records { watcher target targetAgentId } } }`},
+		{field: "Query.sessionTree", vars: func(c mxCase, _ mxSubject) map[string]any {
+			if c == mxOther || c == mxBare {
+				return map[string]any{"a": "ops"}
+			}
+			return map[string]any{}
+		}, doc: `query($a: String) { sessionTree(agentId: $a) { nodes { sessionKey agentId parentSessionKey } } }`},
 		{field: "Query.compactionPolicy", vars: keyVars,
 			doc: `query($k: String!, $a: String) { compactionPolicy(sessionKey: $k, agentId: $a, contextWindow: 100000) { compactionDue } }`},
 

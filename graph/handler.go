@@ -236,7 +236,8 @@ func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Ha
 // checkUpgrade classifies the request (edge.Mark, so that the operations it runs know
 // their transport) and refuses an Upgrade header on anything but a WebSocket handshake
 // (a GET asking for "websocket": edge.Refused), in the GraphQL error shape, instead
-// of letting gqlgen try and answer in plain text.
+// of letting gqlgen try and answer in plain text. The operations' context names the
+// client (awareness.WithClient): the transport, and ClientHeader or the User-Agent.
 func checkUpgrade(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, t := edge.Mark(r)
@@ -244,9 +245,17 @@ func checkUpgrade(next http.Handler) http.Handler {
 			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
 			return
 		}
-		next.ServeHTTP(w, r)
+		name := r.Header.Get(ClientHeader)
+		if name == "" {
+			name = r.Header.Get("User-Agent")
+		}
+		next.ServeHTTP(w, r.WithContext(awareness.WithClient(r.Context(), awareness.ClientInfo{Transport: t.String(), Name: name})))
 	})
 }
+
+// ClientHeader names the client in the acknowledgement history (a gateway's name and
+// version); without it the User-Agent does.
+const ClientHeader = "X-Awareness-Client"
 
 // checkBody enforces MaxRequestBytes and text validity on POST bodies and GET query
 // strings. WebSocket messages are checked by wsgorilla (read limit, UTF-8).

@@ -40,6 +40,27 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AckHistoryPage struct {
+		PageInfo func(childComplexity int) int
+		Records  func(childComplexity int) int
+	}
+
+	AckRecord struct {
+		AcknowledgedAt  func(childComplexity int) int
+		ChangesSince    func(childComplexity int) int
+		Client          func(childComplexity int) int
+		FollowUpVersion func(childComplexity int) int
+		Form            func(childComplexity int) int
+		NotifiedVersion func(childComplexity int) int
+		OpenedAt        func(childComplexity int) int
+		Principal       func(childComplexity int) int
+		Role            func(childComplexity int) int
+		Target          func(childComplexity int) int
+		TargetAgentID   func(childComplexity int) int
+		Transport       func(childComplexity int) int
+		Watcher         func(childComplexity int) int
+	}
+
 	ActivityBucket struct {
 		Count  func(childComplexity int) int
 		Kind   func(childComplexity int) int
@@ -99,13 +120,16 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		AckHistory       func(childComplexity int, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) int
 		Activity         func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		CompactionPolicy func(childComplexity int, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) int
 		NoticeActivity   func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		PendingNotices   func(childComplexity int, watcher string) int
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
+		SessionTree      func(childComplexity int, agentID *string, activeMinutes *int) int
 		SessionsList     func(childComplexity int, filter *gqlmodel.SessionFilter, first *int, after *string) int
 		UpstreamLinks    func(childComplexity int, agentID *string) int
+		Viewer           func(childComplexity int) int
 		Watches          func(childComplexity int, watcher *string, target *string, targetAgentID *string) int
 	}
 
@@ -155,6 +179,22 @@ type ComplexityRoot struct {
 		SessionKey   func(childComplexity int) int
 		StateChanges func(childComplexity int) int
 		StateVersion func(childComplexity int) int
+	}
+
+	SessionTree struct {
+		Nodes     func(childComplexity int) int
+		Truncated func(childComplexity int) int
+	}
+
+	SessionTreeNode struct {
+		AgentID          func(childComplexity int) int
+		DisplayName      func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		ParentAgentID    func(childComplexity int) int
+		ParentSessionKey func(childComplexity int) int
+		SessionKey       func(childComplexity int) int
+		StateVersion     func(childComplexity int) int
+		UpdatedAt        func(childComplexity int) int
 	}
 
 	SkippedWatcher struct {
@@ -212,6 +252,14 @@ type ComplexityRoot struct {
 		ThreadID          func(childComplexity int) int
 	}
 
+	Viewer struct {
+		Admin         func(childComplexity int) int
+		AgentID       func(childComplexity int) int
+		Authenticated func(childComplexity int) int
+		Name          func(childComplexity int) int
+		Role          func(childComplexity int) int
+	}
+
 	WatchCursor struct {
 		L             func(childComplexity int) int
 		M             func(childComplexity int) int
@@ -258,6 +306,9 @@ type QueryResolver interface {
 	CompactionPolicy(ctx context.Context, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) (gqlmodel.CompactionPolicy, error)
 	Activity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.ActivityBucket, error)
 	NoticeActivity(ctx context.Context, sessionKey *string, agentID *string, sinceMinutes *int) ([]awareness.NoticeActivityBucket, error)
+	Viewer(ctx context.Context) (gqlmodel.Viewer, error)
+	AckHistory(ctx context.Context, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) (gqlmodel.AckHistoryPage, error)
+	SessionTree(ctx context.Context, agentID *string, activeMinutes *int) (gqlmodel.SessionTree, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
@@ -281,6 +332,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AckHistoryPage.pageInfo":
+		if e.ComplexityRoot.AckHistoryPage.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckHistoryPage.PageInfo(childComplexity), true
+	case "AckHistoryPage.records":
+		if e.ComplexityRoot.AckHistoryPage.Records == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckHistoryPage.Records(childComplexity), true
+
+	case "AckRecord.acknowledgedAt":
+		if e.ComplexityRoot.AckRecord.AcknowledgedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.AcknowledgedAt(childComplexity), true
+	case "AckRecord.changesSince":
+		if e.ComplexityRoot.AckRecord.ChangesSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.ChangesSince(childComplexity), true
+	case "AckRecord.client":
+		if e.ComplexityRoot.AckRecord.Client == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Client(childComplexity), true
+	case "AckRecord.followUpVersion":
+		if e.ComplexityRoot.AckRecord.FollowUpVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.FollowUpVersion(childComplexity), true
+	case "AckRecord.form":
+		if e.ComplexityRoot.AckRecord.Form == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Form(childComplexity), true
+	case "AckRecord.notifiedVersion":
+		if e.ComplexityRoot.AckRecord.NotifiedVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.NotifiedVersion(childComplexity), true
+	case "AckRecord.openedAt":
+		if e.ComplexityRoot.AckRecord.OpenedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.OpenedAt(childComplexity), true
+	case "AckRecord.principal":
+		if e.ComplexityRoot.AckRecord.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Principal(childComplexity), true
+	case "AckRecord.role":
+		if e.ComplexityRoot.AckRecord.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Role(childComplexity), true
+	case "AckRecord.target":
+		if e.ComplexityRoot.AckRecord.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Target(childComplexity), true
+	case "AckRecord.targetAgentId":
+		if e.ComplexityRoot.AckRecord.TargetAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.TargetAgentID(childComplexity), true
+	case "AckRecord.transport":
+		if e.ComplexityRoot.AckRecord.Transport == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Transport(childComplexity), true
+	case "AckRecord.watcher":
+		if e.ComplexityRoot.AckRecord.Watcher == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AckRecord.Watcher(childComplexity), true
 
 	case "ActivityBucket.count":
 		if e.ComplexityRoot.ActivityBucket.Count == nil {
@@ -576,6 +719,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.ackHistory":
+		if e.ComplexityRoot.Query.AckHistory == nil {
+			break
+		}
+
+		args, err := ec.field_Query_ackHistory_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AckHistory(childComplexity, args["watcher"].(*string), args["target"].(*string), args["targetAgentId"].(*string), args["agentId"].(*string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.activity":
 		if e.ComplexityRoot.Query.Activity == nil {
 			break
@@ -632,6 +786,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.SessionStatus(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["changesSince"].(*int), args["limit"].(*int)), true
+	case "Query.sessionTree":
+		if e.ComplexityRoot.Query.SessionTree == nil {
+			break
+		}
+
+		args, err := ec.field_Query_sessionTree_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.SessionTree(childComplexity, args["agentId"].(*string), args["activeMinutes"].(*int)), true
 	case "Query.sessionsList":
 		if e.ComplexityRoot.Query.SessionsList == nil {
 			break
@@ -654,6 +819,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.UpstreamLinks(childComplexity, args["agentId"].(*string)), true
+	case "Query.viewer":
+		if e.ComplexityRoot.Query.Viewer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 	case "Query.watches":
 		if e.ComplexityRoot.Query.Watches == nil {
 			break
@@ -868,6 +1039,68 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionStatus.StateVersion(childComplexity), true
+
+	case "SessionTree.nodes":
+		if e.ComplexityRoot.SessionTree.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTree.Nodes(childComplexity), true
+	case "SessionTree.truncated":
+		if e.ComplexityRoot.SessionTree.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTree.Truncated(childComplexity), true
+
+	case "SessionTreeNode.agentId":
+		if e.ComplexityRoot.SessionTreeNode.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.AgentID(childComplexity), true
+	case "SessionTreeNode.displayName":
+		if e.ComplexityRoot.SessionTreeNode.DisplayName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.DisplayName(childComplexity), true
+	case "SessionTreeNode.kind":
+		if e.ComplexityRoot.SessionTreeNode.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.Kind(childComplexity), true
+	case "SessionTreeNode.parentAgentId":
+		if e.ComplexityRoot.SessionTreeNode.ParentAgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.ParentAgentID(childComplexity), true
+	case "SessionTreeNode.parentSessionKey":
+		if e.ComplexityRoot.SessionTreeNode.ParentSessionKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.ParentSessionKey(childComplexity), true
+	case "SessionTreeNode.sessionKey":
+		if e.ComplexityRoot.SessionTreeNode.SessionKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.SessionKey(childComplexity), true
+	case "SessionTreeNode.stateVersion":
+		if e.ComplexityRoot.SessionTreeNode.StateVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.StateVersion(childComplexity), true
+	case "SessionTreeNode.updatedAt":
+		if e.ComplexityRoot.SessionTreeNode.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionTreeNode.UpdatedAt(childComplexity), true
 
 	case "SkippedWatcher.reason":
 		if e.ComplexityRoot.SkippedWatcher.Reason == nil {
@@ -1106,6 +1339,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UpstreamLink.ThreadID(childComplexity), true
+
+	case "Viewer.admin":
+		if e.ComplexityRoot.Viewer.Admin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Admin(childComplexity), true
+	case "Viewer.agentId":
+		if e.ComplexityRoot.Viewer.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.AgentID(childComplexity), true
+	case "Viewer.authenticated":
+		if e.ComplexityRoot.Viewer.Authenticated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Authenticated(childComplexity), true
+	case "Viewer.name":
+		if e.ComplexityRoot.Viewer.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Name(childComplexity), true
+	case "Viewer.role":
+		if e.ComplexityRoot.Viewer.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Role(childComplexity), true
 
 	case "WatchCursor.lastAcked":
 		if e.ComplexityRoot.WatchCursor.L == nil {
@@ -1931,6 +2195,132 @@ extend type Query {
   ): [NoticeActivityBucket!]!
 }
 
+"Who the caller is, as the service authorizes it (CLT-1): what its token may read."
+type Viewer {
+  "False when the server runs without --auth-file: every caller is then admin."
+  authenticated: Boolean!
+  "True for the admin role (and for every caller without --auth-file)."
+  admin: Boolean!
+  "admin, or agent:<agentId> for an agent-role token."
+  role: String!
+  "The agent an agent-role token reads and acts for; null for admin."
+  agentId: String
+  "The token's name in the auth file; null without --auth-file."
+  name: String
+}
+
+"How an acknowledgement named the notices it acknowledged (NTC-3)."
+enum AckForm {
+  "Each notice by its notifiedVersion (ackNotices with notices)."
+  exact
+  "Whatever was pending on the named targets (ackNotices with targets)."
+  targets
+  "Every pending notice of the watcher (ackNotices with neither)."
+  all
+}
+
+"One acknowledged notice of the acknowledgement history: which notice, when, who acknowledged it and from which client. Written in the acknowledgement's transaction; kept as long as the log's retention (--retention, --max-rows); a deleted session's records go with it."
+type AckRecord {
+  "The watcher whose notice was acknowledged."
+  watcher: String!
+  "The notice's target."
+  target: String!
+  "The target's agent."
+  targetAgentId: String!
+  "L of the notice: the acknowledgement moved L from here to notifiedVersion."
+  changesSince: Int!
+  "N of the notice."
+  notifiedVersion: Int!
+  "When the notice opened."
+  openedAt: Time!
+  "When it was acknowledged (the service's clock)."
+  acknowledgedAt: Time!
+  "How the acknowledgement named it."
+  form: AckForm!
+  "The notifiedVersion of the follow-up notice the acknowledgement opened (NTC-3); null when none."
+  followUpVersion: Int
+  "The name of the acknowledging token in the auth file; null without --auth-file."
+  principal: String
+  "The acknowledging token's role (admin or agent:<agentId>); null without --auth-file."
+  role: String
+  "How the acknowledgement reached the service: http, websocket, sse, mcp, or other."
+  transport: String!
+  "The client's name: its X-Awareness-Client header, else its User-Agent, cleaned to one line of at most 128 bytes; null when it sent neither."
+  client: String
+}
+
+"One page of ackHistory, newest first."
+type AckHistoryPage {
+  "The records of this page, newest first."
+  records: [AckRecord!]!
+  "How to ask for the next (older) page."
+  pageInfo: PageInfo!
+}
+
+"A session of the manager → sub-agent tree."
+type SessionTreeNode {
+  "The session's key."
+  sessionKey: String!
+  "The session's agent."
+  agentId: String!
+  "The shape of the key."
+  kind: SessionKind!
+  "The registry's display name, if any."
+  displayName: String
+  "Null when the session never logged a change (REC-5)."
+  stateVersion: Int
+  "When the session last changed."
+  updatedAt: Time!
+  "The session that spawned it: the registry's parentSessionKey, else the agent-qualified actor of its earliest retained child_spawned event; null for a root. It may be a session outside the tree."
+  parentSessionKey: String
+  "The parent's agent; null for a root."
+  parentAgentId: String
+}
+
+"The manager → sub-agent forest of sessionTree."
+type SessionTree {
+  "The sessions, ordered by agent and key; a node's parent, when listed, is among them."
+  nodes: [SessionTreeNode!]!
+  "True when more sessions matched than the 500 returned."
+  truncated: Boolean!
+}
+
+extend type Query {
+  "The caller: authenticated or not, its role and agent (CLT-1)."
+  viewer: Viewer!
+  """
+  The acknowledgement history, newest first: of one watcher, about one target, or of one
+  agent's watchers, else of every watcher (an agent-role token: its own agent's). Authorized as
+  the other reads (CLT-1): a watcher's history by the watcher's agent, a target's by the
+  target's agent; an agent-role token never sees a record about a target its agent may not watch.
+  """
+  ackHistory(
+    "Only the acknowledgements of this watcher."
+    watcher: String
+    "Only the acknowledgements about this target."
+    target: String
+    "Qualifies a bare target (KEY-3). Only with target."
+    targetAgentId: String
+    "Only the acknowledgements of this agent's watchers; not with watcher or target."
+    agentId: String
+    "Page size, 1 to 200."
+    first: Int = 50
+    "The endCursor of the previous page."
+    after: String
+  ): AckHistoryPage!
+  """
+  The manager → sub-agent tree: the sessions of one agent (an agent-role token: its own; an
+  admin without agentId: every agent's) updated in the last activeMinutes, each with its parent.
+  At most 500 sessions.
+  """
+  sessionTree(
+    "Only this agent's sessions."
+    agentId: String
+    "Only sessions updated in the last N minutes."
+    activeMinutes: Int
+  ): SessionTree!
+}
+
 "What acknowledgeNotices did with one named notice (NTC-3)."
 enum AckOutcome {
   "This call acknowledged the named notice (L := N); followUp is the notice that opened for the changes after N, if any."
@@ -2000,6 +2390,48 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AckHistoryPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "records":
+		return ec.fieldContext_AckHistoryPage_records(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AckHistoryPage_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AckHistoryPage", field.Name)
+}
+
+func (ec *executionContext) childFields_AckRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "watcher":
+		return ec.fieldContext_AckRecord_watcher(ctx, field)
+	case "target":
+		return ec.fieldContext_AckRecord_target(ctx, field)
+	case "targetAgentId":
+		return ec.fieldContext_AckRecord_targetAgentId(ctx, field)
+	case "changesSince":
+		return ec.fieldContext_AckRecord_changesSince(ctx, field)
+	case "notifiedVersion":
+		return ec.fieldContext_AckRecord_notifiedVersion(ctx, field)
+	case "openedAt":
+		return ec.fieldContext_AckRecord_openedAt(ctx, field)
+	case "acknowledgedAt":
+		return ec.fieldContext_AckRecord_acknowledgedAt(ctx, field)
+	case "form":
+		return ec.fieldContext_AckRecord_form(ctx, field)
+	case "followUpVersion":
+		return ec.fieldContext_AckRecord_followUpVersion(ctx, field)
+	case "principal":
+		return ec.fieldContext_AckRecord_principal(ctx, field)
+	case "role":
+		return ec.fieldContext_AckRecord_role(ctx, field)
+	case "transport":
+		return ec.fieldContext_AckRecord_transport(ctx, field)
+	case "client":
+		return ec.fieldContext_AckRecord_client(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AckRecord", field.Name)
+}
 
 func (ec *executionContext) childFields_ActivityBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -2181,6 +2613,38 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
 
+func (ec *executionContext) childFields_SessionTree(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nodes":
+		return ec.fieldContext_SessionTree_nodes(ctx, field)
+	case "truncated":
+		return ec.fieldContext_SessionTree_truncated(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionTree", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionTreeNode(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "sessionKey":
+		return ec.fieldContext_SessionTreeNode_sessionKey(ctx, field)
+	case "agentId":
+		return ec.fieldContext_SessionTreeNode_agentId(ctx, field)
+	case "kind":
+		return ec.fieldContext_SessionTreeNode_kind(ctx, field)
+	case "displayName":
+		return ec.fieldContext_SessionTreeNode_displayName(ctx, field)
+	case "stateVersion":
+		return ec.fieldContext_SessionTreeNode_stateVersion(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_SessionTreeNode_updatedAt(ctx, field)
+	case "parentSessionKey":
+		return ec.fieldContext_SessionTreeNode_parentSessionKey(ctx, field)
+	case "parentAgentId":
+		return ec.fieldContext_SessionTreeNode_parentAgentId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionTreeNode", field.Name)
+}
+
 func (ec *executionContext) childFields_SkippedWatcher(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "watcher":
@@ -2279,6 +2743,22 @@ func (ec *executionContext) childFields_UpstreamLink(ctx context.Context, field 
 		return ec.fieldContext_UpstreamLink_blockedReason(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UpstreamLink", field.Name)
+}
+
+func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "authenticated":
+		return ec.fieldContext_Viewer_authenticated(ctx, field)
+	case "admin":
+		return ec.fieldContext_Viewer_admin(ctx, field)
+	case "role":
+		return ec.fieldContext_Viewer_role(ctx, field)
+	case "agentId":
+		return ec.fieldContext_Viewer_agentId(ctx, field)
+	case "name":
+		return ec.fieldContext_Viewer_name(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
 
 func (ec *executionContext) childFields_WatchCursor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2723,6 +3203,60 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_ackHistory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg5
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_activity_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2878,6 +3412,28 @@ func (ec *executionContext) field_Query_sessionStatus_args(ctx context.Context, 
 		return nil, err
 	}
 	args["limit"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_sessionTree_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "activeMinutes",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["activeMinutes"] = arg1
 	return args, nil
 }
 
@@ -3072,6 +3628,369 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AckHistoryPage_records(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckHistoryPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckHistoryPage_records(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Records, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []gqlmodel.AckRecord) graphql.Marshaler {
+			return ec.marshalNAckRecord2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckRecordᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckHistoryPage_records(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AckHistoryPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AckRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AckHistoryPage_pageInfo(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckHistoryPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckHistoryPage_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckHistoryPage_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AckHistoryPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AckRecord_watcher(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_watcher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Watcher, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_watcher(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_target(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_targetAgentId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_targetAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetAgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_targetAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_changesSince(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_changesSince(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChangesSince, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_changesSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AckRecord_notifiedVersion(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_notifiedVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotifiedVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_notifiedVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AckRecord_openedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_openedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OpenedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_openedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AckRecord_acknowledgedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_acknowledgedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcknowledgedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_acknowledgedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AckRecord_form(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_form(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Form, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.AckForm) graphql.Marshaler {
+			return ec.marshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_form(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "AckForm")
+}
+
+func (ec *executionContext) _AckRecord_followUpVersion(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_followUpVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FollowUpVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_followUpVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AckRecord_principal(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_role(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_transport(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_transport(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transport, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_transport(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _AckRecord_client(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AckRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AckRecord_client(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Client, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AckRecord_client(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AckRecord", field, false, false, "String")
+}
 
 func (ec *executionContext) _ActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.ActivityBucket) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -4567,6 +5486,126 @@ func (ec *executionContext) fieldContext_Query_noticeActivity(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_viewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_viewer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Viewer(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.Viewer) graphql.Marshaler {
+			return ec.marshalNViewer2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐViewer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Viewer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_ackHistory(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_ackHistory(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AckHistory(ctx, fc.Args["watcher"].(*string), fc.Args["target"].(*string), fc.Args["targetAgentId"].(*string), fc.Args["agentId"].(*string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.AckHistoryPage) graphql.Marshaler {
+			return ec.marshalNAckHistoryPage2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckHistoryPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_ackHistory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AckHistoryPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_ackHistory_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_sessionTree(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_sessionTree(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().SessionTree(ctx, fc.Args["agentId"].(*string), fc.Args["activeMinutes"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.SessionTree) graphql.Marshaler {
+			return ec.marshalNSessionTree2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTree(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_sessionTree(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionTree(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_sessionTree_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5474,6 +6513,245 @@ func (ec *executionContext) fieldContext_SessionStatus_session(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _SessionTree_nodes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTree) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTree_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []gqlmodel.SessionTreeNode) graphql.Marshaler {
+			return ec.marshalNSessionTreeNode2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTreeNodeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTree_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SessionTree",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionTreeNode(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SessionTree_truncated(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTree) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTree_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTree_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTree", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SessionTreeNode_sessionKey(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_sessionKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_sessionKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionTreeNode_agentId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionTreeNode_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.SessionKind) graphql.Marshaler {
+			return ec.marshalNSessionKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSessionKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "SessionKind")
+}
+
+func (ec *executionContext) _SessionTreeNode_displayName(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_displayName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionTreeNode_stateVersion(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_stateVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StateVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_stateVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SessionTreeNode_updatedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SessionTreeNode_parentSessionKey(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_parentSessionKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ParentSessionKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_parentSessionKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionTreeNode_parentAgentId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionTreeNode_parentAgentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ParentAgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionTreeNode_parentAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionTreeNode", field, false, false, "String")
+}
+
 func (ec *executionContext) _SkippedWatcher_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.SkippedWatcher) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6374,6 +7652,121 @@ func (ec *executionContext) _UpstreamLink_blockedReason(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_UpstreamLink_blockedReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("UpstreamLink", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_authenticated(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_authenticated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Authenticated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_authenticated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Viewer_admin(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_admin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Admin, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_admin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Viewer_role(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_agentId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
 }
 
 func (ec *executionContext) _WatchCursor_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
@@ -8202,6 +9595,137 @@ func UnmarshalWatchInput(ctx context.Context, raw any) (gqlmodel.WatchInput, err
 
 // region    **************************** object.gotpl ****************************
 
+var ackHistoryPageImplementors = []string{"AckHistoryPage"}
+
+func (ec *executionContext) _AckHistoryPage(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.AckHistoryPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, ackHistoryPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AckHistoryPage")
+		case "records":
+			out.Values[i] = ec._AckHistoryPage_records(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AckHistoryPage_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var ackRecordImplementors = []string{"AckRecord"}
+
+func (ec *executionContext) _AckRecord(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.AckRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, ackRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AckRecord")
+		case "watcher":
+			out.Values[i] = ec._AckRecord_watcher(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._AckRecord_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetAgentId":
+			out.Values[i] = ec._AckRecord_targetAgentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changesSince":
+			out.Values[i] = ec._AckRecord_changesSince(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notifiedVersion":
+			out.Values[i] = ec._AckRecord_notifiedVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "openedAt":
+			out.Values[i] = ec._AckRecord_openedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acknowledgedAt":
+			out.Values[i] = ec._AckRecord_acknowledgedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "form":
+			out.Values[i] = ec._AckRecord_form(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "followUpVersion":
+			out.Values[i] = ec._AckRecord_followUpVersion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "principal":
+			out.Values[i] = ec._AckRecord_principal(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._AckRecord_role(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "transport":
+			out.Values[i] = ec._AckRecord_transport(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "client":
+			out.Values[i] = ec._AckRecord_client(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var activityBucketImplementors = []string{"ActivityBucket"}
 
 func (ec *executionContext) _ActivityBucket(ctx context.Context, sel ast.SelectionSet, obj *awareness.ActivityBucket) graphql.Marshaler {
@@ -8684,6 +10208,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_noticeActivity(ctx, field)
 				})
+		case "viewer":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_viewer(ctx, field)
+				})
+		case "ackHistory":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_ackHistory(ctx, field)
+				})
+		case "sessionTree":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_sessionTree(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -9000,6 +10542,112 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 			}
 		case "session":
 			out.Values[i] = ec._SessionStatus_session(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sessionTreeImplementors = []string{"SessionTree"}
+
+func (ec *executionContext) _SessionTree(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.SessionTree) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionTreeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionTree")
+		case "nodes":
+			out.Values[i] = ec._SessionTree_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "truncated":
+			out.Values[i] = ec._SessionTree_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sessionTreeNodeImplementors = []string{"SessionTreeNode"}
+
+func (ec *executionContext) _SessionTreeNode(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.SessionTreeNode) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionTreeNodeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionTreeNode")
+		case "sessionKey":
+			out.Values[i] = ec._SessionTreeNode_sessionKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._SessionTreeNode_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._SessionTreeNode_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "displayName":
+			out.Values[i] = ec._SessionTreeNode_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "stateVersion":
+			out.Values[i] = ec._SessionTreeNode_stateVersion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._SessionTreeNode_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "parentSessionKey":
+			out.Values[i] = ec._SessionTreeNode_parentSessionKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "parentAgentId":
+			out.Values[i] = ec._SessionTreeNode_parentAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9337,6 +10985,59 @@ func (ec *executionContext) _UpstreamLink(ctx context.Context, sel ast.Selection
 			}
 		case "blockedReason":
 			out.Values[i] = ec._UpstreamLink_blockedReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerImplementors = []string{"Viewer"}
+
+func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.Viewer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Viewer")
+		case "authenticated":
+			out.Values[i] = ec._Viewer_authenticated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "admin":
+			out.Values[i] = ec._Viewer_admin(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._Viewer_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._Viewer_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Viewer_name(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9830,6 +11531,38 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) unmarshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm(ctx context.Context, v any) (awareness.AckForm, error) {
+	tmp, err := scalar.UnmarshalString(v)
+	res := unmarshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm(ctx context.Context, sel ast.SelectionSet, v awareness.AckForm) graphql.Marshaler {
+	_ = sel
+	res := scalar.MarshalString(marshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "AckForm!")
+	}
+	return res
+}
+
+var (
+	unmarshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm = map[string]awareness.AckForm{
+		"exact":   awareness.AckFormExact,
+		"targets": awareness.AckFormTargets,
+		"all":     awareness.AckFormAll,
+	}
+	marshalNAckForm2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckForm = map[awareness.AckForm]string{
+		awareness.AckFormExact:   "exact",
+		awareness.AckFormTargets: "targets",
+		awareness.AckFormAll:     "all",
+	}
+)
+
+func (ec *executionContext) marshalNAckHistoryPage2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckHistoryPage(ctx context.Context, sel ast.SelectionSet, v gqlmodel.AckHistoryPage) graphql.Marshaler {
+	return ec._AckHistoryPage(ctx, sel, &v)
+}
+
 func (ec *executionContext) unmarshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome(ctx context.Context, v any) (awareness.AckOutcome, error) {
 	tmp, err := scalar.UnmarshalString(v)
 	res := unmarshalNAckOutcome2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐAckOutcome[tmp]
@@ -9859,6 +11592,26 @@ var (
 		awareness.AckNotPending:          "notPending",
 	}
 )
+
+func (ec *executionContext) marshalNAckRecord2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckRecord(ctx context.Context, sel ast.SelectionSet, v gqlmodel.AckRecord) graphql.Marshaler {
+	return ec._AckRecord(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAckRecord2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckRecordᚄ(ctx context.Context, sel ast.SelectionSet, v []gqlmodel.AckRecord) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAckRecord2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐAckRecord(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
 
 func (ec *executionContext) marshalNActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActivityBucket(ctx context.Context, sel ast.SelectionSet, v awareness.ActivityBucket) graphql.Marshaler {
 	return ec._ActivityBucket(ctx, sel, &v)
@@ -10184,6 +11937,30 @@ func (ec *executionContext) marshalNSessionStatus2githubᚗcomᚋawarenessᚋawa
 	return ec._SessionStatus(ctx, sel, &v)
 }
 
+func (ec *executionContext) marshalNSessionTree2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTree(ctx context.Context, sel ast.SelectionSet, v gqlmodel.SessionTree) graphql.Marshaler {
+	return ec._SessionTree(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSessionTreeNode2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTreeNode(ctx context.Context, sel ast.SelectionSet, v gqlmodel.SessionTreeNode) graphql.Marshaler {
+	return ec._SessionTreeNode(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSessionTreeNode2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTreeNodeᚄ(ctx context.Context, sel ast.SelectionSet, v []gqlmodel.SessionTreeNode) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSessionTreeNode2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐSessionTreeNode(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNSkippedWatcher2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐSkippedWatcher(ctx context.Context, sel ast.SelectionSet, v awareness.SkippedWatcher) graphql.Marshaler {
 	return ec._SkippedWatcher(ctx, sel, &v)
 }
@@ -10298,6 +12075,10 @@ func (ec *executionContext) marshalNUpstreamLink2ᚕgithubᚗcomᚋawarenessᚋa
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNViewer2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v gqlmodel.Viewer) graphql.Marshaler {
+	return ec._Viewer(ctx, sel, &v)
 }
 
 func (ec *executionContext) marshalNWatchCursor2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐCursor(ctx context.Context, sel ast.SelectionSet, v awareness.Cursor) graphql.Marshaler {

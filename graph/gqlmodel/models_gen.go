@@ -8,6 +8,44 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
+// One page of ackHistory, newest first.
+type AckHistoryPage struct {
+	// The records of this page, newest first.
+	Records []AckRecord `json:"records"`
+	// How to ask for the next (older) page.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One acknowledged notice of the acknowledgement history: which notice, when, who acknowledged it and from which client. Written in the acknowledgement's transaction; kept as long as the log's retention (--retention, --max-rows); a deleted session's records go with it.
+type AckRecord struct {
+	// The watcher whose notice was acknowledged.
+	Watcher string `json:"watcher"`
+	// The notice's target.
+	Target string `json:"target"`
+	// The target's agent.
+	TargetAgentID string `json:"targetAgentId"`
+	// L of the notice: the acknowledgement moved L from here to notifiedVersion.
+	ChangesSince int `json:"changesSince"`
+	// N of the notice.
+	NotifiedVersion int `json:"notifiedVersion"`
+	// When the notice opened.
+	OpenedAt time.Time `json:"openedAt"`
+	// When it was acknowledged (the service's clock).
+	AcknowledgedAt time.Time `json:"acknowledgedAt"`
+	// How the acknowledgement named it.
+	Form awareness.AckForm `json:"form"`
+	// The notifiedVersion of the follow-up notice the acknowledgement opened (NTC-3); null when none.
+	FollowUpVersion *int `json:"followUpVersion,omitempty"`
+	// The name of the acknowledging token in the auth file; null without --auth-file.
+	Principal *string `json:"principal,omitempty"`
+	// The acknowledging token's role (admin or agent:<agentId>); null without --auth-file.
+	Role *string `json:"role,omitempty"`
+	// How the acknowledgement reached the service: http, websocket, sse, mcp, or other.
+	Transport string `json:"transport"`
+	// The client's name: its X-Awareness-Client header, else its User-Agent, cleaned to one line of at most 128 bytes; null when it sent neither.
+	Client *string `json:"client,omitempty"`
+}
+
 // A session to adopt from a catalog (UPS-1).
 type AdoptInput struct {
 	// The key the adopted session gets.
@@ -223,6 +261,34 @@ type SessionStatus struct {
 	Session *Session `json:"session,omitempty"`
 }
 
+// The manager → sub-agent forest of sessionTree.
+type SessionTree struct {
+	// The sessions, ordered by agent and key; a node's parent, when listed, is among them.
+	Nodes []SessionTreeNode `json:"nodes"`
+	// True when more sessions matched than the 500 returned.
+	Truncated bool `json:"truncated"`
+}
+
+// A session of the manager → sub-agent tree.
+type SessionTreeNode struct {
+	// The session's key.
+	SessionKey string `json:"sessionKey"`
+	// The session's agent.
+	AgentID string `json:"agentId"`
+	// The shape of the key.
+	Kind awareness.SessionKind `json:"kind"`
+	// The registry's display name, if any.
+	DisplayName *string `json:"displayName,omitempty"`
+	// Null when the session never logged a change (REC-5).
+	StateVersion *int `json:"stateVersion,omitempty"`
+	// When the session last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// The session that spawned it: the registry's parentSessionKey, else the agent-qualified actor of its earliest retained child_spawned event; null for a root. It may be a session outside the tree.
+	ParentSessionKey *string `json:"parentSessionKey,omitempty"`
+	// The parent's agent; null for a root.
+	ParentAgentID *string `json:"parentAgentId,omitempty"`
+}
+
 // Live streams, over WebSocket (graphql-transport-ws or graphql-ws) or Server-Sent Events on /query. A stream the server ends (restart, a subscriber that fell behind) is to be started again: staleNotices then sends every notice still pending first.
 type Subscription struct {
 }
@@ -245,6 +311,20 @@ type UpstreamLink struct {
 	LastCheckedAt *time.Time `json:"lastCheckedAt,omitempty"`
 	// Why the scan cannot advance (e.g. a line over the per-cycle limit); null when healthy.
 	BlockedReason *string `json:"blockedReason,omitempty"`
+}
+
+// Who the caller is, as the service authorizes it (CLT-1): what its token may read.
+type Viewer struct {
+	// False when the server runs without --auth-file: every caller is then admin.
+	Authenticated bool `json:"authenticated"`
+	// True for the admin role (and for every caller without --auth-file).
+	Admin bool `json:"admin"`
+	// admin, or agent:<agentId> for an agent-role token.
+	Role string `json:"role"`
+	// The agent an agent-role token reads and acts for; null for admin.
+	AgentID *string `json:"agentId,omitempty"`
+	// The token's name in the auth file; null without --auth-file.
+	Name *string `json:"name,omitempty"`
 }
 
 // A watcher starting to watch a target (WAT-3).

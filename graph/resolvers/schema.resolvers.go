@@ -125,6 +125,30 @@ func (r *queryResolver) NoticeActivity(ctx context.Context, sessionKey *string, 
 	return nonNil(r.Service.NoticeActivity(ctx, sessionKey, agentID, activityMinutes(sinceMinutes)))
 }
 
+func (r *queryResolver) Viewer(ctx context.Context) (gqlmodel.Viewer, error) {
+	return viewer(r.Service.Viewer(ctx)), nil
+}
+
+func (r *queryResolver) AckHistory(ctx context.Context, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) (gqlmodel.AckHistoryPage, error) {
+	n := defaultAckHistoryFirst
+	if first != nil {
+		n = *first
+	}
+	page, err := r.Service.AckHistory(ctx, watcher, target, targetAgentID, agentID, n, after)
+	if err != nil {
+		return gqlmodel.AckHistoryPage{}, err
+	}
+	return ackHistoryPage(page), nil
+}
+
+func (r *queryResolver) SessionTree(ctx context.Context, agentID *string, activeMinutes *int) (gqlmodel.SessionTree, error) {
+	t, err := r.Service.SessionTree(ctx, agentID, activeMinutes)
+	if err != nil {
+		return gqlmodel.SessionTree{}, err
+	}
+	return sessionTree(t), nil
+}
+
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
 	if ch, ok, err := pushNotices(ctx, r.Service, watcher, closed); ok {

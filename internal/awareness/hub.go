@@ -189,8 +189,8 @@ func (h *Hub) streamNotices(watcher, transport string, includeClosed bool, accep
 	return h.notices.subscribeStream(filters, transport, accept, onDrop, sink)
 }
 
-func (h *Hub) streamEvents(ref *SessionRef, transport string, onDrop func(), sink *Sink[Event]) *Sub[Event] {
-	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, nil, onDrop, sink)
+func (h *Hub) streamEvents(ref *SessionRef, transport string, accept func(*Event) bool, onDrop func(), sink *Sink[Event]) *Sub[Event] {
+	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, accept, onDrop, sink)
 }
 
 // Sink is where a push stream (Service.SubscribeNoticesTo, SubscribeEventsTo) hands

@@ -43,6 +43,8 @@ type memDB struct {
 	lastPrune  time.Time
 	lastExpiry time.Time
 	eventCount int64
+	acks       []awareness.AckRecord // the acknowledgement history, ascending IDs
+	ackID      int64
 }
 
 // memSession is a session row: head and registry entry in one, kept when deleted.
@@ -177,7 +179,7 @@ func (s *memStore) Append(ctx context.Context, ops []*awareness.AppendOp) error 
 	if err := awareness.CheckAppendOps(ops); err != nil {
 		return err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,7 +350,7 @@ func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, 
 	if err := awareness.CheckClock("DeleteSession", now); err != nil {
 		return false, nil, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -359,6 +361,9 @@ func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, 
 	})
 	delete(db.links, ref)
 	delete(db.prompts, ref)
+	db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool {
+		return r.Target == ref || qualified && r.Watcher == ref.Key
+	})
 	row := db.sessions[ref]
 	if row == nil || row.deleted {
 		return false, closed, nil
@@ -377,7 +382,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 	if err := awareness.CheckClock("Watch", now); err != nil {
 		return awareness.Cursor{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Cursor{}, false, err
 	}
@@ -390,7 +395,7 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 }
 
 func (s *memStore) Unwatch(ctx context.Context, watcher string, target awareness.SessionRef) (bool, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, nil, err
 	}
@@ -419,6 +424,7 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 		for _, c := range changed {
 			db.save(c)
 		}
+		db.addAcks(req, res)
 		return res, nil
 	}
 	var res awareness.AckResult
@@ -437,7 +443,63 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 			res.Opened = append(res.Opened, n)
 		}
 	}
+	db.addAcks(req, res)
 	return res, nil
+}
+
+// addAcks adds an acknowledgement's records to the history.
+func (db *memDB) addAcks(req awareness.AckRequest, res awareness.AckResult) {
+	for _, r := range awareness.AckRecords(req, res) {
+		db.ackID++
+		r.ID, r.AckedAt, r.OpenedAt = db.ackID, norm(r.AckedAt), norm(r.OpenedAt)
+		db.acks = append(db.acks, r)
+	}
+}
+
+func (s *memStore) AckHistory(ctx context.Context, q awareness.AckHistoryQuery) ([]awareness.AckRecord, error) {
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	var out []awareness.AckRecord
+	for _, r := range slices.Backward(db.acks) {
+		switch {
+		case q.Before > 0 && r.ID >= q.Before,
+			q.Watcher != "" && r.Watcher != q.Watcher,
+			q.WatcherAgent != "" && !strings.HasPrefix(r.Watcher, "agent:"+q.WatcherAgent+":"),
+			q.Target != nil && r.Target != *q.Target,
+			q.TargetAgents != nil && !slices.Contains(q.TargetAgents, r.Target.AgentID):
+			continue
+		}
+		out = append(out, r)
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) Spawns(ctx context.Context, agentID string) ([]awareness.Spawn, error) {
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	var out []awareness.Spawn
+	for ref, evs := range db.events {
+		if agentID != "" && ref.AgentID != agentID {
+			continue
+		}
+		for _, e := range evs {
+			if e.Kind == awareness.ChildSpawned && e.ActorID != "" && strings.HasPrefix(e.ActorID, "agent:") {
+				out = append(out, awareness.Spawn{Child: ref, Parent: e.ActorID})
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b awareness.Spawn) int { return refOrder(a.Child, b.Child) })
+	return out, nil
 }
 
 func (s *memStore) Cursors(ctx context.Context, q awareness.CursorQuery) ([]awareness.Cursor, error) {
@@ -473,7 +535,7 @@ func (db *memDB) pending(watcher string) []awareness.Notice {
 }
 
 func (s *memStore) ResetWatcher(ctx context.Context, watcher string) (int64, []awareness.Notice, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -513,7 +575,7 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 	if err := awareness.CheckClock("Prune", now); err != nil {
 		return awareness.PruneResult{}, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.PruneResult{}, err
 	}
@@ -565,6 +627,14 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 			cut(ref, seq)
 		}
 	}
+	before := len(db.acks)
+	if p.MaxAge > 0 {
+		db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool { return r.AckedAt.Before(now.Add(-p.MaxAge)) })
+	}
+	if p.MaxRows > 0 && len(db.acks) > p.MaxRows {
+		db.acks = slices.Clone(db.acks[len(db.acks)-p.MaxRows:])
+	}
+	res.AcksDeleted = int64(before - len(db.acks))
 	switch {
 	case p.CursorTTL == 0:
 	case !db.lastExpiry.IsZero() && p.ExpireEvery > 0 && now.Sub(db.lastExpiry) < p.ExpireEvery:
@@ -666,7 +736,7 @@ func (s *memStore) UpsertSessions(ctx context.Context, ws []awareness.SessionWri
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -701,7 +771,7 @@ func (s *memStore) RecordMemoryFlush(ctx context.Context, ref awareness.SessionR
 	if err := awareness.CheckClock("RecordMemoryFlush", now); err != nil {
 		return awareness.Session{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.Session{}, false, err
 	}
@@ -725,7 +795,7 @@ func (s *memStore) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, 
 	if err := awareness.CheckUpstreamLink(l); err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return awareness.UpstreamLink{}, false, err
 	}
@@ -786,7 +856,7 @@ func (s *memStore) SettleUpstream(ctx context.Context, checks []awareness.Upstre
 	if len(checks) == 0 {
 		return applied, nil
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -823,7 +893,7 @@ func (s *memStore) UpstreamRecordedEnd(ctx context.Context, ref awareness.Sessio
 }
 
 func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -837,7 +907,7 @@ func (s *memStore) RemoveUpstream(ctx context.Context, expect awareness.Upstream
 }
 
 func (s *memStore) ForgetUnwatchedMisses(ctx context.Context) (int64, error) {
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -873,7 +943,7 @@ func (s *memStore) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, h
 	if err := awareness.CheckOwnPrompt(hash, now, keep); err != nil {
 		return false, err
 	}
-	db, err := s.lock(ctx)
+	db, err := s.write(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -62,7 +62,9 @@ func PrincipalFrom(ctx context.Context) (p Principal, ok bool) {
 //   - no principal in ctx (no auth file, or an internal caller): allowed;
 //   - an admin: allowed;
 //   - an agent principal: allowed when every given agent id is its own; a call with
-//     no agent id at all (an unfiltered stream or listing) is admin-only.
+//     no agent id at all is admin-only (listings and unfiltered streams narrow
+//     themselves to the principal's agent before they get here: scopeAgent,
+//     streamAgent).
 //
 // A refusal is FORBIDDEN and happens before anything is written (ERR-2).
 func (s *Service) authorize(ctx context.Context, agentIDs ...string) error {

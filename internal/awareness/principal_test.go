@@ -2,8 +2,10 @@ package awareness_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
 )
@@ -11,8 +13,9 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 // Every Service method checks the caller's principal after resolving its keys: an
-// agent principal acts on its own agent's sessions only; unfiltered streams and
-// listings are admin-only (listings are narrowed instead); a refused call writes
+// agent principal acts on its own agent's sessions only; unfiltered listings and
+// streams are narrowed to its agent (TestUnfilteredStreamsNarrowToOwnAgent_CLT1), any
+// other call without an agent is admin-only; a refused call writes
 // nothing (ERR-2). No principal (no auth file) allows everything.
 func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 	t.Parallel()
@@ -135,18 +138,18 @@ func TestAuthorizeAgentPrincipal_ERR1_ERR2(t *testing.T) {
 			_, err := svc.DeleteSession(ctx, "agent:main:subagent:x", nil)
 			return err
 		}, true},
-		{"notices of every watcher", func(ctx context.Context) error {
+		{"notices of every watcher (narrowed to its own)", func(ctx context.Context) error {
 			_, _, err := svc.SubscribeNotices(ctx, nil, false)
 			return err
-		}, true},
+		}, false},
 		{"notices of another watcher", func(ctx context.Context) error {
 			_, _, err := svc.SubscribeNotices(ctx, ptr("agent:main:main"), false)
 			return err
 		}, true},
-		{"events of every session", func(ctx context.Context) error {
+		{"events of every session (narrowed to its own)", func(ctx context.Context) error {
 			_, _, err := svc.SubscribeEvents(ctx, nil, nil)
 			return err
-		}, true},
+		}, false},
 		{"events of another agent's session", func(ctx context.Context) error {
 			_, _, err := svc.SubscribeEvents(ctx, ptr("agent:main:subagent:x"), nil)
 			return err
@@ -401,5 +404,100 @@ func TestWithdrawnGrantHidesCursors_CLT1(t *testing.T) {
 	}
 	if n := <-ch; n.Target.AgentID != "dev" {
 		t.Errorf("grant withdrawn: streamed %+v", n)
+	}
+}
+
+// An agent principal's unfiltered streams are narrowed to its own agent, as listings
+// are (CLT-1): staleNotices without a watcher carries the pending and new notices of
+// its agent's watchers only (a granted target included), stateEvents without a session
+// the events of its agent's sessions only. An admin's carry everything.
+func TestUnfilteredStreamsNarrowToOwnAgent_CLT1(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	st := newMemStore()
+	svc := awareness.NewService(awareness.Config{Store: st, Grants: awareness.Grants{Watch: map[string][]string{"ops": {"dev"}}}})
+	t.Cleanup(func() {
+		svc.Hub().Close()
+		st.Close()
+	})
+	human := func(key string) {
+		t.Helper()
+		if _, err := svc.RecordEvent(bg, awareness.RecordInput{SessionKey: key, Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range [][2]string{{"agent:ops:main", "agent:ops:subagent:a"}, {"agent:ops:main", "agent:dev:subagent:b"}, {"agent:dev:main", "agent:dev:subagent:b"}} {
+		if _, err := svc.Watch(bg, w[0], w[1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	human("agent:ops:subagent:a") // ops:main pending on its own target
+	human("agent:dev:subagent:b") // ops:main (granted) and dev:main pending
+	svc.Flush()
+
+	ops, cancel := context.WithCancel(awareness.WithPrincipal(bg, awareness.Principal{AgentID: "ops"}))
+	defer cancel()
+	notices, _, err := svc.SubscribeNotices(ops, nil, false)
+	if err != nil {
+		t.Fatalf("ops: staleNotices without a watcher: %v", err)
+	}
+	events, _, err := svc.SubscribeEvents(ops, nil, nil)
+	if err != nil {
+		t.Fatalf("ops: stateEvents without a session: %v", err)
+	}
+	admin, cancelAdmin := context.WithCancel(awareness.WithPrincipal(bg, awareness.Principal{Admin: true}))
+	defer cancelAdmin()
+	all, _, err := svc.SubscribeNotices(admin, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(c <-chan awareness.Notice) awareness.Notice {
+		t.Helper()
+		select {
+		case n := <-c:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notice within 5s")
+			return awareness.Notice{}
+		}
+	}
+	got := map[string]bool{}
+	for range 2 {
+		n := next(notices)
+		got[n.Watcher+" "+n.Target.Key] = true
+	}
+	want := map[string]bool{"agent:ops:main agent:ops:subagent:a": true, "agent:ops:main agent:dev:subagent:b": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("ops's pending notices = %v, want %v", got, want)
+	}
+	adminGot := map[string]bool{}
+	for range 3 {
+		n := next(all)
+		adminGot[n.Watcher] = true
+	}
+	if !adminGot["agent:dev:main"] {
+		t.Errorf("admin's stream misses dev's notice: %v", adminGot)
+	}
+
+	// Live: dev's own session changes (its watcher's notice is not ops's), then ops's.
+	if _, err := svc.Watch(bg, "agent:dev:main", "agent:dev:subagent:c", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Watch(bg, "agent:ops:main", "agent:ops:subagent:d", nil); err != nil {
+		t.Fatal(err)
+	}
+	human("agent:dev:subagent:c")
+	human("agent:ops:subagent:d")
+	if n := next(notices); n.Watcher != "agent:ops:main" || n.Target.Key != "agent:ops:subagent:d" {
+		t.Errorf("ops's next live notice = %s about %s, want agent:ops:main about agent:ops:subagent:d", n.Watcher, n.Target.Key)
+	}
+	// dev's event came first: ops's stream skips it, its first event is its own.
+	select {
+	case e := <-events:
+		if e.Session.Key != "agent:ops:subagent:d" {
+			t.Errorf("ops's first live event is of %s (agent %s), want agent:ops:subagent:d", e.Session.Key, e.Session.AgentID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
 	}
 }

@@ -69,7 +69,7 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 		p.cfg.Publish(res.Closed...)
 	}
 	p.cfg.Logger.Info("pruned", "events_deleted", res.EventsDeleted, "cursors_expired", res.CursorsExpired,
-		"cursor_expiry_skipped", res.ExpirySkipped, "sessions_stamped", res.SessionsStamped, "took", time.Since(start))
+		"cursor_expiry_skipped", res.ExpirySkipped, "sessions_stamped", res.SessionsStamped, "acks_deleted", res.AcksDeleted, "took", time.Since(start))
 	return res, nil
 }
 

@@ -224,7 +224,9 @@ func (s *Service) RecordBatch(ctx context.Context, ins []RecordInput) ([]BatchIt
 		op, err := s.checkRecord(ctx, in, now)
 		if err != nil {
 			items[i].Err = err
-			s.obs.AppendFailed(ErrorCode(err))
+			if !CheckOnly(ctx) { // counted once, in the run that writes
+				s.obs.AppendFailed(ErrorCode(err))
+			}
 			continue
 		}
 		ops = append(ops, op)
@@ -611,6 +613,7 @@ func (s *Service) ack(ctx context.Context, w SessionRef, req AckRequest) (AckRes
 		return AckResult{}, err
 	}
 	req.Now = s.Now()
+	req.By = ackClientOf(ctx)
 	res, err := s.store.Ack(ctx, req)
 	if err != nil {
 		return AckResult{}, err
@@ -764,7 +767,8 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // repeats (see SubscribeNotices).
 const sentPerPair = 4
 
-// SubscribeNotices streams a watcher's notices ("" = every watcher): first every
+// SubscribeNotices streams a watcher's notices (nil: every watcher, narrowed for an
+// agent principal to its own agent's watchers, as listings are): first every
 // notice pending now, then each notice as it opens (NTC-5, NTC-7). With includeClosed
 // the stream also carries, once per closed notice, the notice again with Closed set
 // when it is acknowledged or its cursor removed; a follow-up opened by an ack comes
@@ -811,14 +815,20 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 		if err := s.authorize(ctx, ref.AgentID); err != nil {
 			return nil, err
 		}
-	} else if err := s.authorize(ctx); err != nil {
-		return nil, err
 	}
 	// Subscribe before reading durable state so nothing opened in between is missed;
 	// the stream holds live notices back until the pending ones are in front of them.
 	accept := new(repeatFilter).accept
 	visible := s.watchVisible(ctx)
-	if visible != nil {
+	own := ""
+	if watcher == nil {
+		own = s.streamAgent(ctx)
+	}
+	if own != "" {
+		// Narrowed to the watchers of its own agent, as listings are (CLT-1).
+		unseen := accept
+		accept = func(n *Notice) bool { return watcherAgent(n.Watcher) == own && visible(n.Target) && unseen(n) }
+	} else if visible != nil {
 		unseen := accept
 		accept = func(n *Notice) bool { return visible(n.Target) && unseen(n) }
 	}
@@ -833,8 +843,38 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 		sub.Unsubscribe()
 		return nil, err
 	}
+	if own != "" {
+		pending = ownWatchers(pending, own)
+	}
 	sub.start(visibleNotices(pending, visible))
 	return sub, nil
+}
+
+// streamAgent is the agent an agent principal's unfiltered stream is narrowed to: its
+// own; "" for an admin or no principal (every watcher, every session).
+func (s *Service) streamAgent(ctx context.Context) string {
+	if p, ok := PrincipalFrom(ctx); ok && !p.Admin {
+		return p.AgentID
+	}
+	return ""
+}
+
+// watcherAgent is the agent of a watcher key (always agent:<agentId>:…, WAT-1).
+func watcherAgent(watcher string) string {
+	rest, _ := strings.CutPrefix(watcher, "agent:")
+	agent, _, _ := strings.Cut(rest, ":")
+	return agent
+}
+
+// ownWatchers keeps the notices whose watcher belongs to agent.
+func ownWatchers(ns []Notice, agent string) []Notice {
+	out := ns[:0:0]
+	for _, n := range ns {
+		if watcherAgent(n.Watcher) == agent {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // readPending reads the pending notices of watcher on a goroutine of its own. The
@@ -940,7 +980,7 @@ func (f *repeatFilter) lookup(pair noticePair) *sentNotices {
 }
 
 // SubscribeEvents streams the live log of one session, or of every session when key is
-// nil. It starts at the next append. Like SubscribeNotices, it holds no goroutine while
+// nil (for an agent principal, every session of its own agent). It starts at the next append. Like SubscribeNotices, it holds no goroutine while
 // idle, ends when ctx ends or the subscriber falls behind, and then calls the function
 // WithDropFunc put in ctx.
 func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-chan Event, func() error, error) {
@@ -973,18 +1013,20 @@ func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, sin
 	} else if agentID != nil {
 		return nil, Errorf(EINVALID, "agentId needs a sessionKey")
 	}
+	var accept func(*Event) bool
 	if ref != nil {
 		if err := s.authorize(ctx, ref.AgentID); err != nil {
 			return nil, err
 		}
-	} else if err := s.authorize(ctx); err != nil {
-		return nil, err
+	} else if own := s.streamAgent(ctx); own != "" {
+		// Narrowed to the sessions of its own agent, as listings are (CLT-1).
+		accept = func(e *Event) bool { return e.Session.AgentID == own }
 	}
 	release, err := s.admit(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sub := s.hub.streamEvents(ref, transportOf(ctx), dropFunc(ctx), sink)
+	sub := s.hub.streamEvents(ref, transportOf(ctx), accept, dropFunc(ctx), sink)
 	sub.onEnd(release)
 	sub.start(nil)
 	return sub, nil

@@ -176,6 +176,8 @@ type AckRequest struct {
 	Targets []SessionRef
 	Exact   []AckTarget
 	Now     time.Time
+	// By is who acknowledges, kept in the acknowledgement history (AckRecords).
+	By AckClient
 }
 
 // AckResult is what an Ack did: the notices it closed (as they were, Closed set) and
@@ -191,7 +193,8 @@ type AckResult struct {
 // SweepPage bounds the cursors one transaction of Store.Sweep reads and writes.
 const SweepPage = 500
 
-// RetentionPolicy is the pruning configuration (SIG-6, WAT-5).
+// RetentionPolicy is the pruning configuration (SIG-6, WAT-5); MaxAge and MaxRows
+// bound the acknowledgement history too.
 type RetentionPolicy struct {
 	MaxAge  time.Duration // events older than this are pruned; 0 disables
 	MaxRows int           // the log keeps at most this many rows in all; 0 disables
@@ -205,7 +208,9 @@ type RetentionPolicy struct {
 
 // PruneResult reports one pruning pass.
 type PruneResult struct {
-	EventsDeleted   int64
+	EventsDeleted int64
+	// AcksDeleted counts the acknowledgement records pruned.
+	AcksDeleted     int64
 	CursorsExpired  int64
 	SessionsStamped int64
 	// ExpirySkipped is true when cursor expiry was due by CursorTTL but skipped
@@ -255,7 +260,8 @@ type Store interface {
 	// ListSessions returns up to q.Limit sessions after q.After, ordered by (agentId, key).
 	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
 	// DeleteSession deletes the session's events, cursors in both directions, upstream
-	// link and registry entry; the head stays with PrunedThrough raised to Version.
+	// link, registry entry and acknowledgement records (as watcher or target); the
+	// head stays with PrunedThrough raised to Version.
 	// ok is false when the session did not exist. closed are the pending notices of the
 	// deleted cursors (Closed set), to publish after the commit.
 	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (ok bool, closed []Notice, err error)
@@ -266,8 +272,16 @@ type Store interface {
 	// pending notice, if any (Closed set).
 	Unwatch(ctx context.Context, watcher string, target SessionRef) (ok bool, closed []Notice, err error)
 	// Ack acknowledges the watcher's pending notices as req says (NTC-3) and returns
-	// the notices it closed and the follow-ups it opened.
+	// the notices it closed and the follow-ups it opened. In the same transaction it
+	// adds AckRecords(req, result) to the acknowledgement history.
 	Ack(ctx context.Context, req AckRequest) (AckResult, error)
+	// AckHistory returns the acknowledgement records q selects, newest (highest ID)
+	// first, at most q.Limit.
+	AckHistory(ctx context.Context, q AckHistoryQuery) ([]AckRecord, error)
+	// Spawns returns, for every session of agentID ("" every agent) whose earliest
+	// retained child_spawned event names an agent-qualified actor, that actor: the
+	// session's parent. Ordered by (agent, key).
+	Spawns(ctx context.Context, agentID string) ([]Spawn, error)
 	// Cursors lists cursors, ordered by (watcher, target agent, target key).
 	Cursors(ctx context.Context, q CursorQuery) ([]Cursor, error)
 	// Pending lists pending notices of one watcher, or of every watcher when watcher is "".
@@ -283,7 +297,9 @@ type Store interface {
 	Sweep(ctx context.Context, now time.Time, opened func([]Notice)) (int, error)
 
 	// Prune applies retention (SIG-6) and cursor expiry (WAT-5) in one transaction,
-	// stamping pruned watermarks before deleting. Heads are never lowered.
+	// stamping pruned watermarks before deleting. Heads are never lowered. The
+	// acknowledgement history is pruned by the same rules: records acknowledged
+	// before now−MaxAge, and the oldest beyond MaxRows records.
 	Prune(ctx context.Context, p RetentionPolicy, now time.Time) (PruneResult, error)
 
 	// Stats summarises the database.
@@ -295,4 +311,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+}
+
+// Spawn is a session's parent as its child_spawned event names it (Store.Spawns).
+type Spawn struct {
+	Child  SessionRef
+	Parent string // the agent-qualified key of the acting session
 }

@@ -528,6 +528,12 @@ func (s *server) get(t *testing.T, path string) string {
 // gql runs one GraphQL operation over HTTP and decodes its data into out (may be nil).
 func (s *server) gql(t *testing.T, query string, vars map[string]any, out any) {
 	t.Helper()
+	s.gqlHeaders(t, nil, query, vars, out)
+}
+
+// gqlHeaders is gql with extra request headers.
+func (s *server) gqlHeaders(t *testing.T, header http.Header, query string, vars map[string]any, out any) {
+	t.Helper()
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
 		t.Fatal(err)
@@ -539,6 +545,9 @@ func (s *server) gql(t *testing.T, query string, vars map[string]any, out any) {
 	req.Header.Set("Content-Type", "application/json")
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

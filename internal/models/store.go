@@ -942,6 +942,13 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		if err := deleteUpstream(t, ref); err != nil {
 			return err
 		}
+		acks, acksArgs := "target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}
+		if ref.Qualified() {
+			acks, acksArgs = acks+" OR watcher_key = ?", append(acksArgs, ref.Key)
+		}
+		if _, err := t.exec("DELETE FROM ack_log WHERE "+acks, acksArgs...); err != nil {
+			return err
+		}
 		if !found || deleted.Valid {
 			return nil
 		}
@@ -1161,7 +1168,7 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		for _, n := range res.Opened {
 			h.addWatcher(n.Watcher)
 		}
-		return nil
+		return insertAckRecords(t, awareness.AckRecords(req, res))
 	})
 	if err != nil {
 		return awareness.AckResult{}, err
@@ -1459,6 +1466,16 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 				}
 			}
 		}
+		var ackCutoff *int64
+		if p.MaxAge > 0 {
+			c := nanos(now.Add(-p.MaxAge))
+			ackCutoff = &c
+		}
+		acks, err := pruneAckLog(t, ackCutoff, p.MaxRows)
+		if err != nil {
+			return err
+		}
+		res.AcksDeleted = acks
 		if p.CursorTTL > 0 {
 			var last sql.NullInt64
 			if _, err := t.scanRow([]any{&last}, "SELECT last_expiry_at FROM meta WHERE id = 1"+s.d.sql.forUpdate); err != nil {
@@ -1478,7 +1495,7 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 				}
 			}
 		}
-		_, err := t.exec("UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
+		_, err = t.exec("UPDATE meta SET last_prune_at = ? WHERE id = 1", nanos(now))
 		return err
 	})
 	if err != nil {

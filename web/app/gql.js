@@ -44,7 +44,8 @@ export function authToken() {
  */
 export async function gql(query, variables = {}, { signal } = {}, retried = 0) {
   let res;
-  const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
+  // X-Awareness-Client names the dashboard in the acknowledgement history.
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Awareness-Client': 'awareness-dashboard' };
   const token = authToken();
   if (token) headers.Authorization = `Bearer ${token}`;
   try {

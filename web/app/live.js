@@ -1,7 +1,7 @@
 // The live connection: one graphql-transport-ws WebSocket to /query (the vendored
 // graphql-ws client, window.graphqlWs), shared by every subscription of the page.
 //
-// It reconnects by itself: with backoff capped at a few seconds on a dropped socket
+// It reconnects by itself: with backoff capped at 2.5 s on a dropped socket
 // (graphql-ws resubscribes the active subscriptions), at once when the browser says it
 // is online again or the tab becomes visible, and by building a new client when the
 // old one gave up. A connection refused for want of a token (close 4401/4403) asks
@@ -17,15 +17,18 @@ const PING_EVERY_MS = 10000;
 const PONG_WITHIN_MS = 5000;
 // MAX_BACKOFF_MS caps the wait between two attempts: after an outage the page is live
 // again within about this long of the server being back.
-const MAX_BACKOFF_MS = 2500;
+export const MAX_BACKOFF_MS = 2500;
 const RECREATE_AFTER_MS = 2000;
 
 function wsURL() {
   return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/query';
 }
 
-function backoff(retries) {
-  return Math.min(250 * 2 ** retries, MAX_BACKOFF_MS) + Math.floor(Math.random() * 250);
+// backoff is the wait before attempt retries+1: doubling from 250 ms, with jitter,
+// never above MAX_BACKOFF_MS (the jitter is taken off, not added on).
+export function backoff(retries) {
+  const base = Math.min(250 * 2 ** retries, MAX_BACKOFF_MS);
+  return Math.round(base * (0.8 + 0.2 * Math.random()));
 }
 
 export class Live {

@@ -9,8 +9,8 @@
 // watcher on the list. The database is the truth; the subscription is the fast path.
 //
 // Acknowledge always names the notice exactly (watcher, target, target agent and its
-// notifiedVersion, NTC-3): a notice that was replaced meanwhile is not acknowledged by
-// a stale click. An acknowledgement that cannot reach the server is queued (and kept
+// notifiedVersion, NTC-3, acknowledgeNotices): a notice that was replaced meanwhile is
+// not acknowledged by a stale click, and the answer says so. An acknowledgement that cannot reach the server is queued (and kept
 // in localStorage across a reload) and sent when the server answers again; its card
 // says so until then.
 
@@ -31,8 +31,17 @@ export function noticeRef(n) {
   return { target: n.target, targetAgentId: n.targetAgentId, notifiedVersion: n.notifiedVersion };
 }
 
-const ACK_EXACT = `mutation AckExact($watcher: String!, $notices: [NoticeRef!]) {
-  ackNotices(watcher: $watcher, notices: $notices) { ${NOTICE_FIELDS} } }`;
+// acknowledgeNotices answers per named notice (NTC-3): acknowledged (with its follow-up),
+// alreadyAcknowledged or superseded (with the pair's pending notice), notPending.
+const ACK_EXACT = `mutation Acknowledge($watcher: String!, $notices: [NoticeRef!]!) {
+  acknowledgeNotices(watcher: $watcher, notices: $notices) {
+    target targetAgentId notifiedVersion outcome
+    followUp { ${NOTICE_FIELDS} } pending { ${NOTICE_FIELDS} } } }`;
+
+/** followUps are the notices an acknowledgement's answer opened or left pending. */
+function followUps(acks) {
+  return acks.flatMap((a) => [a.followUp, a.pending]).filter(Boolean);
+}
 
 export class NoticeStore extends EventTarget {
   constructor(live) {
@@ -50,15 +59,15 @@ export class NoticeStore extends EventTarget {
     } catch { /* nothing queued */ }
   }
 
-  start() {
-    this.live.subscribe(`subscription { staleNotices(includeClosed: true) { ${NOTICE_FIELDS} closed } }`, {}, {
-      next: (d) => {
-        this.ready = true;
-        this.error = null;
-        if (d.staleNotices.closed) this.close(d.staleNotices); else this.upsert(d.staleNotices, true);
-      },
-      error: (errs) => { this.error = errs; this.changed(); },
-    });
+  /**
+   * start subscribes to every watcher's notices: an admin's are every watcher's, an
+   * agent-role token's those of its own agent's watchers (the server narrows the
+   * stream, CLT-1). A refused subscription is said by the notice panels (error, the
+   * 'failed' event) and tried again after a new token.
+   */
+  start(auth) {
+    this.subscribe();
+    if (auth) auth.addEventListener('token', () => { if (this.error) this.subscribe(); });
     this.live.onReconnect(() => this.reconcileSoon());
     this.live.onState((s) => {
       if (s.status === 'connected') { this.ready = true; this.flush(); }
@@ -66,6 +75,31 @@ export class NoticeStore extends EventTarget {
     });
     this.timer = setInterval(() => this.reconcile(), RECONCILE_EVERY_MS);
     this.flushTimer = setInterval(() => { if (this.queued.size) this.flush(); }, FLUSH_EVERY_MS);
+  }
+
+  subscribe() {
+    if (this.unsubscribe) this.unsubscribe();
+    this.error = null;
+    this.unsubscribe = this.live.subscribe(`subscription { staleNotices(includeClosed: true) { ${NOTICE_FIELDS} closed } }`, {}, {
+      next: (d) => {
+        this.ready = true;
+        if (this.error) { this.error = null; this.dispatchEvent(new Event('failed')); }
+        if (d.staleNotices.closed) this.close(d.staleNotices); else this.upsert(d.staleNotices, true);
+      },
+      error: (errs) => {
+        this.error = errs;
+        this.dispatchEvent(new Event('failed'));
+        this.changed();
+      },
+    });
+  }
+
+  /**
+   * known reports whether the list is the server's: the feed is live and was not
+   * refused. An empty list that is not known must never read as "nothing pending".
+   */
+  known() {
+    return !this.error && this.ready && this.live.state.status === 'connected';
   }
 
   /** list returns the pending notices, newest first. */
@@ -118,13 +152,14 @@ export class NoticeStore extends EventTarget {
 
   /**
    * ack acknowledges exactly these notices of one watcher and returns
-   * {follow, queued}: the follow-up notices the server opened (NTC-3: events after the
-   * notice opened), or queued true when the server cannot be reached (the
-   * acknowledgement is then sent when it is back). Other errors reject.
+   * {follow, acks, queued}: the follow-up notices the server opened (NTC-3: events
+   * after the notice opened), the answer per notice (acks: outcome, pending), or queued
+   * true when the server cannot be reached (the acknowledgement is then sent when it
+   * is back). Other errors reject.
    */
   async ack(watcher, list) {
     const ns = list.filter((n) => n.watcher === watcher);
-    if (!ns.length) return { follow: [], queued: false };
+    if (!ns.length) return { follow: [], acks: [], queued: false };
     let data;
     try {
       data = await gql(ACK_EXACT, { watcher, notices: ns.map(noticeRef) });
@@ -133,10 +168,11 @@ export class NoticeStore extends EventTarget {
       for (const n of ns) this.queued.set(pairKey(n), n);
       this.saveQueue();
       this.changed();
-      return { follow: [], queued: true };
+      return { follow: [], acks: [], queued: true };
     }
-    this.applyAck(ns, data.ackNotices);
-    return { follow: data.ackNotices, queued: false };
+    const acks = data.acknowledgeNotices;
+    this.applyAck(ns, followUps(acks));
+    return { follow: acks.filter((a) => a.followUp).map((a) => a.followUp), acks, queued: false };
   }
 
   applyAck(ns, follow) {
@@ -185,8 +221,9 @@ export class NoticeStore extends EventTarget {
             this.dispatchEvent(new CustomEvent('flushed', { detail: { watcher, notices: ns, error: err } }));
             continue;
           }
-          this.applyAck(ns, data.ackNotices);
-          this.dispatchEvent(new CustomEvent('flushed', { detail: { watcher, notices: ns, follow: data.ackNotices } }));
+          const acks = data.acknowledgeNotices;
+          this.applyAck(ns, followUps(acks));
+          this.dispatchEvent(new CustomEvent('flushed', { detail: { watcher, notices: ns, acks, follow: acks.filter((a) => a.followUp).map((a) => a.followUp) } }));
         }
       } finally {
         this.flushing = null;

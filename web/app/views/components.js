@@ -1,7 +1,7 @@
 // Components shared by several views: the notice card and list, the upstream links
 // panel, the activity chart and the event filter.
 
-import { h, fill, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf, throttle, kindClass } from '../dom.js';
+import { h, fill, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf, throttle, kindClass, keyText } from '../dom.js';
 import { gql, errorText } from '../gql.js';
 import { pairKey } from '../notices.js';
 
@@ -29,10 +29,21 @@ export function ackToast(res, ns) {
     toast(`The server cannot be reached: the acknowledgement of ${ns.length === 1 ? ns[0].target : `${ns.length} notices`} is queued and sent when it is back.`, 'warn');
     return;
   }
+  const acks = res.acks || [];
+  const done = acks.length ? acks.filter((a) => a.outcome === 'acknowledged').length : ns.length;
+  const others = acks.filter((a) => a.outcome !== 'acknowledged');
   const f = res.follow.length;
-  toast(f
-    ? `Acknowledged. ${f} follow-up notice${f === 1 ? '' : 's'} opened for changes after the acknowledged one.`
-    : ns.length === 1 ? `Acknowledged ${ns[0].target} for ${ns[0].watcher}.` : `Acknowledged ${ns.length} notices.`);
+  const parts = [];
+  if (done) parts.push(ns.length === 1 && !others.length ? `Acknowledged ${ns[0].target} for ${ns[0].watcher}.` : `Acknowledged ${done} notice${done === 1 ? '' : 's'}.`);
+  if (f) parts.push(`${f} follow-up notice${f === 1 ? '' : 's'} opened for changes after the acknowledged one.`);
+  for (const a of others) {
+    parts.push({
+      alreadyAcknowledged: `${a.target} (N=${a.notifiedVersion}) had been acknowledged already.`,
+      superseded: `${a.target} was not acknowledged: a newer notice${a.pending ? ` (N=${a.pending.notifiedVersion})` : ''} replaced it and is shown now.`,
+      notPending: `${a.target} (N=${a.notifiedVersion}) was not pending any more.`,
+    }[a.outcome] || `${a.target}: ${a.outcome}.`);
+  }
+  toast(parts.join(' '), others.length ? 'warn' : '');
 }
 
 /**
@@ -169,8 +180,24 @@ export function noticeList(container, store, list, empty, opts = {}) {
  * refusal must never read as "nothing pending".
  */
 export function noNotices(store, auth, text) {
-  if (store.error || (auth && auth.state === 'needed')) return h('div', { class: 'empty', dataset: { noticesUnknown: '' } });
+  if (!store.known() || (auth && auth.state === 'needed')) {
+    return h('div', { class: 'empty', dataset: { noticesUnknown: '' } },
+      store.error || (auth && auth.state === 'needed') ? null : 'Not known until the live feed is back.');
+  }
   return h('div', { class: 'empty', dataset: { emptyNotices: '' } }, text);
+}
+
+/**
+ * noticePanel registers a panel whose content is the notice feed: it loads with the
+ * feed (notices.load) and loads again when the feed is refused or comes back, so that
+ * its state is the feed's (a refused feed is never "live, nothing pending").
+ */
+export function noticePanel(panels, notices, section, head, what, cleanups) {
+  const p = panels.add(section, head, () => notices.load(), what);
+  const again = () => p.run();
+  notices.addEventListener('failed', again);
+  cleanups.push(() => { notices.removeEventListener('failed', again); p.remove(); });
+  return p;
 }
 
 /**
@@ -227,27 +254,59 @@ function linkHealth(l) {
 export const EVENT_KINDS = ['human_direct_message', 'upstream_missing', 'goal_changed', 'child_spawned',
   'run_completed', 'run_failed', 'compacted', 'adopted'];
 
-const CHART_MINUTES = 60;
+// The chart's time ranges: the window in minutes and the width of one bar. Wider
+// windows fold the per-minute buckets of the queries into wider bars.
+export const CHART_RANGES = [
+  { id: '15m', label: 'last 15 min', minutes: 15, bar: 1 },
+  { id: '1h', label: 'last hour', minutes: 60, bar: 1 },
+  { id: '6h', label: 'last 6 hours', minutes: 360, bar: 5 },
+  { id: '24h', label: 'last 24 hours', minutes: 1440, bar: 20 },
+];
+const RANGE_KEY = 'awareness.chartRange';
+
+function chartRange() {
+  let id = '1h';
+  try { id = localStorage.getItem(RANGE_KEY) || id; } catch { /* default */ }
+  return CHART_RANGES.find((r) => r.id === id) || CHART_RANGES[1];
+}
 
 /**
- * activityChart is the "activity at a glance" panel: events per minute by kind over
- * the last hour (the activity query), stacked bars drawn as SVG, with a legend of the
- * totals. It is live: it reloads when an event is logged and as the minutes pass.
+ * activityChart is the "activity at a glance" panel: events per bar by kind over a
+ * chosen time range (15 min to 24 h; the activity query), stacked bars drawn as SVG,
+ * notices opened and acknowledged marked above them (noticeActivity), with a legend of
+ * the totals. The range is kept in localStorage. It is live: it reloads when an event
+ * is logged, when a notice opens or closes, and as the minutes pass.
  */
-export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups }) {
+export function activityChart({ sessionKey, agentId, panels, bus, notices, cleanups, scope = 'all sessions' }) {
+  let range = chartRange();
   const body = h('div', { class: 'chart-body' }, h('p', { class: 'skeleton' }, 'Loading…'));
-  const head = h('div', { class: 'panel-head' },
-    h('h2', { id: 'chart-h' }, 'Events per minute'),
-    h('span', { class: 'hint' }, sessionKey ? 'this session · last hour' : 'all sessions · last hour'));
-  const panel = h('section', { class: 'panel', id: 'activity-chart', 'aria-labelledby': 'chart-h' }, head, body);
+  const select = h('select', { id: 'chart-range', 'aria-label': 'Time range of the chart' },
+    CHART_RANGES.map((r) => h('option', { value: r.id, selected: r.id === range.id }, r.label)));
+  const hint = h('span', { class: 'hint' });
+  const head = h('div', { class: 'panel-head' }, h('h2', { id: 'chart-h' }, 'Activity'));
+  const tools = h('div', { class: 'chart-tools' }, hint, select);
+  const panel = h('section', { class: 'panel', id: 'activity-chart', 'aria-labelledby': 'chart-h' }, head, tools, body);
+  const setHint = () => fill(hint, `${sessionKey ? 'this session' : scope} · events per ${range.bar === 1 ? 'minute' : `${range.bar} min`}`);
+  setHint();
   const load = async () => {
-    const d = await gql(`query Activity($key: String, $agentId: String) {
-      activity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute kind count }
-      noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: ${CHART_MINUTES}) { minute opened acknowledged } }`,
-    { key: sessionKey || null, agentId: sessionKey ? agentId : null });
-    drawChart(body, d.activity, d.noticeActivity, !!sessionKey);
+    const r = range;
+    const d = await gql(`query Activity($key: String, $agentId: String, $since: Int) {
+      activity(sessionKey: $key, agentId: $agentId, sinceMinutes: $since) { minute kind count }
+      noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: $since) { minute opened acknowledged } }`,
+    { key: sessionKey || null, agentId: sessionKey ? agentId : null, since: r.minutes });
+    if (r !== range) return; // the range changed meanwhile: its own load draws
+    drawChart(body, d.activity, d.noticeActivity, !!sessionKey, r);
+    panel.dataset.drawn = r.id;
   };
   const p = panels.add(panel, head, load, 'the activity');
+  select.addEventListener('change', () => {
+    range = CHART_RANGES.find((r) => r.id === select.value) || range;
+    try { localStorage.setItem(RANGE_KEY, range.id); } catch { /* this page only */ }
+    panel.dataset.range = range.id;
+    setHint();
+    p.run();
+  });
+  panel.dataset.range = range.id;
   const soon = throttle(() => p.run(), 1500);
   const onEvent = () => soon();
   bus.addEventListener('event', onEvent);
@@ -261,7 +320,7 @@ export function activityChart({ sessionKey, agentId, panels, bus, notices, clean
   return panel;
 }
 
-function drawChart(body, buckets, noticeBuckets, oneSession) {
+function drawChart(body, buckets, noticeBuckets, oneSession, range) {
   const NS = 'http://www.w3.org/2000/svg';
   const svg = (tag, attrs, ...kids) => {
     const el = document.createElementNS(NS, tag);
@@ -269,51 +328,58 @@ function drawChart(body, buckets, noticeBuckets, oneSession) {
     for (const c of kids) if (c != null) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     return el;
   };
+  const COLS = range.minutes / range.bar;
   const nowMin = Math.floor(Date.now() / 60000);
-  const first = nowMin - CHART_MINUTES + 1;
-  const cols = Array.from({ length: CHART_MINUTES }, () => new Map());
+  // The last bar ends with the current minute; bars are range.bar minutes wide.
+  const first = nowMin - range.minutes + 1;
+  const col = (iso) => Math.floor((Math.floor(Date.parse(iso) / 60000) - first) / range.bar);
+  const cols = Array.from({ length: COLS }, () => new Map());
   const totals = new Map();
   for (const b of buckets) {
-    const i = Math.floor(Date.parse(b.minute) / 60000) - first;
-    if (i < 0 || i >= CHART_MINUTES) continue;
+    const i = col(b.minute);
+    if (i < 0 || i >= COLS) continue;
     cols[i].set(b.kind, (cols[i].get(b.kind) || 0) + b.count);
     totals.set(b.kind, (totals.get(b.kind) || 0) + b.count);
   }
   const total = [...totals.values()].reduce((a, b) => a + b, 0);
-  const marks = Array.from({ length: CHART_MINUTES }, () => [0, 0]);
+  const marks = Array.from({ length: COLS }, () => [0, 0]);
   let opened = 0; let acked = 0;
   for (const b of noticeBuckets) {
-    const i = Math.floor(Date.parse(b.minute) / 60000) - first;
-    if (i < 0 || i >= CHART_MINUTES) continue;
+    const i = col(b.minute);
+    if (i < 0 || i >= COLS) continue;
     marks[i][0] += b.opened; marks[i][1] += b.acknowledged;
     opened += b.opened; acked += b.acknowledged;
   }
   if (!total && !opened && !acked) {
     fill(body, h('div', { class: 'empty', dataset: { chartEmpty: '' } },
-      oneSession ? 'No event in the last hour. ' : 'No event in the last hour. Start the demo scene with ',
-      oneSession ? null : h('code', null, 'awareness serve --demo'),
-      oneSession ? 'Events recorded with recordEvent appear here within a second.' : ', or record a first event with the recordEvent mutation (see the playground).'));
+      `No event in the ${range.label}. `,
+      oneSession ? 'Events recorded with recordEvent appear here within a second.'
+        : ['Start the demo scene with ', h('code', null, 'awareness serve --demo'), ', or record a first event with the recordEvent mutation (see the playground).']));
     return;
   }
   const peak = Math.max(1, ...cols.map((c) => [...c.values()].reduce((a, b) => a + b, 0)));
   // One viewBox unit per CSS pixel: bars, marks and labels are never stretched.
   const W = Math.max(280, Math.round(body.clientWidth || 600)); const H = 172; const L = 52; const B = 18; const T = 34;
-  const bw = (W - L) / CHART_MINUTES;
+  const bw = (W - L) / COLS;
   const y = (v) => T + (H - T - B) * (1 - v / peak);
+  const time = (d) => d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  const labelOf = (i) => {
+    const from = new Date((first + i * range.bar) * 60000);
+    return range.bar === 1 ? time(from) : `${time(from)}–${time(new Date(from.getTime() + range.bar * 60000))}`;
+  };
   const g = svg('g', { class: 'bars' });
   cols.forEach((c, i) => {
     let acc = 0;
-    const minute = new Date((first + i) * 60000);
-    const label = minute.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    const minute = new Date((first + i * range.bar) * 60000);
     for (const kind of EVENT_KINDS) {
       const n = c.get(kind);
       if (!n) continue;
       const y0 = y(acc); const y1 = y(acc + n);
       acc += n;
       g.append(svg('rect', {
-        x: (L + i * bw + 1).toFixed(1), y: y1.toFixed(1), width: Math.max(1, bw - 2).toFixed(1), height: Math.max(1, y0 - y1).toFixed(1),
+        x: (L + i * bw + (bw > 3 ? 1 : 0)).toFixed(1), y: y1.toFixed(1), width: Math.max(1, bw - (bw > 3 ? 2 : 0)).toFixed(1), height: Math.max(1, y0 - y1).toFixed(1),
         class: `bar c-${kind}`, 'data-kind': kind, 'data-count': n, 'data-minute': minute.toISOString(),
-      }, svg('title', null, `${label}: ${n} ${kind}`)));
+      }, svg('title', null, `${labelOf(i)}: ${n} ${kind}`)));
     }
   });
   // Notice marks above the bars: opened (upper row) and acknowledged (lower row).
@@ -322,21 +388,22 @@ function drawChart(body, buckets, noticeBuckets, oneSession) {
     svg('text', { x: L - 6, y: 25, 'text-anchor': 'end' }, 'acked'));
   marks.forEach(([o, a], i) => {
     const cx = (L + i * bw + bw / 2).toFixed(1);
-    const minute = new Date((first + i) * 60000);
-    const label = minute.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
-    if (o) nm.append(svg('circle', { cx, cy: 8, r: Math.min(5, 2.5 + o / 2), class: 'mark opened', 'data-minute': minute.toISOString(), 'data-count': o }, svg('title', null, `${label}: ${o} notice${o === 1 ? '' : 's'} opened`)));
-    if (a) nm.append(svg('circle', { cx, cy: 22, r: Math.min(5, 2.5 + a / 2), class: 'mark acked', 'data-minute': minute.toISOString(), 'data-count': a }, svg('title', null, `${label}: ${a} notice${a === 1 ? '' : 's'} acknowledged`)));
+    const minute = new Date((first + i * range.bar) * 60000);
+    const r = (n) => Math.min(5, 2.5 + n / 2, Math.max(1.5, bw / 2));
+    if (o) nm.append(svg('circle', { cx, cy: 8, r: r(o), class: 'mark opened', 'data-minute': minute.toISOString(), 'data-count': o }, svg('title', null, `${labelOf(i)}: ${o} notice${o === 1 ? '' : 's'} opened`)));
+    if (a) nm.append(svg('circle', { cx, cy: 22, r: r(a), class: 'mark acked', 'data-minute': minute.toISOString(), 'data-count': a }, svg('title', null, `${labelOf(i)}: ${a} notice${a === 1 ? '' : 's'} acknowledged`)));
   });
+  const span = (m) => (m >= 60 ? `−${m / 60} h` : `−${m} min`);
   const axis = svg('g', { class: 'axis' },
     svg('line', { x1: L, x2: W, y1: H - B, y2: H - B }),
     svg('text', { x: L - 4, y: T + 8, 'text-anchor': 'end' }, peak),
     svg('text', { x: L - 4, y: H - B, 'text-anchor': 'end' }, 0),
-    svg('text', { x: L, y: H - 4 }, '−60 min'),
-    svg('text', { x: L + (W - L) / 2, y: H - 4, 'text-anchor': 'middle' }, '−30 min'),
+    svg('text', { x: L, y: H - 4 }, span(range.minutes)),
+    svg('text', { x: L + (W - L) / 2, y: H - 4, 'text-anchor': 'middle' }, span(range.minutes / 2)),
     svg('text', { x: W, y: H - 4, 'text-anchor': 'end' }, 'now'));
   const chart = svg('svg', {
     viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img',
-    'aria-label': `Events per minute over the last hour: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}; ${opened} notices opened, ${acked} acknowledged`,
+    'aria-label': `Events over the ${range.label}: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}; ${opened} notices opened, ${acked} acknowledged`,
   }, axis, nm, g);
   const legend = h('ul', { class: 'legend' }, EVENT_KINDS.filter((k) => totals.get(k)).map((k) =>
     h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: `swatch c-${k}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))),
@@ -385,3 +452,102 @@ export function eventFilter(onChange, id) {
 }
 
 export { kindClass, agentOf };
+
+/**
+ * forbiddenPage is the whole page of a view the token may not read (CLT-1): it says
+ * so once, with what the token may read instead, rather than a page of refused panels.
+ */
+export function forbiddenPage(viewer, what, crumbs, title) {
+  const a = viewer.agent();
+  return [
+    crumbs,
+    h('div', { class: 'page-head' }, h('div', null, h('h1', { tabindex: '-1' }, title))),
+    h('section', { class: 'panel' },
+      h('div', { class: 'banner unauth', role: 'alert', dataset: { forbiddenPage: '' } },
+        h('strong', null, 'Not for this token. '),
+        `The token ${viewer.label()} reads and acts for the sessions of agent ${a} only, so it may not read ${what}. `,
+        'Use an admin token, or an auth file grant, to see it.'),
+      h('p', null, 'What it may read: ',
+        h('a', { href: '#/' }, 'its notices'), ', ',
+        h('a', { href: `#/sessions?agent=${encodeURIComponent(a)}` }, `the sessions of agent ${a}`), ', ',
+        h('a', { href: '#/tree' }, 'their tree'), ', ',
+        h('a', { href: '#/acks' }, 'their acknowledgements'), '.')),
+  ];
+}
+
+/** ageText is how long ago an RFC 3339 time was, compactly ("4 min", "2 h 5 min"). */
+export function ageText(iso, now = Date.now()) {
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const hrs = Math.floor(m / 60);
+  if (hrs < 48) return `${hrs} h${m % 60 ? ` ${m % 60} min` : ''}`;
+  return `${Math.floor(hrs / 24)} d`;
+}
+
+/** ageClass grades a wait: under 5 minutes fresh, under an hour long, else old. */
+export function ageClass(iso, now = Date.now()) {
+  const m = (now - Date.parse(iso)) / 60000;
+  return m < 5 ? 'age-fresh' : m < 60 ? 'age-long' : 'age-old';
+}
+
+/** ageEl is an age that the page keeps current (refreshAges). */
+export function ageEl(iso) {
+  return h('span', { class: `age ${ageClass(iso)}`, dataset: { since: iso }, title: `since ${new Date(Date.parse(iso)).toLocaleString()}` }, ageText(iso));
+}
+
+/** refreshAges updates every age under root. */
+export function refreshAges(root) {
+  const now = Date.now();
+  for (const el of root.querySelectorAll('.age[data-since]')) {
+    el.textContent = ageText(el.dataset.since, now);
+    el.className = `age ${ageClass(el.dataset.since, now)}`;
+  }
+}
+
+export const ACK_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion openedAt acknowledgedAt form followUpVersion principal role transport client';
+
+/**
+ * ackTable renders acknowledgement records (newest first): when, which notice (watcher
+ * → target, L → N), how long it waited, who (the token's name and role) and from which
+ * client (transport, client name), and the follow-up it opened.
+ */
+export function ackTable(records, { showWatcher = true } = {}) {
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'stacked acks', dataset: { acks: '' } },
+    h('caption', { class: 'visually-hidden' }, 'Acknowledgements, newest first'),
+    h('thead', null, h('tr', null,
+      h('th', { scope: 'col' }, 'When'),
+      h('th', { scope: 'col' }, 'Notice'),
+      h('th', { scope: 'col', class: 'num' }, 'L → N'),
+      h('th', { scope: 'col' }, 'Waited'),
+      h('th', { scope: 'col' }, 'Who'),
+      h('th', { scope: 'col' }, 'Client'))),
+    h('tbody', null, records.map((r) => {
+      const waited = Math.max(0, Date.parse(r.acknowledgedAt) - Date.parse(r.openedAt));
+      return h('tr', { dataset: { watcher: r.watcher, target: r.target, version: r.notifiedVersion } },
+        h('td', null, timeEl(r.acknowledgedAt),
+          h('div', { class: 'small muted' }, new Date(Date.parse(r.acknowledgedAt)).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' }))),
+        h('td', null,
+          showWatcher ? [h('a', { class: 'key', href: watcherHref(r.watcher) }, keyText(r.watcher)), h('span', { class: 'arrow', 'aria-label': 'about' }, ' → ')] : null,
+          sessionLink(r.target, r.targetAgentId),
+          r.followUpVersion ? h('div', { class: 'small muted', dataset: { followUp: r.followUpVersion } }, `follow-up notice N=${r.followUpVersion} opened`) : null),
+        h('td', { class: 'num', 'data-label': 'L → N' }, `${r.changesSince} → ${r.notifiedVersion}`),
+        h('td', { 'data-label': 'waited' }, ageText(new Date(Date.now() - waited).toISOString()),
+          h('span', { class: 'badge form', title: formTitle(r.form) }, r.form)),
+        h('td', { 'data-label': 'who', dataset: { principal: r.principal || '' } }, r.principal
+          ? [h('span', { class: 'mono' }, r.principal), ' ', h('span', { class: 'badge' }, r.role)]
+          : h('span', { class: 'muted', title: 'The server runs without --auth-file' }, 'no token')),
+        h('td', { 'data-label': 'client', dataset: { transport: r.transport } },
+          h('span', { class: 'badge info' }, r.transport), ' ',
+          r.client ? h('span', { class: 'small wrap client' }, r.client) : h('span', { class: 'muted small' }, 'unnamed')));
+    }))));
+}
+
+function formTitle(form) {
+  switch (form) {
+    case 'exact': return 'Named exactly (notifiedVersion): the notice the turn drained';
+    case 'targets': return 'By target: whatever was pending on it (racy)';
+    default: return 'Every pending notice of the watcher (racy)';
+  }
+}

@@ -4,12 +4,13 @@
 
 import { h, fill, eventItem, throttle } from '../dom.js';
 import { gql, EVENT_FIELDS, SESSION_FIELDS } from '../gql.js';
-import { noticeList, noNotices, upstreamPanel, activityChart, eventFilter } from './components.js';
+import { noticeList, noNotices, noticePanel, upstreamPanel, activityChart, eventFilter } from './components.js';
 
 const ACTIVITY_MAX = 40;
 
-export function homeView(root, { notices, bus, panels, auth }) {
+export function homeView(root, { notices, bus, panels, auth, viewer }) {
   const cleanups = [];
+  const scope = viewer.agent() ? `the sessions of agent ${viewer.agent()}` : 'all sessions';
 
   // Pending notices.
   const count = h('span', { class: 'count', 'aria-label': 'pending notices' }, '0');
@@ -20,7 +21,7 @@ export function homeView(root, { notices, bus, panels, auth }) {
   const list = h('div', { class: 'notices', id: 'notice-list', 'aria-live': 'polite', 'aria-relevant': 'additions removals' });
   const noticesHead = h('div', { class: 'panel-head' },
     h('h2', { id: 'notices-h', tabindex: '-1' }, 'Pending stale notices', count),
-    h('span', { class: 'hint' }, 'every watcher'));
+    h('span', { class: 'hint' }, viewer.agent() ? `the watchers of agent ${viewer.agent()}` : 'every watcher'));
   const noticesPanel = h('section', { class: 'panel', id: 'notices', 'aria-labelledby': 'notices-h' },
     noticesHead,
     h('div', { class: 'form', style: 'margin-bottom:.75rem' }, h('div', { class: 'field' }, filter)),
@@ -49,15 +50,14 @@ export function homeView(root, { notices, bus, panels, auth }) {
   auth.addEventListener('change', renderNotices);
   cleanups.push(() => { notices.removeEventListener('change', renderNotices); auth.removeEventListener('change', renderNotices); });
   // The notice feed is a subscription: its freshness is the connection's.
-  const noticesP = panels.add(noticesPanel, noticesHead, () => notices.load(), 'the pending notices');
-  cleanups.push(() => noticesP.remove());
+  noticePanel(panels, notices, noticesPanel, noticesHead, 'the pending notices', cleanups);
 
   // Recent activity across sessions.
   const activityList = h('ol', { class: 'timeline', id: 'activity', 'aria-live': 'polite' });
   const evFilter = eventFilter(() => activity.render(new Set()), 'af');
   const activityHead = h('div', { class: 'panel-head' },
     h('h2', { id: 'activity-h' }, 'Recent activity'),
-    h('span', { class: 'hint' }, 'all sessions'));
+    h('span', { class: 'hint' }, scope));
   const activityPanel = h('section', { class: 'panel', id: 'activity-panel', 'aria-labelledby': 'activity-h' },
     activityHead, evFilter.el, activityList);
   const activity = new Activity(activityList, evFilter);
@@ -67,14 +67,16 @@ export function homeView(root, { notices, bus, panels, auth }) {
   bus.addEventListener('event', onEvent);
   cleanups.push(() => { bus.removeEventListener('event', onEvent); tick.cancel(); activityP.remove(); });
 
-  const chart = activityChart({ panels, bus, notices, cleanups });
+  const chart = activityChart({ panels, bus, notices, cleanups, scope });
   const upstream = upstreamPanel({ panels, bus, auth, cleanups });
 
   fill(root,
     h('div', { class: 'page-head' },
       h('div', null,
         h('h1', { tabindex: '-1' }, 'Notices'),
-        h('p', { class: 'sub' }, 'One consolidated notice per watcher and target. Acknowledge it once the watcher has taken it into its prompt.'))),
+        h('p', { class: 'sub' }, 'One consolidated notice per watcher and target. Acknowledge it once the watcher has taken it into its prompt. ',
+          h('span', { class: 'hint-keys' }, 'Keys: ', h('kbd', null, 'j'), ' ', h('kbd', null, 'k'), ' move, ', h('kbd', null, 'a'), ' acknowledges, ', h('kbd', null, '?'), ' lists all.')),
+        agentNote(viewer))),
     h('div', { class: 'grid' },
       h('div', { class: 'stack' }, noticesPanel),
       h('div', { class: 'stack' }, chart, activityPanel, upstream.el)));
@@ -118,6 +120,12 @@ class Activity {
     for (const s of d.sessionsList.sessions) {
       if (!s.stateVersion) continue;
       const k = this.known.get(id(s));
+      if (k !== undefined && s.stateVersion < k) {
+        // A version never goes back on one database (SIG-3): this is another one (a
+        // restart on other data). What the list shows is not the server's: start over.
+        await this.init();
+        return;
+      }
       if (k === undefined || s.stateVersion > k) moved.push({ s, since: k === undefined ? Math.max(0, s.stateVersion - 3) : k });
       this.known.set(id(s), Math.max(k || 0, s.stateVersion));
     }
@@ -155,6 +163,15 @@ class Activity {
 }
 
 function id(s) { return `${s.agentId}\u0000${s.sessionKey}`; }
+
+/** agentNote says what an agent-role token cannot see; null for an admin. */
+export function agentNote(viewer) {
+  const a = viewer.agent();
+  if (!a) return null;
+  return h('p', { class: 'banner info agent-note', dataset: { agentScope: a } },
+    h('strong', null, `Token ${viewer.label()}: `),
+    `this page shows the sessions and notices of agent ${a} only. Other agents’ sessions need an admin token.`);
+}
 function itemId(it) { return `${id(it.s)}\u0000${it.ev.sequence}`; }
 function byTime(a, b) {
   if (a.ev.occurredAt !== b.ev.occurredAt) return a.ev.occurredAt < b.ev.occurredAt ? 1 : -1;

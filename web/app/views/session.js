@@ -7,15 +7,27 @@
 //
 // Every panel is a live panel (panels.js): dimmed with the time of its last update
 // while the connection is down, reloaded by itself when it is back.
+//
+// The page checks that what it shows is still the server's (audit): every few
+// seconds, at a reconnection and on a live event it already has. A state version below
+// the one shown (CURSOR_AHEAD: a restart on other data, a deleted incarnation), an
+// event at a shown sequence that differs, or shown events the log no longer has
+// (deleted, or pruned: historyGap) refresh the whole view, saying why.
 
 import { h, fill, eventItem, sessionLink, sessionHref, watcherHref, timeEl, throttle, toast, isQualified, agentOf, keyText } from '../dom.js';
 import { gql, errorText, EVENT_FIELDS, CURSOR_FIELDS } from '../gql.js';
-import { noticeList, noNotices, ackToast, upstreamPanel, activityChart, eventFilter } from './components.js';
+import { noticeList, noNotices, noticePanel, ackToast, upstreamPanel, activityChart, eventFilter, forbiddenPage } from './components.js';
 
 const PAGE = 50;
+const AUDIT_EVERY_MS = 5000;
 
-export function sessionView(root, { agentId, key, query, notices, bus, live, panels, auth }) {
+export function sessionView(root, { agentId, key, query, notices, bus, live, panels, auth, viewer, refresh }) {
   const cleanups = [];
+  if (!viewer.mayRead(agentId)) {
+    fill(root, forbiddenPage(viewer, `the session ${key} of agent ${agentId}`,
+      h('div', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', h('span', { class: 'mono' }, agentId)), keyText(key)));
+    return () => {};
+  }
   const qualified = isQualified(key);
   const sinceParam = query.has('since') && /^\d+$/.test(query.get('since')) ? Number(query.get('since')) : null;
   const forWatcher = query.get('watcher') || '';
@@ -52,7 +64,8 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
   const ackAbout = h('button', { type: 'button', hidden: true, id: 'ack-about' }, 'Acknowledge all');
   const aboutHead = h('div', { class: 'panel-head' },
     h('h2', { id: 'an-h', tabindex: '-1' }, 'Notices about this session'),
-    h('span', { class: 'hint' }, 'watchers waiting to reconcile it'), ackAbout);
+    h('span', { class: 'hint' }, 'watchers waiting to reconcile it'),
+    h('a', { class: 'small', href: `#/acks?target=${encodeURIComponent(key)}` }, 'history'), ackAbout);
   const aboutPanel = h('section', { class: 'panel', id: 'about-panel', 'aria-labelledby': 'an-h' }, aboutHead, aboutList);
   const heldList = h('div', { class: 'notices', id: 'session-notices', 'aria-live': 'polite' });
   const ackHeld = h('button', { type: 'button', hidden: true, id: 'ack-held' }, 'Acknowledge all');
@@ -141,7 +154,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     }
     if (gap) {
       items.push(h('li', { class: 'gap-mark', dataset: { historyGap: '' } },
-        `History gap: events up to #${gap.earliest - 1} were pruned by retention.`));
+        `History gap: events up to #${gap.earliest - 1} were pruned (by retention, or deleted with the session).`));
     }
     if (!events.size) {
       items.push(h('li', { class: 'since-mark', dataset: { emptyTimeline: '' } }, version ? 'No events in this range.'
@@ -153,7 +166,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     older.hidden = gap != null || from <= 0 || sinceParam != null;
     fill(banner, gap ? h('div', { class: 'banner bad', role: 'alert' },
       h('strong', null, 'History gap. '),
-      `The log before #${gap.earliest} was pruned, so a delta from an older cursor is incomplete: a reconciler must refresh the whole session state instead of applying it (REC-2).`) : null);
+      `The log before #${gap.earliest} is gone, so a delta from an older cursor is incomplete: a reconciler must refresh the whole session state instead of applying it (REC-2).`) : null);
     // The child_spawned event names the parent.
     const spawn = [...events.values()].find((e) => e.kind === 'child_spawned' && e.actorId && isQualified(e.actorId));
     if (spawn && spawnedBy !== spawn.actorId) { spawnedBy = spawn.actorId; renderFacts(); }
@@ -195,8 +208,15 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     catching = (async () => {
       try {
         for (let i = 0; i < 10 && !stopped; i++) {
-          const st = await readChanges(top, 200);
+          let st;
+          try {
+            st = await readChanges(top, 200);
+          } catch (err) {
+            if (err.code === 'CURSOR_AHEAD') { again(`This session’s state version on the server is below the ${top} shown (another database, or a deleted incarnation).`); return; }
+            throw err;
+          }
           const ch = st.stateChanges;
+          if (ch.historyGap) { again('Events after the newest one shown were pruned before this page read them.'); return; }
           noteGap(ch);
           const fresh = addEvents(ch.events);
           if (st.stateVersion > version) version = st.stateVersion;
@@ -211,11 +231,56 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     return catching;
   };
 
+  // again refreshes the whole view once: what it shows is no longer the server's.
+  let refreshing = false;
+  const again = (why) => {
+    if (refreshing || stopped) return;
+    refreshing = true;
+    refresh(`${why} The page shows the session as the server has it now.`);
+  };
+  const sameEvent = (a, b) => a.kind === b.kind && a.occurredAt === b.occurredAt && a.summary === b.summary && (a.actorId || '') === (b.actorId || '');
+
+  // audit checks that the events shown are still the server's (see the file's doc).
+  // It throws when the server cannot answer.
+  let auditing = null;
+  const audit = () => {
+    if (auditing) return auditing;
+    if (!loaded || stopped) return Promise.resolve();
+    auditing = (async () => {
+      try {
+        const at = top;
+        let st;
+        try {
+          st = await readChanges(Math.max(0, at - 1), 1);
+        } catch (err) {
+          if (err.code === 'CURSOR_AHEAD') { again(`This session’s state version on the server is below the ${at} shown (another database, or a deleted incarnation).`); return; }
+          throw err;
+        }
+        if (stopped || at !== top) return;
+        const ch = st.stateChanges;
+        const lowest = events.size ? Math.min(...events.keys()) : 0;
+        if (lowest && ch.earliestAvailableSequence > lowest) { again(`The events shown from #${lowest} are no longer on the server (deleted with the session, or pruned).`); return; }
+        const mine = events.get(at);
+        const theirs = ch.events.find((e) => e.sequence === at);
+        if (mine && (!theirs || !sameEvent(mine, theirs))) { again(`The server’s event #${at} is not the one shown (another database after a restart).`); return; }
+        if (st.stateVersion > top) await catchUp();
+      } finally {
+        auditing = null;
+      }
+    })();
+    return auditing;
+  };
+  const auditTimer = setInterval(() => {
+    if (live.state.status === 'connected' && document.visibilityState === 'visible') audit().catch(() => timelineP.run());
+  }, AUDIT_EVERY_MS);
+  cleanups.push(() => clearInterval(auditTimer));
+
   // loadTimeline is the timeline panel's load: the whole first read, or, once that
-  // succeeded, the delta since the newest loaded event.
+  // succeeded, the audit and the delta since the newest loaded event.
   const loadTimeline = async () => {
     if (loaded) {
-      await catchUp();
+      await audit();
+      if (!refreshing) await catchUp();
       return;
     }
     let st;
@@ -302,6 +367,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
         const ev = d.stateEvents;
         refreshSide();
         if (!loaded) { missed = true; return; }
+        if (events.has(ev.sequence) && !sameEvent(events.get(ev.sequence), ev)) { timelineP.run(); return; }
         if (events.has(ev.sequence) || ev.sequence <= from) return;
         if (ev.sequence > top + 1) { timelineP.run(); } else {
           const fresh = addEvents([ev]);
@@ -351,10 +417,11 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
       const ns = list();
       const byWatcher = new Map();
       for (const n of ns) byWatcher.set(n.watcher, [...(byWatcher.get(n.watcher) || []), n]);
-      const res = { follow: [], queued: false };
+      const res = { follow: [], acks: [], queued: false };
       for (const [w, group] of byWatcher) {
         const r = await notices.ack(w, group);
         res.follow.push(...r.follow);
+        res.acks.push(...r.acks);
         res.queued = res.queued || r.queued;
       }
       ackToast(res, ns);
@@ -366,9 +433,8 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
   });
   bulk(ackAbout, about);
   bulk(ackHeld, held);
-  const aboutP = panels.add(aboutPanel, aboutHead, () => notices.load(), 'the notices about this session');
-  const heldP = qualified ? panels.add(heldPanel, heldHead, () => notices.load(), 'the notices it holds') : null;
-  cleanups.push(() => { aboutP.remove(); if (heldP) heldP.remove(); });
+  noticePanel(panels, notices, aboutPanel, aboutHead, 'the notices about this session', cleanups);
+  if (qualified) noticePanel(panels, notices, heldPanel, heldHead, 'the notices it holds', cleanups);
 
   // --- Cursors ----------------------------------------------------------------------
   async function loadCursors() {

@@ -1,13 +1,18 @@
 // One watcher (#/watcher/<sessionKey>): everything it waits on — its pending notices,
 // with bulk Acknowledge (the exact form: each selected notice is named by its
-// notifiedVersion) — and its cursors on every target.
+// notifiedVersion) — its cursors on every target, and who acknowledged its notices.
 
-import { h, fill, sessionLink, sessionHref, agentOf, keyText, timeEl, toast } from '../dom.js';
+import { h, fill, sessionLink, sessionHref, agentOf, keyText, timeEl, toast, throttle } from '../dom.js';
 import { gql, errorText, CURSOR_FIELDS } from '../gql.js';
-import { noticeList, noNotices, ackToast } from './components.js';
+import { noticeList, noNotices, noticePanel, ackToast, forbiddenPage, ackTable, ACK_FIELDS } from './components.js';
 
-export function watcherView(root, { key, notices, bus, panels, auth }) {
+export function watcherView(root, { key, notices, bus, panels, auth, viewer }) {
   const cleanups = [];
+  if (!viewer.mayRead(agentOf(key))) {
+    fill(root, forbiddenPage(viewer, `the notices of the watcher ${key}`,
+      h('div', { class: 'crumbs' }, h('a', { href: '#/' }, 'Notices'), ' / watcher'), keyText(key)));
+    return () => {};
+  }
   const count = h('span', { class: 'count', 'aria-label': 'pending notices' }, '0');
   const list = h('div', { class: 'notices', id: 'watcher-notices', 'aria-live': 'polite' });
   const ackSel = h('button', { type: 'button', id: 'ack-selected' }, 'Acknowledge selected');
@@ -61,7 +66,7 @@ export function watcherView(root, { key, notices, bus, panels, auth }) {
   ackSel.addEventListener('click', () => bulk(ackSel, selected()));
   ackAll.addEventListener('click', () => bulk(ackAll, mine()));
 
-  const np = panels.add(panel, head, () => notices.load(), 'the notices of this watcher');
+  noticePanel(panels, notices, panel, head, 'the notices of this watcher', cleanups);
   const load = async () => {
     const d = await gql(`query Held($key: String!) { watches(watcher: $key) { ${CURSOR_FIELDS} } }`, { key });
     fill(cursorsBody, d.watches.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'stacked', dataset: { cursors: 'target' } },
@@ -79,7 +84,22 @@ export function watcherView(root, { key, notices, bus, panels, auth }) {
   const cp = panels.add(cursorsPanel, cursorsHead, load, 'its cursors');
   const onEvent = () => cp.run();
   bus.addEventListener('event', onEvent);
-  cleanups.push(() => { np.remove(); cp.remove(); bus.removeEventListener('event', onEvent); });
+  cleanups.push(() => { cp.remove(); bus.removeEventListener('event', onEvent); });
+
+  // Who acknowledged its notices, and from where.
+  const acksBody = h('div', null, h('p', { class: 'skeleton' }, 'Loading…'));
+  const acksHead = h('div', { class: 'panel-head' }, h('h2', { id: 'wa-h' }, 'Acknowledged'),
+    h('a', { class: 'small', href: `#/acks?watcher=${encodeURIComponent(key)}` }, 'full history'));
+  const acksPanel = h('section', { class: 'panel', id: 'watcher-acks', 'aria-labelledby': 'wa-h' }, acksHead, acksBody);
+  const ap = panels.add(acksPanel, acksHead, async () => {
+    const d = await gql(`query WatcherAcks($w: String!) { ackHistory(watcher: $w, first: 10) { records { ${ACK_FIELDS} } } }`, { w: key });
+    const rs = d.ackHistory.records;
+    fill(acksBody, rs.length ? ackTable(rs, { showWatcher: false })
+      : h('p', { class: 'empty', dataset: { acksEmpty: '' } }, 'No notice of this watcher was acknowledged within the log’s retention.'));
+  }, 'its acknowledgements');
+  const acksSoon = throttle(() => ap.run(), 1000);
+  notices.addEventListener('change', acksSoon);
+  cleanups.push(() => { ap.remove(); acksSoon.cancel(); notices.removeEventListener('change', acksSoon); });
 
   fill(root,
     h('div', { class: 'crumbs' }, h('a', { href: '#/' }, 'Notices'), ' / watcher'),
@@ -90,7 +110,7 @@ export function watcherView(root, { key, notices, bus, panels, auth }) {
           h('a', { href: sessionHref(agentOf(key), key) }, 'Its session page'), '.'))),
     h('div', { class: 'grid' },
       h('div', { class: 'stack' }, panel),
-      h('div', { class: 'stack' }, cursorsPanel)));
+      h('div', { class: 'stack' }, cursorsPanel, acksPanel)));
   render();
   return () => cleanups.forEach((fn) => fn());
 }
