@@ -8,10 +8,10 @@
 -- serving during a rolling upgrade keep writing cursors meanwhile.
 --
 -- Cursor expiry reads the whole table (there is no index on updated_at, see 00003).
--- meta.last_expiry_at is when any process last ran it, so that a pruner skips it when
--- it ran less than half a prune interval ago: a start beside serving processes, or P
--- processes each pruning every interval, expire cursors once per interval, not once
--- per process.
+-- meta.last_expiry_at is when any process last ran it, so that a pruner pass skips it
+-- when it ran recently (RetentionPolicy.ExpireEvery): a start beside serving processes
+-- scans nothing, and P processes each pruning every interval expire cursors about once
+-- per interval, not once per process.
 
 -- +goose NO TRANSACTION
 -- +goose Up

@@ -7,8 +7,8 @@
 -- write-ahead log), in pages in the cursors' key order.
 --
 -- Cursor expiry reads the whole table (there is no index on updated_at, see 00003).
--- meta.last_expiry_at is when it last ran, so that a pruner skips it when it ran less
--- than half a prune interval ago (a restart soon after the last prune).
+-- meta.last_expiry_at is when it last ran, so that a pruner pass skips it when it ran
+-- recently (RetentionPolicy.ExpireEvery: a restart soon after the last prune).
 
 -- +goose Up
 CREATE INDEX cursors_unopened ON cursors (watcher_key, target_agent_id, target_key) WHERE n = l AND m > n;
