@@ -45,9 +45,19 @@ type feed struct {
 	sending bool          // a goroutine sends it
 	ended   bool
 	// inFlight counts, per URI, the resources/updated sends under way: send lets the
-	// SDK's notification reach this session only then.
+	// SDK's notification reach this session only then, and marks it in reached.
 	inFlight map[string]int
+	reached  map[string]bool
 }
+
+// Until the SDK has registered a session's subscription (after the subscribe handler
+// returns, and a subscriptions/listen client's Subscribe returns before that), its
+// ResourceUpdated reaches nobody: an update that found no subscriber is sent again,
+// every announceRetry at first and then less often, for up to announceFor.
+const (
+	announceRetry = 5 * time.Millisecond
+	announceFor   = 5 * time.Second
+)
 
 // ownerOf returns the caller a request's token identifies ("" without
 // authentication: every caller shares the limits).
@@ -252,7 +262,7 @@ func (s *Server) acquire(ctx context.Context, st *session, watcher, uri string) 
 	c.subscriptions++
 	fresh := f == nil
 	if fresh {
-		f = &feed{srv: s, sess: st, watcher: key, uris: map[string]bool{}, wake: make(chan struct{}), inFlight: map[string]int{}}
+		f = &feed{srv: s, sess: st, watcher: key, uris: map[string]bool{}, wake: make(chan struct{}), inFlight: map[string]int{}, reached: map[string]bool{}}
 		st.feeds[key] = f
 	}
 	if uri != "" {
@@ -322,18 +332,17 @@ func (s *Server) release(f *feed, uri string) {
 }
 
 // push is the feed's hub sink: it wakes the waits on an opened notice and sends a
-// resources/updated for any change. It never blocks: sending is another goroutine's,
-// started only while something is due.
+// resources/updated for any change, and once for what was pending when the feed
+// started (a client that subscribes, then waits, is told it has something to read).
+// It never blocks: sending is another goroutine's, started only while something is
+// due.
 func (f *feed) push(n *awareness.Notice, replay bool) bool {
-	if replay {
-		return true // what was pending at subscribe time is no news
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended {
 		return true
 	}
-	if !n.Closed {
+	if !n.Closed && !replay {
 		close(f.wake)
 		f.wake = make(chan struct{})
 	}
@@ -381,30 +390,56 @@ func (f *feed) waitChan() <-chan struct{} {
 
 // sendUpdates sends resources/updated for each subscribed URI until nothing is due.
 // The SDK's ResourceUpdated notifies every session subscribed to a URI; send (the
-// sending middleware) lets it through to this session only.
+// sending middleware) lets it through to this session only. A URI whose update
+// reached no subscription of the SDK yet is sent again (announceRetry).
 func (f *feed) sendUpdates() {
+	var missed map[string]bool
+	var giveUp time.Time
+	delay := announceRetry
 	for {
 		f.mu.Lock()
-		if !f.due || f.ended {
+		if f.ended || (!f.due && len(missed) == 0) {
 			f.sending = false
 			f.mu.Unlock()
 			return
 		}
+		due := f.due
 		f.due = false
 		f.mu.Unlock()
+		if !due {
+			if time.Now().After(giveUp) {
+				missed = nil
+				continue
+			}
+			time.Sleep(delay)
+			delay = min(2*delay, 200*time.Millisecond)
+		}
 		f.srv.mu.Lock()
 		uris := make([]string, 0, len(f.uris))
 		for u := range f.uris {
-			uris = append(uris, u)
+			if due || missed[u] {
+				uris = append(uris, u)
+			}
 		}
 		f.srv.mu.Unlock()
+		missed = nil
 		for _, u := range uris {
 			f.mu.Lock()
 			f.inFlight[u]++
+			f.reached[u] = false
 			f.mu.Unlock()
 			_ = f.srv.mcp.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: u})
 			f.mu.Lock()
 			f.inFlight[u]--
+			if !f.reached[u] {
+				if missed == nil {
+					missed = map[string]bool{}
+					if giveUp.IsZero() {
+						giveUp = time.Now().Add(announceFor)
+					}
+				}
+				missed[u] = true
+			}
 			f.mu.Unlock()
 		}
 	}
@@ -441,6 +476,9 @@ func (s *Server) sending(ss *mcp.ServerSession, uri string) bool {
 	for _, f := range fs {
 		f.mu.Lock()
 		n := f.inFlight[uri]
+		if n > 0 {
+			f.reached[uri] = true
+		}
 		f.mu.Unlock()
 		if n > 0 {
 			return true

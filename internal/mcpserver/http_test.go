@@ -394,3 +394,34 @@ func TestIdleSessionReplacedPastTheCap_CLT6(t *testing.T) {
 		t.Errorf("a session past the cap, none idle: %d %s", resp.StatusCode, body)
 	}
 }
+
+// A client told nothing of what was pending when it subscribed would wait for the
+// next change: the pending notice is announced once. And a notice opened at once
+// after Subscribe returns (a subscriptions/listen client's Subscribe returns before
+// the SDK has registered the subscription) is announced too.
+func TestSubscribeAnnouncesPendingAndImmediateNotices_NTC7(t *testing.T) {
+	e := newEnv(t, mcpserver.Config{})
+	e.watch(t, "agent:ops:main", "agent:ops:subagent:a")
+	e.watch(t, "agent:ops:main", "agent:ops:subagent:b")
+	e.human(t, "agent:ops:subagent:a")
+	for round := range 20 {
+		var u updates
+		cs := e.connect(t, opsToken, u.opts())
+		if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: mcpserver.NoticesURIPrefix + "agent:ops:main"}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("round %d: the pending notice's announcement", round), func() bool { return u.n() == 1 })
+		_ = cs.Close()
+	}
+	var u updates
+	cs := e.connect(t, opsToken, u.opts())
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: mcpserver.NoticesURIPrefix + "agent:ops:main"}); err != nil {
+		t.Fatal(err)
+	}
+	e.human(t, "agent:ops:subagent:b")
+	waitFor(t, "an announcement of the pending notice or of the new one", func() bool { return u.n() >= 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := u.n(); n > 2 {
+		t.Errorf("%d announcements for one pending and one new notice", n)
+	}
+}

@@ -61,7 +61,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, stdin io.Reader, stdout io.W
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := &proxy{cfg: cfg, ctx: ctx, subs: map[string]bool{}}
+	p := &proxy{cfg: cfg, ctx: ctx, subs: map[string]bool{}, announcing: map[string]*announce{}}
 	local := mcp.NewServer(&mcp.Implementation{Name: "awareness", Title: "Session state awareness", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             slog.New(demote{cfg.Logger.Handler()}),
@@ -69,6 +69,14 @@ func RunProxy(ctx context.Context, cfg ProxyConfig, stdin io.Reader, stdout io.W
 		UnsubscribeHandler: p.unsubscribe,
 	})
 	p.local = local
+	local.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if prm, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && method == "notifications/resources/updated" {
+				p.reached(prm.URI)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	local.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch prm := req.GetParams().(type) {
@@ -127,7 +135,64 @@ type proxy struct {
 
 	mu   sync.Mutex
 	cs   *mcp.ClientSession
-	subs map[string]bool // resource URIs the stdio client subscribed to
+	subs map[string]bool // resource URIs the stdio client subscribed to (or is subscribing to)
+	// announcing holds, per URI, the update being passed to the stdio client.
+	announcing map[string]*announce
+}
+
+// announce is the state of one URI's update on its way to the stdio client.
+type announce struct {
+	again   bool // another update came meanwhile
+	reached bool // the stdio server's SDK sent it to a subscription
+}
+
+// update passes the service's resources/updated for uri to the stdio client. The
+// stdio server's SDK registers a subscription only after the subscribe handler
+// returns, and the service may announce before that: an update that reached no
+// subscription is sent again while the client subscribes to uri (announceRetry, for
+// up to announceFor).
+func (p *proxy) update(uri string) {
+	p.mu.Lock()
+	if a := p.announcing[uri]; a != nil {
+		a.again = true
+		p.mu.Unlock()
+		return
+	}
+	a := &announce{again: true}
+	p.announcing[uri] = a
+	p.mu.Unlock()
+	go func() {
+		delay, giveUp := announceRetry, time.Now().Add(announceFor)
+		for {
+			p.mu.Lock()
+			if !a.again || !p.subs[uri] || p.ctx.Err() != nil || time.Now().After(giveUp) {
+				delete(p.announcing, uri)
+				p.mu.Unlock()
+				return
+			}
+			a.again, a.reached = false, false
+			p.mu.Unlock()
+			_ = p.local.ResourceUpdated(p.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			p.mu.Lock()
+			if !a.reached {
+				a.again = true
+				p.mu.Unlock()
+				time.Sleep(delay)
+				delay = min(2*delay, 200*time.Millisecond)
+				continue
+			}
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// reached is the stdio server's sending middleware's record of an update it sends.
+func (p *proxy) reached(uri string) {
+	p.mu.Lock()
+	if a := p.announcing[uri]; a != nil {
+		a.reached = true
+	}
+	p.mu.Unlock()
 }
 
 // offers reports whether the stdio server lists the service's tool t.
@@ -165,8 +230,8 @@ func (p *proxy) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "awareness-mcp", Version: p.cfg.Version}, &mcp.ClientOptions{
 		KeepAlive: p.cfg.KeepAlive,
-		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			_ = p.local.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: req.Params.URI})
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			go p.update(req.Params.URI) // never waits on p.mu, which session holds while it subscribes
 		},
 		Logger: slog.New(demote{p.cfg.Logger.Handler()}),
 	})
@@ -285,12 +350,17 @@ func (p *proxy) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 }
 
 func (p *proxy) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	p.mu.Lock()
+	had := p.subs[uri]
+	p.subs[uri] = true // before the service's first update
+	p.mu.Unlock()
 	_, err := forward(ctx, p, func(cs *mcp.ClientSession) (struct{}, error) {
-		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: req.Params.URI})
+		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 	})
-	if err == nil {
+	if err != nil && !had {
 		p.mu.Lock()
-		p.subs[req.Params.URI] = true
+		delete(p.subs, uri)
 		p.mu.Unlock()
 	}
 	return err
