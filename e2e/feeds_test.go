@@ -10,11 +10,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -627,4 +629,145 @@ func TestFeeds_NoticeFeedSyncedAndBookmarks_SQLite_FEED2_FEED3(t *testing.T) {
 func TestFeeds_NoticeFeedSyncedAndBookmarks_Postgres_FEED2_FEED3(t *testing.T) {
 	t.Parallel()
 	testNoticeFeedMarkers(t, startServerWith(t, pgtest.NewDatabase(t), serverOpts{args: []string{"--feed-bookmark", "200ms", "--notice-poll", pgPoll.String()}}))
+}
+
+// nodeFeedItem is one item a client of e2e/node/feeds.mjs printed.
+type nodeFeedItem struct {
+	Typename     string `json:"typename"`
+	Sequence     int64  `json:"sequence"`
+	LastSequence *int64 `json:"lastSequence"`
+}
+
+// FEED-1, FEED-2, FEED-3 with third-party clients and their default options (Apollo
+// Client, urql, graphql-ws, graphql-sse; e2e/node/feeds.mjs): each consumes
+// stateEventFeed's union (the replay, FeedSynced, live events, bookmarks) and comes
+// back after the server restarts. graphql-sse (Last-Event-ID from a headers function)
+// and graphql-ws (the payload's afterSequence kept current) resume after the last
+// event: nothing again, nothing lost. Apollo and urql resubscribe with their first
+// variables and get the replay again, in order, which a client drops by sequence.
+func TestFeeds_ThirdPartyClientsConsumeAndResume_FEED1_FEED2_FEED3(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeClient(t)
+	const key = "agent:main:subagent:node-feed"
+	s := startServerWith(t, filepath.Join(t.TempDir(), "awareness.db"), serverOpts{args: []string{"--feed-bookmark", "300ms"}})
+	for range 3 {
+		s.mustRecord(t, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"})
+	}
+	ctx := withTimeout(t, 10*wait)
+	cmd := exec.CommandContext(ctx, node, "feeds.mjs", s.base+"/query", s.wsURL, key)
+	cmd.Dir = dir
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("node stderr:\n%s", tail(stderr.String(), 4000))
+		}
+	})
+	names := []string{"apollo", "urql", "graphql-ws", "graphql-sse"}
+	items := map[string]chan nodeFeedItem{}
+	for _, n := range names {
+		items[n] = make(chan nodeFeedItem, 1024)
+	}
+	failed := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f := strings.SplitN(sc.Text(), " ", 4)
+			if len(f) < 4 || items[f[0]] == nil {
+				failed <- sc.Text()
+				continue
+			}
+			if f[1] == "ERROR" {
+				failed <- sc.Text()
+				continue
+			}
+			var it nodeFeedItem
+			if err := json.Unmarshal([]byte(f[3]), &it); err != nil {
+				failed <- sc.Text()
+				continue
+			}
+			items[f[0]] <- it
+		}
+	}()
+	next := func(name string) nodeFeedItem {
+		t.Helper()
+		select {
+		case it := <-items[name]:
+			return it
+		case line := <-failed:
+			t.Fatalf("feeds.mjs: %s", line)
+		case <-time.After(3 * wait):
+			t.Fatalf("%s: no item within %v", name, 3*wait)
+		}
+		return nodeFeedItem{}
+	}
+	// nextEvent skips bookmarks (each naming the last sequence) up to an event or
+	// FeedSynced.
+	last := map[string]int64{}
+	nextItem := func(name string) nodeFeedItem {
+		t.Helper()
+		for {
+			it := next(name)
+			if it.Typename != "FeedBookmark" {
+				return it
+			}
+			if it.LastSequence == nil || *it.LastSequence != last[name] {
+				t.Fatalf("%s: bookmark %v, the last event received %d", name, it.LastSequence, last[name])
+			}
+		}
+	}
+	expect := func(name, typename string, seq int64) {
+		t.Helper()
+		it := nextItem(name)
+		got := it.Sequence
+		if it.LastSequence != nil {
+			got = *it.LastSequence
+		}
+		if it.Typename != typename || got != seq {
+			t.Fatalf("%s: %+v (lastSequence %v), want %s %d", name, it, it.LastSequence, typename, seq)
+		}
+		if typename == "StateEvent" {
+			last[name] = seq
+		}
+	}
+	for _, n := range names {
+		for seq := int64(1); seq <= 3; seq++ {
+			expect(n, "StateEvent", seq)
+		}
+		expect(n, "FeedSynced", 3)
+	}
+	s.mustRecord(t, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"})
+	for _, n := range names {
+		expect(n, "StateEvent", 4)
+		if it := next(n); it.Typename != "FeedBookmark" || it.LastSequence == nil || *it.LastSequence != 4 {
+			t.Fatalf("%s idle: %+v, want a FeedBookmark at 4", n, it)
+		}
+	}
+
+	s = restartServer(t, s, syscall.SIGTERM)
+	s.mustRecord(t, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"})
+	for _, n := range names {
+		resumes := n == "graphql-ws" || n == "graphql-sse"
+		for last[n] < 5 {
+			it := nextItem(n)
+			switch {
+			case it.Typename == "FeedSynced":
+			case it.Typename == "StateEvent" && it.Sequence == last[n]+1:
+				last[n] = it.Sequence
+			case it.Typename == "StateEvent" && it.Sequence <= last[n] && !resumes:
+				// Apollo's and urql's resubscription replays from afterSequence 0.
+			default:
+				t.Fatalf("%s after the restart: %+v with %d received", n, it, last[n])
+			}
+		}
+	}
 }
