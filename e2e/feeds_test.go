@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/awareness/awareness/client"
 	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
@@ -769,5 +770,101 @@ func TestFeeds_ThirdPartyClientsConsumeAndResume_FEED1_FEED2_FEED3(t *testing.T)
 				t.Fatalf("%s after the restart: %+v with %d received", n, it, last[n])
 			}
 		}
+	}
+}
+
+// FEED-1, FEED-2, FEED-3 with the Go client: client.EventFeed over a WebSocket and
+// over SSE follows one session across restarts of the service (SIGKILL and SIGTERM in
+// turn), on SQLite and PostgreSQL, and hands out every event once, in order, each
+// (re)subscription's replay closed by a Synced marker.
+func TestClient_EventFeedAcrossRestarts_FEED1_FEED2_FEED3(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.db(t)
+			// Bookmarks every 200ms wake a reader that waits past the last event.
+			args := []string{"--feed-bookmark", "200ms", "--notice-poll", pgPoll.String()}
+			s := startServerWith(t, db, serverOpts{args: args})
+			c, err := client.New(s.base + "/query")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const key = "agent:main:subagent:go-feed"
+			zero := int64(0)
+			type reader struct {
+				name   string
+				feed   *client.EventFeed
+				events []int64
+				synced int
+			}
+			readers := []*reader{}
+			for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
+				readers = append(readers, &reader{name: tr.String(), feed: c.Events(client.EventFeedOptions{
+					Target: client.Target{SessionKey: key}, AfterSequence: &zero, Transport: tr,
+					MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})})
+			}
+			var target atomic.Int64 // the last sequence written, once the writes are done
+			ctx, cancel := context.WithTimeout(context.Background(), 10*wait)
+			defer cancel()
+			errs := make([]error, len(readers))
+			var wg sync.WaitGroup
+			for i, r := range readers {
+				wg.Go(func() {
+					defer r.feed.Close()
+					for {
+						it, err := r.feed.Next(ctx)
+						if err != nil {
+							errs[i] = fmt.Errorf("%s: %w", r.name, err)
+							return
+						}
+						switch {
+						case it.Event != nil:
+							r.events = append(r.events, it.Event.Sequence)
+						case it.Synced:
+							r.synced++
+						}
+						if last, _ := r.feed.LastSequence(); last > 0 && last == target.Load() {
+							return
+						}
+					}
+				})
+			}
+			var written int64
+			record := func() {
+				for range 5 {
+					written = s.mustRecord(t, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"}).StateVersion
+				}
+			}
+			for round := range 6 {
+				record()
+				if round%2 == 0 {
+					s.kill()
+				} else {
+					s.stop(syscall.SIGTERM)
+				}
+				s = startServerAt(t, db, s.addr, args...)
+			}
+			record()
+			target.Store(written)
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range readers {
+				if int64(len(r.events)) != written {
+					t.Errorf("%s: %d events, %d written", r.name, len(r.events), written)
+				}
+				for i, seq := range r.events {
+					if seq != int64(i+1) {
+						t.Fatalf("%s: event %d is sequence %d", r.name, i, seq)
+					}
+				}
+				if r.synced < 2 {
+					t.Errorf("%s: %d Synced markers across 6 restarts", r.name, r.synced)
+				}
+				t.Logf("%s: %d events in order across 6 restarts, %d (re)subscriptions synced", r.name, len(r.events), r.synced)
+			}
+		})
 	}
 }
