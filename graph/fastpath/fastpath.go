@@ -59,11 +59,13 @@ const ShapeCacheSize = 1000
 type FastPath struct {
 	pages, items atomic.Int64
 	shapes       *lru.LRU[*shape]
+	// feeds caches the shapes of feed subscriptions (feedShapes), as shapes does.
+	feeds *lru.LRU[*feedShape]
 }
 
-// New returns a FastPath with an empty shape cache of ShapeCacheSize entries.
+// New returns a FastPath with empty shape caches of ShapeCacheSize entries.
 func New() *FastPath {
-	return &FastPath{shapes: lru.New[*shape](ShapeCacheSize)}
+	return &FastPath{shapes: lru.New[*shape](ShapeCacheSize), feeds: lru.New[*feedShape](ShapeCacheSize)}
 }
 
 var _ interface {
@@ -670,14 +672,82 @@ func (fp *FastPath) EventFeedItems(ctx context.Context, fc *graphql.FieldContext
 		nulled: func(e *awareness.Event) bool { return e.OccurredAt.IsZero() }}, marks, true
 }
 
+// feedShape is what a feed subscription writes around and in each item and marker.
+type feedShape struct {
+	item  *shape
+	marks *Marks
+}
+
 // feedShapes collects a feed field's selection for its item's type and for each
-// marker's. A union's selections are fragments, so they are collected per
-// subscription, not cached.
+// marker's. The shapes of a selection of plain fields and inline fragments (no
+// directive, no named fragment: variables cannot change them) are shared, as plain
+// selections' are (fp.feeds).
 func (fp *FastPath) feedShapes(ctx context.Context, fc *graphql.FieldContext, types []string,
 	cols func([]graphql.CollectedField) ([]eventColumn, bool)) (*shape, *Marks, bool) {
 	if len(fc.Field.Directives) > 0 {
 		return nil, nil, false
 	}
+	key, cacheable := feedKey(fc)
+	if cacheable {
+		if fs, ok := fp.feeds.Get(ctx, key); ok {
+			return fs.item, fs.marks, true
+		}
+	}
+	item, marks, ok := fp.collectFeed(ctx, fc, types, cols)
+	if ok && cacheable {
+		fp.feeds.Add(ctx, key, &feedShape{item: item, marks: marks})
+	}
+	return item, marks, ok
+}
+
+// feedKey spells a feed field's selection of fields and inline fragments, without
+// directives, sub-selections of fields or named fragments; cacheable is false
+// otherwise.
+func feedKey(fc *graphql.FieldContext) (key string, cacheable bool) {
+	var b strings.Builder
+	b.WriteString(fc.Object)
+	b.WriteByte('.')
+	b.WriteString(fc.Field.Name)
+	b.WriteByte(' ')
+	b.WriteString(fc.Field.Alias)
+	var walk func(ast.SelectionSet) bool
+	walk = func(set ast.SelectionSet) bool {
+		for _, sel := range set {
+			switch x := sel.(type) {
+			case *ast.Field:
+				if len(x.Directives) > 0 || len(x.SelectionSet) > 0 {
+					return false
+				}
+				b.WriteByte(' ')
+				b.WriteString(x.Alias)
+				b.WriteByte(':')
+				b.WriteString(x.Name)
+			case *ast.InlineFragment:
+				if len(x.Directives) > 0 {
+					return false
+				}
+				b.WriteString(" ...")
+				b.WriteString(x.TypeCondition)
+				b.WriteString("{")
+				if !walk(x.SelectionSet) {
+					return false
+				}
+				b.WriteString(" }")
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(fc.Field.Selections) {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// collectFeed is feedShapes without the cache.
+func (fp *FastPath) collectFeed(ctx context.Context, fc *graphql.FieldContext, types []string,
+	cols func([]graphql.CollectedField) ([]eventColumn, bool)) (*shape, *Marks, bool) {
 	oc := graphql.GetOperationContext(ctx)
 	item, ok := cols(graphql.CollectFields(oc, fc.Field.Selections, types))
 	if !ok {
