@@ -405,3 +405,28 @@ func TestFeedTicker_BookmarksIdleFeeds_FEED3(t *testing.T) {
 	tk.Stop()
 	tk.Stop()
 }
+
+// FEED-1: a bare key resumes under its agent (KEY-3): the feed of global under agent
+// worker replays worker's global only.
+func TestEventFeed_BareKeyResumesUnderItsAgent_FEED1_KEY3(t *testing.T) {
+	t.Parallel()
+	w := newAckWorld(t)
+	for _, agent := range []string{"worker", "main", "worker"} {
+		a := agent
+		if _, err := w.svc.RecordEvent(w.ctx, awareness.RecordInput{SessionKey: "global", AgentID: &a, Kind: awareness.RunCompleted, ActorType: awareness.ActorSystem}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := newTestSink()
+	k, a := "global", "worker"
+	if _, err := w.svc.SubscribeEventFeed(w.ctx, &k, &a, awareness.FeedOptions{After: ptr(int64(0)), Marks: true}, sink.events()); err != nil {
+		t.Fatal(err)
+	}
+	items := sink.waitFor(t, "worker's two events and synced", func(items []feedItem, _ bool) bool { return len(items) == 3 })
+	checkFeed(t, items, 0)
+	for _, it := range items[:2] {
+		if it.event.Session != (awareness.SessionRef{AgentID: "worker", Key: "global"}) {
+			t.Fatalf("an event of %+v in worker's feed", it.event.Session)
+		}
+	}
+}
