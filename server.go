@@ -236,6 +236,9 @@ type serveConfig struct {
 	// NoticePoll is the safety poll of the cross-process notice listener
 	// (PostgreSQL only).
 	NoticePoll time.Duration
+	// FeedBookmark is the longest a feed subscription goes idle without a bookmark
+	// (FEED-3).
+	FeedBookmark time.Duration
 	// MetricsToken, read from MetricsTokenFile, is the bearer token /metrics requires
 	// ("": /metrics is open).
 	MetricsTokenFile string
@@ -297,6 +300,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		wsPing          = envFlag(fs, fs.Duration, "ws-ping-interval", graph.WSPingPongInterval, "AWARENESS_WS_PING_INTERVAL", "WebSocket ping cadence; a client that leaves a ping unanswered for twice this is dropped")
 		wsInit          = envFlag(fs, fs.Duration, "ws-init-timeout", graph.WSInitTimeout, "AWARENESS_WS_INIT_TIMEOUT", "time a WebSocket client has to send connection_init")
 		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
+		feedBookmark    = envFlag(fs, fs.Duration, "feed-bookmark", awareness.DefaultFeedBookmark, "AWARENESS_FEED_BOOKMARK", "the longest a feed subscription (staleNoticeFeed, stateEventFeed) stays silent: an idle one gets a FeedBookmark this often (100ms to 30s)")
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
 		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
 		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
@@ -344,6 +348,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSPingInterval:     *wsPing,
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
+		FeedBookmark:       *feedBookmark,
 		Budget: budget.Limits{PointsPerSecond: *queryRate, PointsBurst: *queryBurst,
 			WritesPerSecond: *rateLimit, WritesBurst: *rateBurst, MaxStreams: *maxStreams},
 		MetricsTokenFile: strings.TrimSpace(*metricsToken),
@@ -470,6 +475,9 @@ func (c serveConfig) validate() error {
 	}
 	if c.NoticePoll < 100*time.Millisecond {
 		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)
+	}
+	if c.FeedBookmark < 100*time.Millisecond || c.FeedBookmark > awareness.DefaultFeedBookmark {
+		return fmt.Errorf("--feed-bookmark %v is not between 100ms and %v", c.FeedBookmark, awareness.DefaultFeedBookmark)
 	}
 	if c.Retention < 0 {
 		return fmt.Errorf("--retention %v is negative (0 keeps rows forever)", c.Retention)
@@ -607,7 +615,7 @@ func (m *Main) open(ctx context.Context, steps []step) error {
 		"prune_interval", cfg.PruneInterval, "allowed_origins", cfg.AllowedOrigins,
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
-		"notice_poll", cfg.NoticePoll, "allowed_hosts", cfg.AllowedHosts, "query_rate", cfg.Budget.PointsPerSecond, "query_burst", cfg.Budget.PointsBurst,
+		"notice_poll", cfg.NoticePoll, "feed_bookmark", cfg.FeedBookmark, "allowed_hosts", cfg.AllowedHosts, "query_rate", cfg.Budget.PointsPerSecond, "query_burst", cfg.Budget.PointsBurst,
 		"rate_limit", cfg.Budget.WritesPerSecond, "rate_burst", cfg.Budget.WritesBurst, "max_streams", cfg.Budget.MaxStreams, "notice_tool", cfg.NoticeTool)
 	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
 	// finish under http.Server.Shutdown.
@@ -712,10 +720,14 @@ func (m *Main) openStore(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-func (m *Main) openHub(context.Context) (func(), error) {
+func (m *Main) openHub(ctx context.Context) (func(), error) {
 	hub := awareness.NewHubObserved(m.tel)
 	m.hub = hub
+	// The bookmarks of every feed (FEED-3) come from one ticker.
+	ticker := awareness.NewFeedTicker(hub, m.cfg.FeedBookmark, nil)
+	ticker.Start(context.WithoutCancel(ctx))
 	return func() {
+		ticker.Stop()
 		hub.Close()
 		m.log.Info("shutdown: notice hub closed")
 	}, nil

@@ -224,7 +224,7 @@ func TestParseServeConfig(t *testing.T) {
 		PruneInterval: time.Hour, ShutdownTimeout: 10 * time.Second,
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
-		Budget: budget.DefaultLimits(), NoticeTool: awareness.DefaultNoticeTool,
+		FeedBookmark: 30 * time.Second, Budget: budget.DefaultLimits(), NoticeTool: awareness.DefaultNoticeTool,
 		MCP: mcpConfig{Toolsets: mcpserver.AllToolsets, SessionIdle: mcpserver.DefaultSessionIdle,
 			MaxSessions: mcpserver.DefaultMaxSessions, MaxSubscriptions: mcpserver.DefaultMaxSubscriptions},
 	}
@@ -334,6 +334,13 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "bad checkpoint mode", args: []string{"--sqlite-checkpoint", "never"}, wantErr: "--sqlite-checkpoint"},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
+		{
+			name: "feed bookmark from the environment (FEED-3)",
+			env:  map[string]string{"AWARENESS_FEED_BOOKMARK": "200ms"},
+			want: func(c *serveConfig) { c.FeedBookmark = 200 * time.Millisecond },
+		},
+		{name: "feed bookmark too short (FEED-3)", args: []string{"--feed-bookmark", "1ms"}, wantErr: "--feed-bookmark"},
+		{name: "feed bookmark beyond 30s (FEED-3)", args: []string{"--feed-bookmark", "1m"}, wantErr: "--feed-bookmark"},
 		{
 			name: "notice tool from the environment (NTC-1)",
 			env:  map[string]string{"AWARENESS_NOTICE_TOOL": "awareness_status"},

@@ -19,14 +19,18 @@
 //     Release (the turn failed: it is drained again). A notice is handed out once per
 //     opening whatever the service replays, and a failed Ack is sent again by the
 //     Watcher. Stream failures reach the caller (Errors, Err).
+//   - [Client.Events] follows one session's events (stateEventFeed) over a WebSocket
+//     or SSE, resuming after the last sequence it delivered on every reconnection
+//     (FEED-1, FEED-2): each event once, in order, with the feed's Synced and Bookmark
+//     markers (FEED-3).
 //   - [Client.Reconcile] pages sessionStatus(changesSince:) until complete, or reports
 //     that a full refresh is needed (historyGap, CURSOR_AHEAD; REC-1..3).
 //   - Typed calls: [Client.WatchTarget], [Client.UnwatchTarget],
 //     [Client.PendingNotices], [Client.AcknowledgeNotices].
 //
 // Every call takes a context; every goroutine the package starts belongs to a
-// Recorder or a Watcher and ends in its Close, which never fails on a transport
-// error.
+// Recorder, a Watcher or an EventFeed and ends in its Close, which never fails on a
+// transport error.
 package client
 
 import (
@@ -48,6 +52,9 @@ const (
 	CodeInvalidArgument = "INVALID_ARGUMENT"
 	CodeNotFound        = "NOT_FOUND"
 	CodeCursorAhead     = "CURSOR_AHEAD"
+	// CodeHistoryGap refuses a feed asked to resume below a session's retained
+	// history (FEED-1); Error.EarliestAvailable says where the log starts.
+	CodeHistoryGap      = "HISTORY_GAP"
 	CodeUnauthenticated = "UNAUTHENTICATED"
 	CodeForbidden       = "FORBIDDEN"
 	CodeUnavailable     = "UNAVAILABLE"
@@ -69,6 +76,9 @@ type Error struct {
 	// RetryAfter is the wait the service asked for (extensions.retryAfterMs of
 	// RATE_LIMITED), 0 when it named none.
 	RetryAfter time.Duration
+	// EarliestAvailable is, on HISTORY_GAP, the oldest sequence the session's log
+	// still holds (extensions.earliestAvailableSequence).
+	EarliestAvailable int64
 }
 
 func (e *Error) Error() string {

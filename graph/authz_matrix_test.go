@@ -312,6 +312,14 @@ func mxOps() []mxOp {
 				}
 				_, _ = e.svc.RecordEvent(context.Background(), awareness.RecordInput{SessionKey: s.key, AgentID: a, Kind: awareness.GoalChanged, ActorType: awareness.ActorAgent})
 			}},
+		{field: "Subscription.staleNoticeFeed", vars: watcherVars,
+			doc: `subscription($w: String) { staleNoticeFeed(watcher: $w) { __typename ... on StaleNotice { watcher target targetAgentId text } ... on FeedSynced { replayed } } }`},
+		{field: "Subscription.stateEventFeed", vars: func(c mxCase, s mxSubject) map[string]any {
+			v := keyVars(c, s)
+			v["after"] = 0
+			return v
+		}, doc: `subscription($k: String, $a: String, $after: Int) { stateEventFeed(sessionKey: $k, agentId: $a, afterSequence: $after) {
+  __typename ... on StateEvent { sequence sessionKey agentId } ... on FeedSynced { lastSequence replayed } } }`},
 	}
 }
 

@@ -365,6 +365,8 @@ func budgetError(err error) *gqlerror.Error {
 //   - activity reads ActivityReadCost, and holds a bucket per minute of its window
 //     (sinceMinutes, default 60); noticeActivity (counted in memory) reads nothing
 //     and holds as many;
+//   - stateEvents and stateEventFeed with afterSequence replay the log: they read
+//     awareness.MaxChangesLimit, as a full sessionStatus page;
 //   - recordEvents holds one element per input, ackNotices and acknowledgeNotices
 //     one per notice named;
 //   - any other list: DefaultListCost;
@@ -419,6 +421,10 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 	case "Query.sessionsList":
 		first = w.intArg(f, "first", 50, awareness.MaxListLimit)
 		read = first
+	case "Subscription.stateEvents", "Subscription.stateEventFeed":
+		if v, ok := f.ArgumentMap(w.vars)["afterSequence"]; ok && v != nil {
+			read = awareness.MaxChangesLimit // a replay: priced as a full reconciliation page
+		}
 	case "StateChanges.events":
 		elems = max(limit, 1)
 	case "SessionList.sessions":

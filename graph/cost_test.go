@@ -231,6 +231,11 @@ func TestCostByWhatFieldsRead_ERR4(t *testing.T) {
 		{`{ sessionsList(first: 20) { sessions { sessionKey } } }`, nil, 1 + 20 + 1 + 20},
 		// recordEvents returns one element per input.
 		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`, map[string]any{"ins": []any{map[string]any{}, map[string]any{}, map[string]any{}}}, 1 + 3},
+		// A stream that resumes replays the log (FEED-1): a full page's read.
+		{`subscription { stateEvents(sessionKey: "k") { sequence } }`, nil, 1 + 1},
+		{`subscription { stateEvents(sessionKey: "k", afterSequence: 4) { sequence } }`, nil, 1 + 200 + 1},
+		{`subscription($a: Int) { s: stateEvents(sessionKey: "k", afterSequence: $a) { sequence } }`, map[string]any{"a": nil}, 1 + 1},
+		{`subscription { stateEventFeed(sessionKey: "k", afterSequence: 0) { __typename } }`, nil, 1 + 200 + 1},
 		// ackNotices returns one element per notice named, else DefaultListCost.
 		{`mutation { ackNotices(watcher: "w", notices: [{target: "t", notifiedVersion: 1}, {target: "u", notifiedVersion: 2}]) { text } }`, nil, 1 + 2},
 		{`mutation { ackNotices(watcher: "w") { text } }`, nil, 1 + graph.DefaultListCost},

@@ -29,6 +29,30 @@ func (p pushFrames) Events(ctx context.Context) (func([]byte, *awareness.Event) 
 	return appender(ctx, p.fp.EventItems)
 }
 
+// NoticeFeed implements resolvers.FrameWriter.
+func (p pushFrames) NoticeFeed(ctx context.Context) (func([]byte, *awareness.Notice) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
+	return feedAppender(ctx, p.fp.NoticeFeedItems)
+}
+
+// EventFeed implements resolvers.FrameWriter.
+func (p pushFrames) EventFeed(ctx context.Context) (func([]byte, *awareness.Event) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
+	return feedAppender(ctx, p.fp.EventFeedItems)
+}
+
+// feedAppender is appender for a feed field: its items' writer and its markers'.
+func feedAppender[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], *fastpath.Marks, bool)) (
+	func([]byte, *T) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil, nil, false
+	}
+	it, marks, ok := items(ctx, fc)
+	if !ok {
+		return nil, nil, false
+	}
+	return it.Append, marks.Append, true
+}
+
 // appender returns the item writer of the subscription field of ctx, or false when
 // the fast path does not write its selection.
 func appender[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], bool)) (

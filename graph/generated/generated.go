@@ -77,6 +77,17 @@ type ComplexityRoot struct {
 		MemoryFlushThreshold       func(childComplexity int) int
 	}
 
+	FeedBookmark struct {
+		At           func(childComplexity int) int
+		LastSequence func(childComplexity int) int
+	}
+
+	FeedSynced struct {
+		At           func(childComplexity int) int
+		LastSequence func(childComplexity int) int
+		Replayed     func(childComplexity int) int
+	}
+
 	InputError struct {
 		Code    func(childComplexity int) int
 		Message func(childComplexity int) int
@@ -237,8 +248,10 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		StaleNotices func(childComplexity int, watcher *string, includeClosed *bool) int
-		StateEvents  func(childComplexity int, sessionKey *string, agentID *string) int
+		StaleNoticeFeed func(childComplexity int, watcher *string, includeClosed *bool) int
+		StaleNotices    func(childComplexity int, watcher *string, includeClosed *bool) int
+		StateEventFeed  func(childComplexity int, sessionKey *string, agentID *string, afterSequence *int) int
+		StateEvents     func(childComplexity int, sessionKey *string, agentID *string, afterSequence *int) int
 	}
 
 	UpstreamLink struct {
@@ -312,7 +325,9 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
-	StateEvents(ctx context.Context, sessionKey *string, agentID *string) (<-chan awareness.Event, error)
+	StateEvents(ctx context.Context, sessionKey *string, agentID *string, afterSequence *int) (<-chan awareness.Event, error)
+	StaleNoticeFeed(ctx context.Context, watcher *string, includeClosed *bool) (<-chan gqlmodel.FeedItem, error)
+	StateEventFeed(ctx context.Context, sessionKey *string, agentID *string, afterSequence *int) (<-chan gqlmodel.FeedItem, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -486,6 +501,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CompactionPolicy.MemoryFlushThreshold(childComplexity), true
+
+	case "FeedBookmark.at":
+		if e.ComplexityRoot.FeedBookmark.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FeedBookmark.At(childComplexity), true
+	case "FeedBookmark.lastSequence":
+		if e.ComplexityRoot.FeedBookmark.LastSequence == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FeedBookmark.LastSequence(childComplexity), true
+
+	case "FeedSynced.at":
+		if e.ComplexityRoot.FeedSynced.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FeedSynced.At(childComplexity), true
+	case "FeedSynced.lastSequence":
+		if e.ComplexityRoot.FeedSynced.LastSequence == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FeedSynced.LastSequence(childComplexity), true
+	case "FeedSynced.replayed":
+		if e.ComplexityRoot.FeedSynced.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FeedSynced.Replayed(childComplexity), true
 
 	case "InputError.code":
 		if e.ComplexityRoot.InputError.Code == nil {
@@ -1268,6 +1315,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StateEvent.Summary(childComplexity), true
 
+	case "Subscription.staleNoticeFeed":
+		if e.ComplexityRoot.Subscription.StaleNoticeFeed == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_staleNoticeFeed_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.StaleNoticeFeed(childComplexity, args["watcher"].(*string), args["includeClosed"].(*bool)), true
 	case "Subscription.staleNotices":
 		if e.ComplexityRoot.Subscription.StaleNotices == nil {
 			break
@@ -1279,6 +1337,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.StaleNotices(childComplexity, args["watcher"].(*string), args["includeClosed"].(*bool)), true
+	case "Subscription.stateEventFeed":
+		if e.ComplexityRoot.Subscription.StateEventFeed == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_stateEventFeed_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.StateEventFeed(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["afterSequence"].(*int)), true
 	case "Subscription.stateEvents":
 		if e.ComplexityRoot.Subscription.StateEvents == nil {
 			break
@@ -1289,7 +1358,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.StateEvents(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string)), true
+		return e.ComplexityRoot.Subscription.StateEvents(childComplexity, args["sessionKey"].(*string), args["agentId"].(*string), args["afterSequence"].(*int)), true
 
 	case "UpstreamLink.agentId":
 		if e.ComplexityRoot.UpstreamLink.AgentID == nil {
@@ -2074,6 +2143,8 @@ type Subscription {
     sessionKey: String
     "The agent of a bare key; needs sessionKey."
     agentId: String
+    "FEED-1. Replay the session's events after this sequence, then go live, without a gap or a copy (needs sessionKey). Below the retained history: HISTORY_GAP, with extensions.earliestAvailableSequence; above the head: CURSOR_AHEAD. Over SSE, a Last-Event-ID header takes its place. Omitted: from the next append."
+    afterSequence: Int
   ): StateEvent!
 }
 
@@ -2382,6 +2453,68 @@ extend type Mutation {
     "The events, appended in this order (a session's events keep it)."
     inputs: [RecordEventInput!]!
   ): [RecordEventsItem!]!
+}
+
+# ---------------------------------------------------------------------------------
+# Resumable feeds (FEED-1..3): the feed subscriptions, whose items are the contract's
+# items or markers of the feed.
+# ---------------------------------------------------------------------------------
+
+"FEED-3. Sent once by a feed, right after its backlog (the notices pending when it started, the events it replayed): what follows is live."
+type FeedSynced {
+  "On an event feed of one session, the last sequence sent: the last replayed, else the afterSequence it resumed from, else the head when it started. Every event up to it was sent; afterSequence set to it resumes the feed. Null on a notice feed and on a feed of every session. (Not named sequence: a selection may ask for both, as StateEvent.sequence is non-null.)"
+  lastSequence: Int
+  "How many items the backlog held: pending notices, or replayed events."
+  replayed: Int!
+  "When the marker was made (the service's clock)."
+  at: Time!
+}
+
+"FEED-3. Sent by a feed that sent nothing else for the bookmark interval (30 seconds unless the server says otherwise), every interval while it stays idle: the feed is alive."
+type FeedBookmark {
+  "On an event feed of one session, the last sequence sent: every event up to it was sent, and afterSequence set to it resumes the feed. Null on a notice feed and on a feed of every session."
+  lastSequence: Int
+  "When the marker was made (the service's clock)."
+  at: Time!
+}
+
+"An item of staleNoticeFeed: a notice, or a marker of the feed. Select the notice with an inline fragment (... on StaleNotice { target text }), the markers likewise, and __typename to tell them apart."
+union StaleNoticeFeedItem = StaleNotice | FeedSynced | FeedBookmark
+
+"An item of stateEventFeed: an event, or a marker of the feed. Select the event with an inline fragment (... on StateEvent { sequence kind }), the markers likewise, and __typename to tell them apart."
+union StateEventFeedItem = StateEvent | FeedSynced | FeedBookmark
+
+extend type Subscription {
+  """
+  FEED-3. staleNotices with markers: every notice pending now, then one FeedSynced, then each
+  notice as it opens, and a FeedBookmark whenever the feed was idle for the bookmark interval.
+  A reconnection sends every pending notice again first (NTC-5); after its FeedSynced, a
+  notice the client holds that was not sent again is no longer pending. Over SSE, each
+  notice's event id is the JSON array [watcher, targetAgentId, target, notifiedVersion]
+  (with "closed" appended on a closed item), which lets a client skip what it holds.
+  """
+  staleNoticeFeed(
+    "The watching session's key; every watcher's notices when omitted."
+    watcher: String
+    "Also deliver, once per closed notice, the notice again with closed: true (see staleNotices)."
+    includeClosed: Boolean = false
+  ): StaleNoticeFeedItem!
+  """
+  FEED-1, FEED-3. stateEvents with markers: the events after afterSequence (if given), then one
+  FeedSynced, then each event as it is appended, and a FeedBookmark whenever the feed was idle
+  for the bookmark interval. On one session, each marker names the last sequence sent
+  (lastSequence), which resumes the feed; without afterSequence the feed starts at the session's head. Over SSE,
+  each event's id (and each marker's) is that sequence, and a reconnection with
+  Last-Event-ID resumes after it.
+  """
+  stateEventFeed(
+    "The session to follow; every session when omitted."
+    sessionKey: String
+    "The agent of a bare key; needs sessionKey."
+    agentId: String
+    "Replay the session's events after this sequence first (needs sessionKey): HISTORY_GAP below the retained history (extensions.earliestAvailableSequence), CURSOR_AHEAD above the head. Over SSE, a Last-Event-ID header takes its place."
+    afterSequence: Int
+  ): StateEventFeedItem!
 }
 `, BuiltIn: false},
 }
@@ -3511,6 +3644,28 @@ func (ec *executionContext) field_Query_watches_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_staleNoticeFeed_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "includeClosed",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["includeClosed"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_staleNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3533,6 +3688,36 @@ func (ec *executionContext) field_Subscription_staleNotices_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_stateEventFeed_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sessionKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sessionKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "afterSequence",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["afterSequence"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_stateEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3552,6 +3737,14 @@ func (ec *executionContext) field_Subscription_stateEvents_args(ctx context.Cont
 		return nil, err
 	}
 	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "afterSequence",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["afterSequence"] = arg2
 	return args, nil
 }
 
@@ -4220,6 +4413,121 @@ func (ec *executionContext) _CompactionPolicy_memoryFlushCompactionCount(ctx con
 }
 func (ec *executionContext) fieldContext_CompactionPolicy_memoryFlushCompactionCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _FeedBookmark_lastSequence(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedBookmark) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FeedBookmark_lastSequence(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSequence, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FeedBookmark_lastSequence(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FeedBookmark", field, false, false, "Int")
+}
+
+func (ec *executionContext) _FeedBookmark_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedBookmark) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FeedBookmark_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FeedBookmark_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FeedBookmark", field, false, false, "Time")
+}
+
+func (ec *executionContext) _FeedSynced_lastSequence(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedSynced) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FeedSynced_lastSequence(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSequence, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FeedSynced_lastSequence(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FeedSynced", field, false, false, "Int")
+}
+
+func (ec *executionContext) _FeedSynced_replayed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedSynced) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FeedSynced_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FeedSynced_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FeedSynced", field, false, false, "Int")
+}
+
+func (ec *executionContext) _FeedSynced_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedSynced) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FeedSynced_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FeedSynced_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FeedSynced", field, false, false, "Time")
 }
 
 func (ec *executionContext) _InputError_code(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InputError) (ret graphql.Marshaler) {
@@ -7436,7 +7744,7 @@ func (ec *executionContext) _Subscription_stateEvents(ctx context.Context, field
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().StateEvents(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string))
+			return ec.Resolvers.Subscription().StateEvents(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["afterSequence"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v awareness.Event) graphql.Marshaler {
@@ -7464,6 +7772,94 @@ func (ec *executionContext) fieldContext_Subscription_stateEvents(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_stateEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_staleNoticeFeed(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_staleNoticeFeed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().StaleNoticeFeed(ctx, fc.Args["watcher"].(*string), fc.Args["includeClosed"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.FeedItem) graphql.Marshaler {
+			return ec.marshalNStaleNoticeFeedItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐFeedItem(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_staleNoticeFeed(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type StaleNoticeFeedItem does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_staleNoticeFeed_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_stateEventFeed(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_stateEventFeed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().StateEventFeed(ctx, fc.Args["sessionKey"].(*string), fc.Args["agentId"].(*string), fc.Args["afterSequence"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.FeedItem) graphql.Marshaler {
+			return ec.marshalNStateEventFeedItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐFeedItem(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_stateEventFeed(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type StateEventFeedItem does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_stateEventFeed_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9591,6 +9987,74 @@ func UnmarshalWatchInput(ctx context.Context, raw any) (gqlmodel.WatchInput, err
 
 // region    ************************** interface.gotpl ***************************
 
+func (ec *executionContext) _StaleNoticeFeedItem(ctx context.Context, sel ast.SelectionSet, obj gqlmodel.FeedItem) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case awareness.Notice:
+		return ec._StaleNotice(ctx, sel, &obj)
+	case *awareness.Notice:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._StaleNotice(ctx, sel, obj)
+	case gqlmodel.FeedSynced:
+		return ec._FeedSynced(ctx, sel, &obj)
+	case *gqlmodel.FeedSynced:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._FeedSynced(ctx, sel, obj)
+	case gqlmodel.FeedBookmark:
+		return ec._FeedBookmark(ctx, sel, &obj)
+	case *gqlmodel.FeedBookmark:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._FeedBookmark(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of StaleNoticeFeedItem must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
+func (ec *executionContext) _StateEventFeedItem(ctx context.Context, sel ast.SelectionSet, obj gqlmodel.FeedItem) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case awareness.Event:
+		return ec._StateEvent(ctx, sel, &obj)
+	case *awareness.Event:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._StateEvent(ctx, sel, obj)
+	case gqlmodel.FeedSynced:
+		return ec._FeedSynced(ctx, sel, &obj)
+	case *gqlmodel.FeedSynced:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._FeedSynced(ctx, sel, obj)
+	case gqlmodel.FeedBookmark:
+		return ec._FeedBookmark(ctx, sel, &obj)
+	case *gqlmodel.FeedBookmark:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._FeedBookmark(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of StateEventFeedItem must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
@@ -9813,6 +10277,87 @@ func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.Selec
 		case "memoryFlushCompactionCount":
 			out.Values[i] = ec._CompactionPolicy_memoryFlushCompactionCount(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var feedBookmarkImplementors = []string{"FeedBookmark", "StaleNoticeFeedItem", "StateEventFeedItem"}
+
+func (ec *executionContext) _FeedBookmark(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.FeedBookmark) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, feedBookmarkImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("FeedBookmark")
+		case "lastSequence":
+			out.Values[i] = ec._FeedBookmark_lastSequence(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._FeedBookmark_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var feedSyncedImplementors = []string{"FeedSynced", "StaleNoticeFeedItem", "StateEventFeedItem"}
+
+func (ec *executionContext) _FeedSynced(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.FeedSynced) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, feedSyncedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("FeedSynced")
+		case "lastSequence":
+			out.Values[i] = ec._FeedSynced_lastSequence(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._FeedSynced_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._FeedSynced_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -10706,7 +11251,7 @@ func (ec *executionContext) _SkippedWatcher(ctx context.Context, sel ast.Selecti
 	return out
 }
 
-var staleNoticeImplementors = []string{"StaleNotice"}
+var staleNoticeImplementors = []string{"StaleNotice", "StaleNoticeFeedItem"}
 
 func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionSet, obj *awareness.Notice) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, staleNoticeImplementors)
@@ -10837,7 +11382,7 @@ func (ec *executionContext) _StateChanges(ctx context.Context, sel ast.Selection
 	return out
 }
 
-var stateEventImplementors = []string{"StateEvent"}
+var stateEventImplementors = []string{"StateEvent", "StateEventFeedItem"}
 
 func (ec *executionContext) _StateEvent(ctx context.Context, sel ast.SelectionSet, obj *awareness.Event) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, stateEventImplementors)
@@ -10932,6 +11477,10 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_staleNotices(ctx, fields[0])
 	case "stateEvents":
 		return ec._Subscription_stateEvents(ctx, fields[0])
+	case "staleNoticeFeed":
+		return ec._Subscription_staleNoticeFeed(ctx, fields[0])
+	case "stateEventFeed":
+		return ec._Subscription_stateEventFeed(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -12001,6 +12550,14 @@ func (ec *executionContext) marshalNStaleNotice2ᚕgithubᚗcomᚋawarenessᚋaw
 	return ret
 }
 
+func (ec *executionContext) marshalNStaleNoticeFeedItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐFeedItem(ctx context.Context, sel ast.SelectionSet, v gqlmodel.FeedItem) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "StaleNoticeFeedItem!")
+		return graphql.Null
+	}
+	return ec._StaleNoticeFeedItem(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNStateEvent2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEvent(ctx context.Context, sel ast.SelectionSet, v awareness.Event) graphql.Marshaler {
 	return ec._StateEvent(ctx, sel, &v)
 }
@@ -12027,6 +12584,14 @@ func (ec *executionContext) marshalNStateEvent2ᚖgithubᚗcomᚋawarenessᚋawa
 		return graphql.Null
 	}
 	return ec._StateEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNStateEventFeedItem2githubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐFeedItem(ctx context.Context, sel ast.SelectionSet, v gqlmodel.FeedItem) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "StateEventFeedItem!")
+		return graphql.Null
+	}
+	return ec._StateEventFeedItem(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

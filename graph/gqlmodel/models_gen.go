@@ -76,6 +76,32 @@ type CompactionPolicy struct {
 	MemoryFlushCompactionCount *int `json:"memoryFlushCompactionCount,omitempty"`
 }
 
+// FEED-3. Sent by a feed that sent nothing else for the bookmark interval (30 seconds unless the server says otherwise), every interval while it stays idle: the feed is alive.
+type FeedBookmark struct {
+	// On an event feed of one session, the last sequence sent: every event up to it was sent, and afterSequence set to it resumes the feed. Null on a notice feed and on a feed of every session.
+	LastSequence *int `json:"lastSequence,omitempty"`
+	// When the marker was made (the service's clock).
+	At time.Time `json:"at"`
+}
+
+func (FeedBookmark) IsStaleNoticeFeedItem() {}
+
+func (FeedBookmark) IsStateEventFeedItem() {}
+
+// FEED-3. Sent once by a feed, right after its backlog (the notices pending when it started, the events it replayed): what follows is live.
+type FeedSynced struct {
+	// On an event feed of one session, the last sequence sent: the last replayed, else the afterSequence it resumed from, else the head when it started. Every event up to it was sent; afterSequence set to it resumes the feed. Null on a notice feed and on a feed of every session. (Not named sequence: a selection may ask for both, as StateEvent.sequence is non-null.)
+	LastSequence *int `json:"lastSequence,omitempty"`
+	// How many items the backlog held: pending notices, or replayed events.
+	Replayed int `json:"replayed"`
+	// When the marker was made (the service's clock).
+	At time.Time `json:"at"`
+}
+
+func (FeedSynced) IsStaleNoticeFeedItem() {}
+
+func (FeedSynced) IsStateEventFeedItem() {}
+
 // Why one input of a batch was refused.
 type InputError struct {
 	// An ERR-1 code (INVALID_ARGUMENT, FORBIDDEN, …).

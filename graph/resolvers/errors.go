@@ -20,8 +20,8 @@ const internalMessage = "internal error"
 // ErrorPresenter is the one place that turns an error into a GraphQL error (ERR-1):
 //
 //   - an *awareness.Error keeps its caller-facing Message, and its Code goes to
-//     extensions.code; INTERNAL errors always read "internal error", and the cause of
-//     INTERNAL and UNAVAILABLE errors is logged here, once;
+//     extensions.code, its Details beside it; INTERNAL errors always read "internal
+//     error", and the cause of INTERNAL and UNAVAILABLE errors is logged here, once;
 //   - a *budget.Exceeded (a stream over the caller's cap) is BudgetError's;
 //   - an error that already carries extensions.code (gqlgen's parse, validation,
 //     complexity and persisted-query errors) is passed through unchanged;
@@ -67,6 +67,11 @@ func present(ctx context.Context, log *slog.Logger, err error) *gqlerror.Error {
 	if ae, ok := errors.AsType[*awareness.Error](err); ok {
 		out.Message = ae.Message
 		out.Extensions = map[string]any{"code": ae.Code}
+		for k, v := range ae.Details {
+			if k != "code" {
+				out.Extensions[k] = v
+			}
+		}
 		switch ae.Code {
 		case awareness.EINTERNAL:
 			out.Message = internalMessage

@@ -40,6 +40,11 @@ type FrameWriter interface {
 	Notices(ctx context.Context) (func(b []byte, n *awareness.Notice) ([]byte, gqlerror.List), bool)
 	// Events is Notices for stateEvents.
 	Events(ctx context.Context) (func(b []byte, e *awareness.Event) ([]byte, gqlerror.List), bool)
+	// NoticeFeed is Notices for staleNoticeFeed, with the writer of the feed's
+	// markers.
+	NoticeFeed(ctx context.Context) (func(b []byte, n *awareness.Notice) ([]byte, gqlerror.List), MarkWriter, bool)
+	// EventFeed is NoticeFeed for stateEventFeed.
+	EventFeed(ctx context.Context) (func(b []byte, e *awareness.Event) ([]byte, gqlerror.List), MarkWriter, bool)
 }
 
 // pushOp is what StreamErrors gives a WebSocket subscription's resolver.
@@ -73,7 +78,7 @@ func pushNotices(ctx context.Context, svc *awareness.Service, watcher *string, i
 }
 
 // pushEvents is pushNotices for stateEvents.
-func pushEvents(ctx context.Context, svc *awareness.Service, key, agentID *string) (_ <-chan awareness.Event, ok bool, _ error) {
+func pushEvents(ctx context.Context, svc *awareness.Service, key, agentID *string, after *int64) (_ <-chan awareness.Event, ok bool, _ error) {
 	op := pushOpOf(ctx)
 	if op == nil {
 		return nil, false, nil
@@ -83,7 +88,7 @@ func pushEvents(ctx context.Context, svc *awareness.Service, key, agentID *strin
 		return nil, false, nil
 	}
 	return push(ctx, op, write, closedEvents, func(sink awareness.Sink[awareness.Event]) (func(), error) {
-		return svc.SubscribeEventsTo(ctx, key, agentID, sink)
+		return svc.SubscribeEventFeed(ctx, key, agentID, awareness.FeedOptions{After: after}, sink)
 	})
 }
 
@@ -104,16 +109,7 @@ func push[T any](ctx context.Context, op *pushOp, write func([]byte, *T) ([]byte
 	}
 	unsubscribe, err := subscribe(awareness.Sink[T]{
 		Push: func(v *T, replay bool) bool { return st.Push(v, replay) },
-		End: func(err error) {
-			switch {
-			case err == nil, awareness.IsSlowSubscriber(err):
-				// Unsubscribed (the client's complete, the connection's end), or
-				// dropped: the drop function closes the connection with 1013.
-				st.End()
-			default:
-				st.Fail(errorsPayload(gqlerror.List{present(context.Background(), err)}))
-			}
-		},
+		End:  pushEnd(st, present),
 	})
 	if err != nil {
 		st.Abandon()
@@ -121,6 +117,20 @@ func push[T any](ctx context.Context, op *pushOp, write func([]byte, *T) ([]byte
 	}
 	st.Start(unsubscribe)
 	return closed, true, nil
+}
+
+// pushEnd is the End of a push stream's sink.
+func pushEnd(st *wsgorilla.Stream, present graphql.ErrorPresenterFunc) func(error) {
+	return func(err error) {
+		switch {
+		case err == nil, awareness.IsSlowSubscriber(err):
+			// Unsubscribed (the client's complete, the connection's end), or dropped
+			// (slow, or a feed's gap): the drop function closes the connection with 1013.
+			st.End()
+		default:
+			st.Fail(errorsPayload(gqlerror.List{present(context.Background(), err)}))
+		}
+	}
 }
 
 // appendResponse appends the payload of one subscription response as gqlgen's

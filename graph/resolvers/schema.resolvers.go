@@ -151,6 +151,12 @@ func (r *queryResolver) SessionTree(ctx context.Context, agentID *string, active
 
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
+	subscribe := func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+		return r.Service.SubscribeNoticesTo(ctx, watcher, closed, sink)
+	}
+	if ch, ok, err := serveSSE(ctx, noticePath(), subscribe); ok {
+		return ch, err
+	}
 	if ch, ok, err := pushNotices(ctx, r.Service, watcher, closed); ok {
 		return ch, err
 	}
@@ -162,16 +168,43 @@ func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string
 	return ch, nil
 }
 
-func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *string, agentID *string) (<-chan awareness.Event, error) {
-	if ch, ok, err := pushEvents(ctx, r.Service, sessionKey, agentID); ok {
+func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *string, agentID *string, afterSequence *int) (<-chan awareness.Event, error) {
+	after, err := resumeAfter(ctx, sessionKey, afterSequence)
+	if err != nil {
+		return nil, err
+	}
+	subscribe := func(sink awareness.Sink[awareness.Event]) (func(), error) {
+		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after}, sink)
+	}
+	if ch, ok, err := serveSSE(ctx, eventPath(sessionKey != nil), subscribe); ok {
 		return ch, err
 	}
-	ch, end, err := r.Service.SubscribeEvents(ctx, sessionKey, agentID)
+	if ch, ok, err := pushEvents(ctx, r.Service, sessionKey, agentID, after); ok {
+		return ch, err
+	}
+	ch, end, err := r.Service.SubscribeEventsAfter(ctx, sessionKey, agentID, after)
 	if err != nil {
 		return nil, err
 	}
 	onStreamEnd(ctx, end)
 	return ch, nil
+}
+
+func (r *subscriptionResolver) StaleNoticeFeed(ctx context.Context, watcher *string, includeClosed *bool) (<-chan gqlmodel.FeedItem, error) {
+	closed := includeClosed != nil && *includeClosed
+	return serveFeed(ctx, noticeFeedPath(), FrameWriter.NoticeFeed, func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+		return r.Service.SubscribeNoticeFeed(ctx, watcher, closed, awareness.FeedOptions{Marks: true}, sink)
+	})
+}
+
+func (r *subscriptionResolver) StateEventFeed(ctx context.Context, sessionKey *string, agentID *string, afterSequence *int) (<-chan gqlmodel.FeedItem, error) {
+	after, err := resumeAfter(ctx, sessionKey, afterSequence)
+	if err != nil {
+		return nil, err
+	}
+	return serveFeed(ctx, eventFeedPath(sessionKey != nil), FrameWriter.EventFeed, func(sink awareness.Sink[awareness.Event]) (func(), error) {
+		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after, Marks: true}, sink)
+	})
 }
 
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }

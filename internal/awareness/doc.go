@@ -89,6 +89,12 @@
 // PostgreSQL listener) which watchers and sessions have subscribers, before the pending
 // read, so a cross-process hint is never skipped for a subscription that needs it.
 //
+// A feed (feed.go, FEED-1..3) is a stream subscription that resumes and says where it
+// stands: an event feed of one session replays the log after a sequence before its live
+// events (copies dropped, a gap ending it with ErrFeedGap, which is resumable), and a
+// feed with marks gets one FeedSynced after its backlog and a FeedBookmark from
+// Hub.Bookmark while idle, which one FeedTicker calls for every feed.
+//
 // # Lock order
 //
 // In the database, every write transaction touches the session head row(s) first, then

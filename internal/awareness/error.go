@@ -8,9 +8,12 @@ import (
 // Error codes (ERR-1). They are the only values ever placed in a GraphQL error's
 // extensions.code by this service, besides gqlgen's own validation codes.
 const (
-	EINVALID         = "INVALID_ARGUMENT"
-	ENOTFOUND        = "NOT_FOUND"
-	ECURSORAHEAD     = "CURSOR_AHEAD"
+	EINVALID     = "INVALID_ARGUMENT"
+	ENOTFOUND    = "NOT_FOUND"
+	ECURSORAHEAD = "CURSOR_AHEAD"
+	// EHISTORYGAP: a feed was asked to resume below the session's retained history
+	// (FEED-1); extensions.earliestAvailableSequence says where the log starts.
+	EHISTORYGAP      = "HISTORY_GAP"
 	EUNAUTHENTICATED = "UNAUTHENTICATED"
 	EFORBIDDEN       = "FORBIDDEN"
 	EUNAVAILABLE     = "UNAVAILABLE"
@@ -31,6 +34,9 @@ type Error struct {
 	Code    string
 	Message string
 	Err     error
+	// Details are further fields of the GraphQL error's extensions, beside code (e.g.
+	// earliestAvailableSequence of HISTORY_GAP); nil for most errors.
+	Details map[string]any
 }
 
 func (e *Error) Error() string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // SubscriberBuffer is the number of undelivered items one subscription may hold. A
@@ -181,16 +182,26 @@ func refOfFilter(filter string) *SessionRef {
 // subscription for Observer.Subscribers.
 // sink, when set, makes the subscription a push stream (see Sink) instead of a
 // channel one.
-func (h *Hub) streamNotices(watcher, transport string, includeClosed bool, accept func(*Notice) bool, onDrop func(), sink *Sink[Notice]) *Sub[Notice] {
+// fd, when set, makes the subscription a feed (feed.go).
+func (h *Hub) streamNotices(watcher, transport string, includeClosed bool, accept func(*Notice) bool, onDrop func(), sink *Sink[Notice], fd *feed[Notice]) *Sub[Notice] {
 	filters := []string{watcher}
 	if includeClosed {
 		filters = append(filters, closedFilter(watcher))
 	}
-	return h.notices.subscribeStream(filters, transport, accept, onDrop, sink)
+	return h.notices.subscribeStream(filters, transport, accept, onDrop, sink, fd)
 }
 
-func (h *Hub) streamEvents(ref *SessionRef, transport string, accept func(*Event) bool, onDrop func(), sink *Sink[Event]) *Sub[Event] {
-	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, accept, onDrop, sink)
+func (h *Hub) streamEvents(ref *SessionRef, transport string, accept func(*Event) bool, onDrop func(), sink *Sink[Event], fd *feed[Event]) *Sub[Event] {
+	return h.events.subscribeStream([]string{eventFilter(ref)}, transport, accept, onDrop, sink, fd)
+}
+
+// Bookmark sends a FeedBookmark made at now to every feed with marks that sent
+// nothing since the previous call, and notes that the others did not (FEED-3):
+// called every half interval (FeedTicker), it keeps every idle feed's silence under
+// an interval. A feed whose sink refuses the bookmark is dropped as slow.
+func (h *Hub) Bookmark(now time.Time) {
+	h.notices.bookmark(now)
+	h.events.bookmark(now)
 }
 
 // Sink is where a push stream (Service.SubscribeNoticesTo, SubscribeEventsTo) hands
@@ -206,8 +217,13 @@ type Sink[T any] struct {
 	// buffer is full (it bounds the live values it holds by SubscriberBuffer): the
 	// subscription is then dropped as slow (ErrSlowSubscriber, and the drop function).
 	Push func(v *T, replay bool) bool
+	// Mark, set for a feed with marks (FeedOptions.Marks), receives the feed's
+	// markers in stream order, on the terms of Push; false drops the subscription as
+	// slow.
+	Mark func(m FeedMark) bool
 	// End, when set, is told once why the subscription ended: nil after Unsubscribe,
-	// ErrSlowSubscriber, ErrHubClosed. Like Push it must not block nor call the hub.
+	// ErrSlowSubscriber, ErrFeedGap, ErrHubClosed. Like Push it must not block nor
+	// call the hub.
 	End func(error)
 }
 
@@ -286,6 +302,9 @@ type stream[T any] struct {
 	// (it must not block nor call the hub): the Service's stream admission releases
 	// its slot.
 	ended func()
+	// feed, when set, makes the subscription a feed (feed.go): it filters live
+	// values after accept and sends the markers.
+	feed *feed[T]
 }
 
 // streamChanCap is the capacity of a stream's out channel: one value can wait while the
@@ -345,6 +364,15 @@ func (s *Sub[T]) offer(p *T) bool {
 	if st.accept != nil && !st.accept(p) {
 		return true
 	}
+	if st.feed != nil {
+		switch st.feed.admit(p) {
+		case feedSkip:
+			return true
+		case feedGap:
+			return false
+		}
+		st.feed.sent = true
+	}
 	if st.sink != nil {
 		if !st.sink.Push(p, false) {
 			return false
@@ -372,8 +400,39 @@ func (s *Sub[T]) offer(p *T) bool {
 // published since subscribe (filtered too, in their order).
 func (s *Sub[T]) start(first []T) {
 	if s.startLocked(first) {
-		s.t.remove(s, ErrSlowSubscriber)
+		s.t.remove(s, s.dropReason())
 	}
+}
+
+// dropReason is why the hub drops s for refusing a value: ErrFeedGap when its feed
+// found a gap, else ErrSlowSubscriber.
+func (s *Sub[T]) dropReason() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil && s.stream.feed != nil && s.stream.feed.gap {
+		return ErrFeedGap
+	}
+	return ErrSlowSubscriber
+}
+
+// bookmark is Hub.Bookmark for one feed with marks; slow reports that its sink
+// refused the bookmark.
+func (s *Sub[T]) bookmark(now time.Time) (slow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stream
+	if s.ended || st.held {
+		return false
+	}
+	if st.feed.sent {
+		st.feed.sent = false
+		return false
+	}
+	if !st.sink.Mark(st.feed.mark(FeedBookmark, 0, now)) {
+		return true
+	}
+	st.feed.sent = true
+	return false
 }
 
 // startLocked is start under s.mu; slow reports that a push stream's sink refused a
@@ -403,21 +462,51 @@ func (s *Sub[T]) startLocked(first []T) (slow bool) {
 		clear(st.live[len(live):])
 		st.live = live
 	}
+	if f := st.feed; f != nil {
+		if f.seq != nil && len(first) > 0 {
+			f.last = f.seq(&first[len(first)-1])
+		}
+		f.sent = true
+	}
 	if st.sink != nil {
 		// Straight to the transport, the replay first; nothing waits here.
 		for i := range first {
 			st.sink.Push(&first[i], true)
 		}
 		s.t.sent(len(first))
+		if f := st.feed; f != nil && f.marks && !st.sink.Mark(f.mark(FeedSynced, len(first), f.now())) {
+			return true
+		}
 		live := st.live
 		st.live = nil
 		for _, p := range live {
+			if st.feed != nil {
+				switch st.feed.admit(p) {
+				case feedSkip:
+					continue
+				case feedGap:
+					return true
+				}
+			}
 			if !st.sink.Push(p, false) {
 				return true
 			}
 			s.t.sent(1)
 		}
 		return false
+	}
+	if f := st.feed; f != nil {
+		live := st.live[:0]
+		for _, p := range st.live {
+			switch f.admit(p) {
+			case feedPass:
+				live = append(live, p)
+			case feedGap:
+				return true
+			}
+		}
+		clear(st.live[len(live):])
+		st.live = live
 	}
 	st.first = first
 	s.drainLocked()
@@ -550,6 +639,8 @@ type topic[T any] struct {
 	// interest, when set, is told of a filter's first subscription and of its last
 	// one's end (see Interest); it runs under mu.
 	interest func(filter string, on bool)
+	// feeds are the feeds with marks, which Hub.Bookmark visits.
+	feeds map[*Sub[T]]struct{}
 }
 
 // setInterest installs fn and announces the filters subscribed now.
@@ -581,8 +672,8 @@ func (t *topic[T]) subscribe(filters ...string) *Sub[T] {
 }
 
 // subscribeStream adds a held stream subscription (see stream); the caller starts it.
-func (t *topic[T]) subscribeStream(filters []string, transport string, accept func(*T) bool, onDrop func(), sink *Sink[T]) *Sub[T] {
-	st := &stream[T]{held: true, accept: accept, onDrop: onDrop, sink: sink}
+func (t *topic[T]) subscribeStream(filters []string, transport string, accept func(*T) bool, onDrop func(), sink *Sink[T], fd *feed[T]) *Sub[T] {
+	st := &stream[T]{held: true, accept: accept, onDrop: onDrop, sink: sink, feed: fd}
 	if sink == nil {
 		st.out = make(chan T, streamChanCap)
 	}
@@ -610,6 +701,12 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 	t.n.Add(1)
 	if s.stream != nil {
 		t.obs.Subscribers(t.name, s.transport, 1)
+		if s.stream.feed != nil && s.stream.feed.marks {
+			if t.feeds == nil {
+				t.feeds = map[*Sub[T]]struct{}{}
+			}
+			t.feeds[s] = struct{}{}
+		}
 	}
 	return s
 }
@@ -672,8 +769,21 @@ func (t *topic[T]) recipientsLocked(vs []T, filtersOf func(*T, []string) []strin
 
 func (t *topic[T]) removeSlow(slow []*Sub[T]) {
 	for _, s := range slow {
-		t.remove(s, ErrSlowSubscriber)
+		t.remove(s, s.dropReason())
 	}
+}
+
+// bookmark is Hub.Bookmark for the topic's feeds.
+func (t *topic[T]) bookmark(now time.Time) {
+	t.mu.RLock()
+	var slow []*Sub[T]
+	for s := range t.feeds {
+		if s.bookmark(now) {
+			slow = append(slow, s)
+		}
+	}
+	t.mu.RUnlock()
+	t.removeSlow(slow)
 }
 
 func (t *topic[T]) remove(s *Sub[T], reason error) {
@@ -692,12 +802,13 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 		}
 	}
 	t.n.Add(-1)
+	delete(t.feeds, s)
 	ended := s.end(reason)
 	t.mu.Unlock()
 	if s.stream != nil {
 		t.obs.Subscribers(t.name, s.transport, -1)
 	}
-	if ended && reason == ErrSlowSubscriber {
+	if ended && errors.Is(reason, ErrSlowSubscriber) {
 		t.obs.SubscriberDropped(t.name)
 		if s.stream != nil && s.stream.onDrop != nil {
 			s.stream.onDrop()
@@ -728,6 +839,7 @@ func (t *topic[T]) close() {
 		}
 	}
 	t.n.Store(0)
+	clear(t.feeds)
 }
 
 // IsSlowSubscriber reports whether err ended a subscription for falling behind.

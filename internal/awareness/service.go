@@ -3,6 +3,8 @@ package awareness
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -782,7 +784,7 @@ const sentPerPair = 4
 // notices to the returned channel itself, drops repeats as it does, and ctx's end
 // unsubscribes it (context.AfterFunc).
 func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, includeClosed bool) (<-chan Notice, func() error, error) {
-	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, nil)
+	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, FeedOptions{}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -797,14 +799,28 @@ func (s *Service) SubscribeNotices(ctx context.Context, watcher *string, include
 // Nothing waits on the subscription: a transport that writes from its own queue
 // serves an idle subscriber without a goroutine.
 func (s *Service) SubscribeNoticesTo(ctx context.Context, watcher *string, includeClosed bool, sink Sink[Notice]) (unsubscribe func(), err error) {
-	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, &sink)
+	return s.SubscribeNoticeFeed(ctx, watcher, includeClosed, FeedOptions{}, sink)
+}
+
+// SubscribeNoticeFeed is SubscribeNoticesTo as a feed (feed.go): with o.Marks, the
+// sink's Mark gets one FeedSynced after the pending notices and a FeedBookmark while
+// the feed is idle (FEED-3). o.After is refused: notices have no single sequence, and
+// every subscription sends every pending notice first (NTC-5).
+func (s *Service) SubscribeNoticeFeed(ctx context.Context, watcher *string, includeClosed bool, o FeedOptions, sink Sink[Notice]) (unsubscribe func(), err error) {
+	sub, err := s.subscribeNotices(ctx, watcher, includeClosed, o, &sink)
 	if err != nil {
 		return nil, err
 	}
 	return sub.Unsubscribe, nil
 }
 
-func (s *Service) subscribeNotices(ctx context.Context, watcher *string, includeClosed bool, sink *Sink[Notice]) (*Sub[Notice], error) {
+func (s *Service) subscribeNotices(ctx context.Context, watcher *string, includeClosed bool, o FeedOptions, sink *Sink[Notice]) (*Sub[Notice], error) {
+	if o.After != nil {
+		return nil, Errorf(EINVALID, "a notice feed does not resume from a sequence: every subscription sends every pending notice first")
+	}
+	if o.Marks && (sink == nil || sink.Mark == nil) {
+		return nil, Internal(errors.New("a feed with marks needs a sink with Mark"))
+	}
 	var w string
 	if watcher != nil {
 		ref, err := ResolveWatcher(*watcher)
@@ -836,7 +852,11 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 	if err != nil {
 		return nil, err
 	}
-	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink)
+	var fd *feed[Notice]
+	if o.Marks {
+		fd = &feed[Notice]{marks: true, now: s.Now}
+	}
+	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink, fd)
 	sub.onEnd(release)
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
@@ -984,7 +1004,13 @@ func (f *repeatFilter) lookup(pair noticePair) *sentNotices {
 // idle, ends when ctx ends or the subscriber falls behind, and then calls the function
 // WithDropFunc put in ctx.
 func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-chan Event, func() error, error) {
-	sub, err := s.subscribeEvents(ctx, key, agentID, nil)
+	return s.SubscribeEventsAfter(ctx, key, agentID, nil)
+}
+
+// SubscribeEventsAfter is SubscribeEvents resuming after a sequence of the session
+// (FEED-1, see feed.go); after nil is SubscribeEvents.
+func (s *Service) SubscribeEventsAfter(ctx context.Context, key, agentID *string, after *int64) (<-chan Event, func() error, error) {
+	sub, err := s.subscribeEvents(ctx, key, agentID, FeedOptions{After: after}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -995,14 +1021,24 @@ func (s *Service) SubscribeEvents(ctx context.Context, key, agentID *string) (<-
 // SubscribeEventsTo is SubscribeEvents as a push stream, as SubscribeNoticesTo is
 // SubscribeNotices'.
 func (s *Service) SubscribeEventsTo(ctx context.Context, key, agentID *string, sink Sink[Event]) (unsubscribe func(), err error) {
-	sub, err := s.subscribeEvents(ctx, key, agentID, &sink)
+	return s.SubscribeEventFeed(ctx, key, agentID, FeedOptions{}, sink)
+}
+
+// SubscribeEventFeed is SubscribeEventsTo as a feed (feed.go): o.After replays the
+// session's log after that sequence first (FEED-1: HISTORY_GAP below the retained
+// history, CURSOR_AHEAD above the head; it needs a session), and o.Marks sends the
+// sink's Mark one FeedSynced after the replay and a FeedBookmark while the feed is
+// idle (FEED-3). A feed of one session with marks and without o.After starts at the
+// session's head, read when it subscribes, which its FeedSynced names.
+func (s *Service) SubscribeEventFeed(ctx context.Context, key, agentID *string, o FeedOptions, sink Sink[Event]) (unsubscribe func(), err error) {
+	sub, err := s.subscribeEvents(ctx, key, agentID, o, &sink)
 	if err != nil {
 		return nil, err
 	}
 	return sub.Unsubscribe, nil
 }
 
-func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, sink *Sink[Event]) (*Sub[Event], error) {
+func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, o FeedOptions, sink *Sink[Event]) (*Sub[Event], error) {
 	var ref *SessionRef
 	if key != nil {
 		r, err := ResolveSession(*key, agentID)
@@ -1022,14 +1058,101 @@ func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, sin
 		// Narrowed to the sessions of its own agent, as listings are (CLT-1).
 		accept = func(e *Event) bool { return e.Session.AgentID == own }
 	}
+	if o.After != nil {
+		if ref == nil {
+			return nil, Errorf(EINVALID, "afterSequence needs a sessionKey: a feed of every session does not resume from one sequence")
+		}
+		if *o.After < 0 {
+			return nil, Errorf(EINVALID, "afterSequence must be 0 or more, got %d", *o.After)
+		}
+	}
+	if o.Marks && (sink == nil || sink.Mark == nil) {
+		return nil, Internal(errors.New("a feed with marks needs a sink with Mark"))
+	}
+	var fd *feed[Event]
+	if o.After != nil || o.Marks {
+		fd = &feed[Event]{marks: o.Marks, now: s.Now}
+		if ref != nil {
+			fd.seq = eventSequence
+		}
+	}
 	release, err := s.admit(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sub := s.hub.streamEvents(ref, transportOf(ctx), accept, dropFunc(ctx), sink)
+	sub := s.hub.streamEvents(ref, transportOf(ctx), accept, dropFunc(ctx), sink, fd)
 	sub.onEnd(release)
-	sub.start(nil)
+	var backlog []Event
+	if fd != nil && fd.seq != nil {
+		// Subscribed first: the read below has everything committed before the live
+		// events the stream holds back, which start then takes from the next sequence.
+		var last int64
+		backlog, last, err = s.readBacklog(ctx, *ref, o.After)
+		if err != nil {
+			sub.Unsubscribe()
+			return nil, err
+		}
+		sub.mu.Lock()
+		fd.last = last
+		sub.mu.Unlock()
+	}
+	sub.start(backlog)
 	return sub, nil
+}
+
+// FeedReplayPage is how many events a feed's replay reads per store call.
+const FeedReplayPage = 500
+
+// readBacklog reads what an event feed of ref starts with (FEED-1): after nil, the
+// head (last; no event); else every event after *after (checked by checkAfter), in
+// pages that must join, and the last sequence read. Like readPending, it reads on a
+// goroutine of its own.
+func (s *Service) readBacklog(ctx context.Context, ref SessionRef, after *int64) (backlog []Event, last int64, err error) {
+	var failed any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { failed = recover() }() // re-raised on the caller's goroutine
+		if after == nil {
+			var ch Changes
+			if ch, err = s.store.ReadChanges(ctx, ref, 0, 0); err == nil {
+				last = ch.Head.Version
+			}
+			return
+		}
+		last = *after
+		for {
+			var ch Changes
+			if ch, err = s.store.ReadChanges(ctx, ref, last, FeedReplayPage); err != nil {
+				return
+			}
+			// Every page is checked: retention may prune between two of them.
+			if err = checkAfter(last, ch); err != nil {
+				if len(backlog) > 0 && ErrorCode(err) == EHISTORYGAP {
+					err = checkAfter(*after, ch) // in the caller's terms
+				}
+				return
+			}
+			for i := range ch.Events {
+				if ch.Events[i].Sequence != last+1 {
+					// Above the pruned watermark the log is dense (SIG-3, SIG-6).
+					err = Internal(fmt.Errorf("the log of %s skips from %d to %d above its pruned watermark %d",
+						ref.AgentID+"/"+ref.Key, last, ch.Events[i].Sequence, ch.Head.PrunedThrough))
+					return
+				}
+				last++
+			}
+			backlog = append(backlog, ch.Events...)
+			if !ch.More {
+				return
+			}
+		}
+	}()
+	<-done
+	if failed != nil {
+		panic(failed)
+	}
+	return backlog, last, err
 }
 
 // admit takes a stream slot of the caller of ctx (Config.Streams).

@@ -19,6 +19,12 @@ import (
 const noticeSubscription = `subscription($w: String) { staleNotices(watcher: $w) {
   watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt } }`
 
+// noticeFeedSubscription is noticeSubscription as a feed (-feed, FEED-3): the same
+// notice fields, and the feed's markers, which the recorder does not count.
+const noticeFeedSubscription = `subscription($w: String) { staleNoticeFeed(watcher: $w) { __typename
+  ... on StaleNotice { watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt }
+  ... on FeedSynced { replayed } ... on FeedBookmark { at } } }`
+
 // wsClient is one graphql-transport-ws connection with one subscription (id "1").
 // Writes are serialised by wmu; done is closed when its reader ends.
 type wsClient struct {
@@ -127,7 +133,11 @@ func (r *runner) dial(ctx context.Context, i int) (*wsClient, error) {
 		}
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	payload := map[string]any{"query": noticeSubscription, "variables": map[string]any{"w": loadkeys.Watcher(i)}}
+	query := noticeSubscription
+	if r.cfg.feed {
+		query = noticeFeedSubscription
+	}
+	payload := map[string]any{"query": query, "variables": map[string]any{"w": loadkeys.Watcher(i)}}
 	if err := c.write(map[string]any{"type": "subscribe", "id": "1", "payload": payload}); err != nil {
 		conn.Close()
 		return nil, err
@@ -158,12 +168,16 @@ type inFrame struct {
 	ID      string `json:"id"`
 	Payload struct {
 		Data struct {
-			StaleNotices struct {
-				Watcher string `json:"watcher"`
-				Target  string `json:"target"`
-			} `json:"staleNotices"`
+			StaleNotices *inNotice `json:"staleNotices"`
+			Feed         *inNotice `json:"staleNoticeFeed"`
 		} `json:"data"`
 	} `json:"payload"`
+}
+
+type inNotice struct {
+	Typename string `json:"__typename"`
+	Watcher  string `json:"watcher"`
+	Target   string `json:"target"`
 }
 
 // read timestamps every frame as soon as ReadMessage returns it, answers pings and
@@ -186,9 +200,19 @@ func (r *runner) read(c *wsClient) {
 		case "ping":
 			_ = c.write(map[string]any{"type": "pong"})
 		case "next":
+			n := f.Payload.Data.StaleNotices
+			if f := f.Payload.Data.Feed; f != nil {
+				if f.Typename != "StaleNotice" {
+					continue // a marker of the feed
+				}
+				n = f
+			}
+			if n == nil {
+				r.rec.bad.Add(1)
+				continue
+			}
 			r.frames.Add(1)
 			r.frameBytes.Add(int64(len(data)))
-			n := f.Payload.Data.StaleNotices
 			if n.Watcher != "" && n.Watcher != loadkeys.Watcher(c.idx) {
 				r.rec.mismatch.Add(1)
 			}

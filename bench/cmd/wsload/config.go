@@ -19,6 +19,7 @@ type config struct {
 	setupWorkers                int
 	wait, timeout               time.Duration
 	noA2                        bool
+	feed                        bool
 	phases                      map[string]bool
 }
 
@@ -46,6 +47,7 @@ func parseConfig() config {
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long to wait for the frames of one round or phase")
 	flag.DurationVar(&c.timeout, "timeout", 9*time.Minute, "hard limit of the whole run")
 	flag.BoolVar(&c.noA2, "no-l3", false, "skip the L1(a)+L3 phase")
+	flag.BoolVar(&c.feed, "feed", false, "service: subscribe to staleNoticeFeed (the notices with the feed's markers, FEED-3) instead of staleNotices")
 	phases := flag.String("phases", "b_small,b_big,a,a_l3,b_none", "phases to run")
 	flag.Parse()
 	c.phases = map[string]bool{}

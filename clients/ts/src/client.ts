@@ -6,6 +6,7 @@ export const Codes = {
   InvalidArgument: 'INVALID_ARGUMENT',
   NotFound: 'NOT_FOUND',
   CursorAhead: 'CURSOR_AHEAD',
+  HistoryGap: 'HISTORY_GAP',
   Unauthenticated: 'UNAUTHENTICATED',
   Forbidden: 'FORBIDDEN',
   Unavailable: 'UNAVAILABLE',
@@ -18,13 +19,17 @@ export const Codes = {
 export class AwarenessError extends Error {
   /** With RATE_LIMITED: how long to wait before the next try. */
   readonly retryAfterMs?: number;
+  /** With HISTORY_GAP: the oldest sequence the session's log still holds (FEED-1). */
+  readonly earliestAvailableSequence?: number;
   /** The message without its prefix: the service's own words for an answer. */
   readonly detail: string;
-  constructor(message: string, readonly code: string, readonly status: number, opts: { retryAfterMs?: number; cause?: unknown } = {}) {
+  constructor(message: string, readonly code: string, readonly status: number,
+    opts: { retryAfterMs?: number; earliestAvailableSequence?: number; cause?: unknown } = {}) {
     super(code ? `awareness: ${code}: ${message}` : `awareness: ${message}`, { cause: opts.cause });
     this.name = 'AwarenessError';
     this.detail = message;
     if (opts.retryAfterMs !== undefined) this.retryAfterMs = opts.retryAfterMs;
+    if (opts.earliestAvailableSequence !== undefined) this.earliestAvailableSequence = opts.earliestAvailableSequence;
   }
   /** Retrying the same request cannot change the answer (invalid, forbidden, unauthenticated …). */
   get permanent(): boolean {
