@@ -98,3 +98,4 @@ func TestHub_InterestEndsWithSlowSubscriber(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
+
