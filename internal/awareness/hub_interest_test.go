@@ -98,4 +98,3 @@ func TestHub_InterestEndsWithSlowSubscriber(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
-

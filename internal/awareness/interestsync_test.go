@@ -24,7 +24,7 @@ func (l *syncLog) add(s string) {
 	l.calls = append(l.calls, s)
 }
 
-func (l *syncLog) NoticeInterest(w string, on bool) { l.add(fmt.Sprintf("notices %q %v", w, on)) }
+func (l *syncLog) NoticeInterest(w string, on bool)          { l.add(fmt.Sprintf("notices %q %v", w, on)) }
 func (l *syncLog) EventInterest(*awareness.SessionRef, bool) {}
 func (l *syncLog) SyncInterest(context.Context) error {
 	l.add("sync")

@@ -41,15 +41,15 @@ func (c *statementCounter) snapshot() (statements, rows int64) {
 // and process B (a writer) on one database; with a bus URL each has its own bus
 // connection and the hints travel on it.
 type interestRig struct {
-	t      *testing.T
-	count  *statementCounter
-	a, b   *Store
-	svcA   *awareness.Service
-	svcB   *awareness.Service
-	lis    *Listener
-	busA   *bus.Bus // nil without a bus
-	busB   *bus.Bus
-	hubA   *awareness.Hub
+	t     *testing.T
+	count *statementCounter
+	a, b  *Store
+	svcA  *awareness.Service
+	svcB  *awareness.Service
+	lis   *Listener
+	busA  *bus.Bus // nil without a bus
+	busB  *bus.Bus
+	hubA  *awareness.Hub
 }
 
 func newInterestRig(t *testing.T, poll time.Duration) *interestRig {
