@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -223,6 +224,8 @@ type runner struct {
 	cluster *pgcluster.Cluster
 	roles   bool
 	nats    *natsServer
+	helpMu  sync.Mutex
+	help    map[string]string // serve --help by binary
 }
 
 // ---------------------------------------------------------------------------------------
@@ -287,7 +290,11 @@ func (r *runner) startBin(ctx context.Context, bin string, idx int, dsn string, 
 		Bin: bin,
 		Args: func(addr string) []string {
 			// A load generator is one client far above every default budget.
-			return append([]string{"serve", "--addr", addr, "--db", r.roleDSN(dsn, idx), "--log-level", "warn", "--rate-limit", "0", "--query-rate", "0", "--max-streams", "0"}, extra...)
+			args := []string{"serve", "--addr", addr, "--db", r.roleDSN(dsn, idx), "--log-level", "warn", "--rate-limit", "0"}
+			if r.knows(bin, "--query-rate") { // older binaries (a -before) have no query budget
+				args = append(args, "--query-rate", "0", "--max-streams", "0")
+			}
+			return append(args, extra...)
 		},
 		Log:  log,
 		HTTP: r.http, ReadyWithin: 30 * time.Second, Poll: 20 * time.Millisecond,
@@ -296,6 +303,22 @@ func (r *runner) startBin(ctx context.Context, bin string, idx int, dsn string, 
 		return nil, fmt.Errorf("server %d: %w", idx, err)
 	}
 	return &server{Server: s, idx: idx}, nil
+}
+
+// knows reports whether bin's serve has the flag (its help names it).
+func (r *runner) knows(bin, flag string) bool {
+	r.helpMu.Lock()
+	defer r.helpMu.Unlock()
+	if r.help == nil {
+		r.help = map[string]string{}
+	}
+	h, ok := r.help[bin]
+	if !ok {
+		out, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+		h = string(out)
+		r.help[bin] = h
+	}
+	return strings.Contains(h, flag)
 }
 
 func (s *server) stop() { s.Stop(15 * time.Second) }
