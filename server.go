@@ -566,8 +566,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 // Main is the process of serve. Open builds its parts in order: tracing and metrics,
 // the HTTP port (bound first: a port in use fails the start before anything touched the
 // database, and connections that arrive meanwhile wait in the socket's queue), the
-// SQLite database's lock (lock.go), the database, the notice hub, the PostgreSQL
-// listener, the service (after its startup sweep), the upstream monitor, the pruner,
+// SQLite database's lock (lock.go), the hint bus of --bus, the database, the notice
+// hub, the PostgreSQL listener, the service (after its startup sweep), the upstream monitor, the pruner,
 // the demo and last the HTTP server. Run serves until its context ends; Close stops
 // and closes the parts in the reverse order, so the HTTP server drains first
 // (drainHTTP) and the database closes last, before its lock is released. When a step
