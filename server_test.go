@@ -314,10 +314,17 @@ func TestParseServeConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "postgres hints after commit",
+			name: "postgres hints after commit, the default",
 			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "after-commit"},
 			want: func(c *serveConfig) {
-				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsAfterCommit
+				c.DB = "postgres://u:pw@db.example:5432/aw?sslmode=disable"
+			},
+		},
+		{
+			name: "postgres hints in the commit",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "commit"},
+			want: func(c *serveConfig) {
+				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsInCommit
 			},
 		},
 		{name: "bad hint mode", args: []string{"--pg-hints", "maybe"}, wantErr: "--pg-hints"},

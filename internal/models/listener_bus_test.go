@@ -8,6 +8,7 @@ import (
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/bus/natstest"
+	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
 // With the bus, a process receives only the hints of its interest: B opens notices
@@ -228,5 +229,30 @@ func TestSubjectToken(t *testing.T) {
 	}
 	if got := eventSubject(&awareness.SessionRef{Key: "global"}); got != "awareness.hint.e.*.global" {
 		t.Errorf("key under every agent: %s", got)
+	}
+}
+
+// The hint options: NOTIFY after the commit by default; a bus replaces NOTIFY and
+// excludes a hint mode; SQLite takes no bus.
+func TestOpen_HintOptions(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	s := mustOpenPostgresAt(t, dsn)
+	if !s.hintsAfterCommit || s.bus != nil || !s.d.notify {
+		t.Errorf("default: after commit %v, bus %v, notify %v; want NOTIFY after the commit", s.hintsAfterCommit, s.bus, s.d.notify)
+	}
+	b := openBus(t, natstest.URL(t))
+	sb, err := OpenPostgres(context.Background(), dsn, Options{Bus: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.bus == nil || sb.hintsAfterCommit {
+		t.Errorf("with a bus: bus %v, after commit %v", sb.bus, sb.hintsAfterCommit)
+	}
+	if _, err := OpenPostgres(context.Background(), dsn, Options{Bus: b, Hints: HintsInCommit}); err == nil {
+		t.Error("a bus with a hint mode opened")
+	}
+	if _, err := OpenSQLite(context.Background(), t.TempDir()+"/x.db", Options{Bus: b}); err == nil {
+		t.Error("SQLite opened with a bus")
 	}
 }

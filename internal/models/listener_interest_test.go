@@ -314,12 +314,18 @@ func TestListener_MemoryFollowsInterest(t *testing.T) {
 	}
 }
 
-// With hints sent after the commit (HintsAfterCommit) a notice opened on B still
-// reaches A's subscriber through the hint (the safety poll is an hour), and an event
-// recorded on B reaches A's event stream.
-func TestListener_HintsAfterCommit(t *testing.T) {
+// With hints sent after the commit (HintsAfterCommit, the default) and inside it
+// (HintsInCommit), a notice opened on B reaches A's subscriber through the hint (the
+// safety poll is an hour), and an event recorded on B reaches A's event stream.
+func TestListener_HintModes(t *testing.T) {
+	for _, mode := range []HintMode{HintsAfterCommit, HintsInCommit} {
+		t.Run(string(mode), func(t *testing.T) { testHintMode(t, mode) })
+	}
+}
+
+func testHintMode(t *testing.T, mode HintMode) {
 	r := newInterestRig(t, time.Hour)
-	r.b.hintsAfterCommit = true
+	r.b.hintsAfterCommit = mode == HintsAfterCommit
 	w := lsWatcher
 	notes, _ := r.subscribeNotices(&w)
 	ectx, ecancel := context.WithCancel(context.Background())
