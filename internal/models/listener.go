@@ -94,6 +94,7 @@ type Listener struct {
 	hints   atomic.Int64 // hints handled
 	scans   atomic.Int64 // full rescans (connect, poll, too-long hint) done
 	reads   atomic.Int64 // reads of pending notices
+	gaps    atomic.Int64 // gaps the bus reported
 
 	lifecycle startstop.Base
 
@@ -115,7 +116,7 @@ type Listener struct {
 
 // ListenerStats are counters of a listener, for tests and measurements.
 type ListenerStats struct {
-	Connects int64 // successful connects
+	Connects int64 // successful connects (with a bus: its (re)connects and drops, synced and rescanned)
 	Hints    int64 // hints handled
 	Rescans  int64 // full rescans of the watchers of interest
 	Reads    int64 // reads of pending notices (a scan with nothing of interest reads nothing)
@@ -741,7 +742,9 @@ func (l *Listener) busSession(ctx context.Context) (healthy bool, err error) {
 			l.cfg.Observer.ListenerHint()
 			item = string(data)
 		case <-bus.Gaps():
-			l.cfg.Observer.ListenerReconnect()
+			if l.gaps.Add(1) > 1 { // the first is the bus's first connect
+				l.cfg.Observer.ListenerReconnect()
+			}
 			item = gapItem
 		case <-poll.C:
 			item = rescanItem
