@@ -208,7 +208,7 @@ const (
 	// HintsInCommit sends the NOTIFY inside the write transaction: delivered exactly
 	// when it commits. NOTIFY takes a lock global to the PostgreSQL instance from the
 	// commit's start until it ends, its WAL flush included, so NOTIFYing commits of
-	// every process serialise: 16 connections committed 4.3 times fewer one-row
+	// every process serialise: 16 connections committed 3.9 times fewer one-row
 	// transactions with it than without (bench/SCALE-RESULTS.md).
 	HintsInCommit HintMode = "commit"
 	// HintsAfterCommit sends it after the commit, in a statement of its own on the

@@ -1,22 +1,35 @@
 // Command pgscale measures the cross-process path on PostgreSQL with several real
-// `awareness serve` processes sharing one database (a fresh database per phase,
-// created and dropped on the server of -admin; loopback only). It writes a Markdown
-// report (-out) and prints it.
+// `awareness serve` processes sharing one database, and writes a Markdown report (-out,
+// also printed); bench/SCALE-RESULTS.md is one. By default (-cluster private) it runs
+// its own PostgreSQL cluster (initdb under /var/tmp) with pg_stat_statements preloaded
+// and connects each process as a role of its own (aw_p0, aw_p1, …), so that statements
+// are attributed per process; -cluster shared uses the server of -admin instead. It
+// runs a private nats-server for the bus. Each measurement gets a fresh database.
 //
-//	x1  for P in -procs: P processes, -watchers staleNotices subscribers on process 0
-//	    only, -appends appends spread round-robin over the P processes (-writers at a
-//	    time), each on a fresh target naming one subscribed watcher. Reported:
-//	    X1 rows read (pg_stat_user_tables seq_tup_read + idx_tup_fetch, deltas) per
-//	    notice delivered; X2 latency from the recordEvent answer to the frame on
-//	    process 0, appended on process 0 (same process) and on the others (across);
-//	    X5 lost and duplicate notices, over the measured appends and a second segment
-//	    during which process 0's listener connection is killed (pg_terminate_backend).
-//	x3  for P in {1, max of -procs}, hints on and off (--pg-hints): -writers closed-loop
-//	    writers spread over the P processes append for -duration; appends/s and the
-//	    recordEvent round trip (the commit) p50/p99. No subscribers.
-//	notify  the floor of X2: bare NOTIFY → LISTEN between two connections of this
-//	    process, from the sender's answer to the receipt, -appends times at the pace of
-//	    x1's appends, in a fresh database.
+// The hint transports compared (-modes, plus -before, a binary such as the main
+// branch's with its default hints): NOTIFY in the commit or after it (--pg-hints) and
+// the bus (--bus).
+//
+//	notify  the floor of X2: bare NOTIFY → LISTEN between two connections.
+//	lock    the NOTIFY commit lock alone: 16 connections commit one-row UPDATEs with
+//	    a NOTIFY inside the transaction, after it, or none (store.go).
+//	x1  for each transport and P in -procs: -watchers staleNotices subscribers on
+//	    process 0 only, -appends appends round-robin over the P processes (-writers at
+//	    a time), each naming one subscribed watcher. X1 rows read per notice (table
+//	    counters, and per process from pg_stat_statements); X2 latency from the
+//	    recordEvent answer to the frame, same process and across; the hints sent and
+//	    received; X5 lost and duplicate notices over the measured appends and a
+//	    second segment under a fault: process 0's listener connection killed
+//	    (pg_terminate_backend), or the NATS server killed and started again.
+//	x3  for each transport (and "off") and P: -writers×4 closed-loop writers over
+//	    HTTP spread over the P processes for -duration, no subscriber: appends/s, the
+//	    recordEvent round trip, server and PostgreSQL CPU per append; -rounds
+//	    interleaved rounds.
+//	hints  the CPU a hint of no interest costs: the largest P, appends through
+//	    process 0 only, the other processes' CPU and their listen backends' against
+//	    an idle window of the same length (hints.go).
+//	store  the append path without HTTP: P child processes (pgscale -child store)
+//	    run the service with its listener, -writers×4 writers between them (store.go).
 //	x4  one process with -watchers subscribers, over a database holding -pending
 //	    pending notices of other watchers (inserted by SQL) and over one holding none:
 //	    the process's RSS after a few --notice-poll rescans.
