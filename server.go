@@ -44,6 +44,7 @@ import (
 	"github.com/awareness/awareness/internal/auth"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/budget"
+	"github.com/awareness/awareness/internal/bus"
 	"github.com/awareness/awareness/internal/demo"
 	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/models"
@@ -248,6 +249,9 @@ type serveConfig struct {
 	Tracing bool
 	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
 	Hints models.HintMode
+	// Bus is the NATS server that carries the hints in place of NOTIFY (--bus; ""
+	// for none).
+	Bus string
 	// CheckpointInCommit leaves SQLite's checkpoints inside the commit
 	// (--sqlite-checkpoint commit) instead of the store's checkpointer.
 	CheckpointInCommit bool
@@ -302,7 +306,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
 		feedBookmark    = envFlag(fs, fs.Duration, "feed-bookmark", awareness.DefaultFeedBookmark, "AWARENESS_FEED_BOOKMARK", "the longest a feed subscription (staleNoticeFeed, stateEventFeed) stays silent: an idle one gets a FeedBookmark this often (100ms to 30s)")
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
-		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.HintsInCommit), "AWARENESS_PG_HINTS", "PostgreSQL: how a commit that opens notices or records events wakes the other processes: commit (a NOTIFY in the transaction), after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll) or off (--notice-poll only)")
+		busURL          = envFlag(fs, fs.String, "bus", "", "AWARENESS_BUS", "PostgreSQL: a NATS server (nats://host:4222; several of one cluster comma-separated) that carries the hints between the processes in place of NOTIFY: each process receives only the hints of the watchers and sessions its own subscribers wait for; PostgreSQL stays the truth and --notice-poll still rescans")
+		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.DefaultHints), "AWARENESS_PG_HINTS", "PostgreSQL without --bus: how a commit that opens notices or records events wakes the other processes: after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll), commit (a NOTIFY in the transaction) or off (--notice-poll only)")
 		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
 		queryRate       = envFlag(fs, fs.Float64, "query-rate", budget.DefaultPointsPerSecond, "AWARENESS_QUERY_RATE", "query points restored per second per token (per remote address without --auth-file); every operation spends its cost (about a microsecond of CPU a point); beyond it RATE_LIMITED with retryAfterMs; 0 sets no limit")
 		queryBurst      = envFlag(fs, fs.Int, "query-burst", budget.DefaultPointsBurst, "AWARENESS_QUERY_BURST", "the most query points a token (an address) holds, spent at once before --query-rate applies")
@@ -358,11 +363,25 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		return serveConfig{}, err
 	}
 	switch h := models.HintMode(strings.TrimSpace(*pgHints)); h {
-	case models.HintsInCommit:
-	case models.HintsAfterCommit, models.HintsOff:
-		cfg.Hints = h
+	case models.HintsInCommit, models.HintsAfterCommit, models.HintsOff:
+		if h != models.DefaultHints {
+			cfg.Hints = h
+		}
 	default:
 		return serveConfig{}, fmt.Errorf("--pg-hints %q: want commit, after-commit or off", *pgHints)
+	}
+	if cfg.Bus = strings.TrimSpace(*busURL); cfg.Bus != "" {
+		if err := bus.CheckURL(cfg.Bus); err != nil {
+			return serveConfig{}, fmt.Errorf("--bus: %v", err)
+		}
+		if !models.IsPostgresDSN(cfg.DB) {
+			return serveConfig{}, errors.New("--bus needs a PostgreSQL --db: a SQLite database serves one process, which needs no hints")
+		}
+		hintsGiven := false
+		fs.Visit(func(f *flag.Flag) { hintsGiven = hintsGiven || f.Name == "pg-hints" })
+		if hintsGiven {
+			return serveConfig{}, errors.New("--pg-hints and --bus exclude each other: with --bus the hints go on the bus after each commit, not by NOTIFY")
+		}
 	}
 	switch strings.TrimSpace(*sqliteCkpt) {
 	case "background":
@@ -426,6 +445,20 @@ func readMetricsToken(path string) (string, error) {
 		return "", fmt.Errorf("%q: want one token of at least 32 printable characters without spaces (e.g. 'openssl rand -hex 32')", path)
 	}
 	return tok, nil
+}
+
+// hintsLabel says how this process's hints travel, for the log of the effective
+// configuration: "" on SQLite (one process, no hints).
+func (c serveConfig) hintsLabel() string {
+	switch {
+	case !models.IsPostgresDSN(c.DB):
+		return ""
+	case c.Bus != "":
+		return "bus " + bus.Redact(c.Bus)
+	case c.Hints == "":
+		return "notify " + string(models.DefaultHints)
+	}
+	return "notify " + string(c.Hints)
 }
 
 // loopbackHost reports whether host (of --addr) only accepts connections from this
@@ -541,8 +574,8 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) int {
 // Main is the process of serve. Open builds its parts in order: tracing and metrics,
 // the HTTP port (bound first: a port in use fails the start before anything touched the
 // database, and connections that arrive meanwhile wait in the socket's queue), the
-// SQLite database's lock (lock.go), the database, the notice hub, the PostgreSQL
-// listener, the service (after its startup sweep), the upstream monitor, the pruner,
+// SQLite database's lock (lock.go), the hint bus of --bus, the database, the notice
+// hub, the PostgreSQL listener, the service (after its startup sweep), the upstream monitor, the pruner,
 // the demo and last the HTTP server. Run serves until its context ends; Close stops
 // and closes the parts in the reverse order, so the HTTP server drains first
 // (drainHTTP) and the database closes last, before its lock is released. When a step
@@ -555,6 +588,7 @@ type Main struct {
 	tracer trace.Tracer
 	tel    *telemetry.Telemetry
 	store  *models.Store
+	bus    *bus.Bus // nil without --bus
 	hub    *awareness.Hub
 	svc    *awareness.Service
 	// budget is what each caller may spend, on every front (GraphQL and MCP).
@@ -593,6 +627,7 @@ func (m *Main) steps() []step {
 		{"telemetry", m.openTelemetry},
 		{"listen", m.openListen},
 		{"lock", m.openLock},
+		{"bus", m.openBus},
 		{"database", m.openStore},
 		{"hub", m.openHub},
 		{"listener", m.openListener},
@@ -616,7 +651,8 @@ func (m *Main) open(ctx context.Context, steps []step) error {
 		"log_level", cfg.LogLevel, "shutdown_timeout", cfg.ShutdownTimeout, "demo", cfg.Demo,
 		"catalogs", cfg.Catalogs, "upstream_first_check", cfg.UpstreamFirstCheck, "upstream_interval", cfg.UpstreamInterval,
 		"notice_poll", cfg.NoticePoll, "feed_bookmark", cfg.FeedBookmark, "allowed_hosts", cfg.AllowedHosts, "query_rate", cfg.Budget.PointsPerSecond, "query_burst", cfg.Budget.PointsBurst,
-		"rate_limit", cfg.Budget.WritesPerSecond, "rate_burst", cfg.Budget.WritesBurst, "max_streams", cfg.Budget.MaxStreams, "notice_tool", cfg.NoticeTool)
+		"rate_limit", cfg.Budget.WritesPerSecond, "rate_burst", cfg.Budget.WritesBurst, "max_streams", cfg.Budget.MaxStreams, "notice_tool", cfg.NoticeTool,
+		"hints", cfg.hintsLabel())
 	// Cancelled at shutdown: every WebSocket and SSE stream ends, while plain requests
 	// finish under http.Server.Shutdown.
 	m.streams, m.endStreams = context.WithCancel(context.WithoutCancel(ctx))
@@ -704,7 +740,7 @@ func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 // openStore opens the database and migrates its schema.
 func (m *Main) openStore(ctx context.Context) (func(), error) {
 	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints,
-		Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}, NoticeTool: m.cfg.NoticeTool})
+		Bus: m.hintBus(), Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}, NoticeTool: m.cfg.NoticeTool})
 	if err != nil {
 		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
 		return nil, err
@@ -718,6 +754,33 @@ func (m *Main) openStore(ctx context.Context) (func(), error) {
 		}
 		m.log.Info("shutdown: database closed")
 	}, nil
+}
+
+// openBus connects to the hint bus of --bus, before the database: the store publishes
+// on it. A server that cannot be reached yet does not stop the start (the bus keeps
+// trying; --notice-poll covers meanwhile). It closes after the database.
+func (m *Main) openBus(context.Context) (func(), error) {
+	if m.cfg.Bus == "" {
+		return nil, nil
+	}
+	b, err := bus.Open(bus.Config{URL: m.cfg.Bus, Logger: m.log.With("component", "bus")})
+	if err != nil {
+		m.log.Error("hint bus", "err", err)
+		return nil, err
+	}
+	m.bus = b
+	return func() {
+		b.Close()
+		m.log.Info("shutdown: hint bus closed")
+	}, nil
+}
+
+// hintBus is the bus as the store and the listener take it: nil without --bus.
+func (m *Main) hintBus() models.HintBus {
+	if m.bus == nil {
+		return nil
+	}
+	return m.bus
 }
 
 func (m *Main) openHub(ctx context.Context) (func(), error) {
@@ -742,6 +805,7 @@ func (m *Main) openListener(ctx context.Context) (func(), error) {
 	}
 	listener, err := models.NewListener(models.ListenerConfig{
 		Store: m.store, Hub: m.hub, Poll: m.cfg.NoticePoll, Logger: m.log.With("component", "listener"), Observer: m.tel,
+		Bus: m.hintBus(),
 	})
 	if err != nil {
 		m.log.Error("notice listener", "err", err)

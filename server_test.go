@@ -314,13 +314,41 @@ func TestParseServeConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "postgres hints after commit",
+			name: "postgres hints after commit, the default",
 			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "after-commit"},
 			want: func(c *serveConfig) {
-				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsAfterCommit
+				c.DB = "postgres://u:pw@db.example:5432/aw?sslmode=disable"
+			},
+		},
+		{
+			name: "postgres hints in the commit",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--pg-hints", "commit"},
+			want: func(c *serveConfig) {
+				c.DB, c.Hints = "postgres://u:pw@db.example:5432/aw?sslmode=disable", models.HintsInCommit
 			},
 		},
 		{name: "bad hint mode", args: []string{"--pg-hints", "maybe"}, wantErr: "--pg-hints"},
+		{
+			name: "postgres with a bus",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable", "--bus", "nats://127.0.0.1:4222"},
+			want: func(c *serveConfig) {
+				c.DB, c.Bus = "postgres://u:pw@db.example:5432/aw?sslmode=disable", "nats://127.0.0.1:4222"
+			},
+		},
+		{
+			name: "bus from the environment",
+			args: []string{"--db", "postgres://u:pw@db.example:5432/aw?sslmode=disable"},
+			env:  map[string]string{"AWARENESS_BUS": "nats://a:4222,nats://b:4222"},
+			want: func(c *serveConfig) {
+				c.DB, c.Bus = "postgres://u:pw@db.example:5432/aw?sslmode=disable", "nats://a:4222,nats://b:4222"
+			},
+		},
+		{name: "bus on sqlite", args: []string{"--bus", "nats://127.0.0.1:4222"}, wantErr: "--bus needs a PostgreSQL --db"},
+		{name: "bus not a nats url", args: []string{"--db", "postgres://u@h/aw", "--bus", "http://h:4222"}, wantErr: "--bus"},
+		{name: "bus password not echoed", args: []string{"--db", "postgres://u@h/aw", "--bus", "http://u:hunter2@h:4222"}, wantErr: "xxxxx"},
+		{name: "bus and pg-hints", args: []string{"--db", "postgres://u@h/aw", "--bus", "nats://h:4222", "--pg-hints", "commit"}, wantErr: "--pg-hints and --bus"},
+		{name: "bus and pg-hints from the environment", args: []string{"--db", "postgres://u@h/aw", "--bus", "nats://h:4222"},
+			env: map[string]string{"AWARENESS_PG_HINTS": "off"}, wantErr: "--pg-hints and --bus"},
 		{
 			name: "sqlite checkpoints in the commit",
 			args: []string{"--sqlite-checkpoint", "commit"},

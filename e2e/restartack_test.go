@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/awareness/awareness/internal/bus/natstest"
 	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
@@ -353,11 +354,25 @@ func TestPostgres_RollingRestartKeepsPendingNotices_NTC5(t *testing.T) {
 // acknowledgement acknowledges exactly its notice, A's subscriber gets each pending
 // notice once and nothing again (B's start publishes nothing), and B's start changes
 // no pending notice of the others: the same rows, N, M and opening times (a start that
-// blocks nobody; its timing is bench/cmd/pgscale -phases start).
+// blocks nobody; its timing is bench/cmd/pgscale -phases start). With NOTIFY and
+// with the hints on a NATS bus.
 func TestPostgres_StartBesideAcks_NoNoticeChanged_NTC5(t *testing.T) {
 	t.Parallel()
+	for _, hints := range []string{"notify", "bus"} {
+		t.Run(hints, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"--notice-poll", pgPoll.String()}
+			if hints == "bus" {
+				args = append(args, "--bus", natstest.URL(t))
+			}
+			startBesideAcks(t, func(dsn string) *server { return startServerWith(t, dsn, serverOpts{args: args}) })
+		})
+	}
+}
+
+func startBesideAcks(t *testing.T, startPGServer func(dsn string) *server) {
 	dsn := pgtest.NewDatabase(t)
-	a := startPGServer(t, dsn)
+	a := startPGServer(dsn)
 	const others, acked = 10000, 300
 	acker := "agent:main:subagent:acker"
 	seed := fmt.Sprintf(`INSERT INTO cursors (watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at)
@@ -411,7 +426,7 @@ FROM cursors WHERE n > l AND watcher_key <> 'agent:main:subagent:acker'`
 		}
 		done <- r
 	}()
-	b := startPGServer(t, dsn)
+	b := startPGServer(dsn)
 	res := <-done
 	if res.err != nil {
 		t.Fatal(res.err)

@@ -1,6 +1,7 @@
 package awareness
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -30,6 +31,8 @@ var ErrHubClosed = Errorf(EUNAVAILABLE, "the service is shutting down")
 type Hub struct {
 	notices topic[Notice]
 	events  topic[Event]
+	// sync is the installed Interest's SyncInterest, when it has one.
+	sync atomic.Pointer[InterestSync]
 }
 
 // Stream names, as Observer.Subscribers and SubscriberDropped report them.
@@ -57,9 +60,25 @@ type Interest interface {
 	EventInterest(ref *SessionRef, on bool)
 }
 
+// InterestSync is implemented by an Interest whose announcements take effect later
+// than the call (a subscription on a message bus is in effect once its server has it).
+// SyncInterest returns once every announcement made before it is in effect, so that a
+// read of durable state after it misses no hint; an error (the bus is down) means it
+// could not tell, and the Interest must then catch up by itself (a rescan when the bus
+// is back). Service.SubscribeNotices calls it between its hub subscription and its
+// read of the pending notices.
+type InterestSync interface {
+	SyncInterest(ctx context.Context) error
+}
+
 // SetInterest installs i (nil removes it) and announces to it every filter subscribed
 // now. Call it before subscribers come; calling it later is safe too.
 func (h *Hub) SetInterest(i Interest) {
+	if s, ok := i.(InterestSync); ok {
+		h.sync.Store(&s)
+	} else {
+		h.sync.Store(nil)
+	}
 	if i == nil {
 		h.notices.setInterest(nil)
 		h.events.setInterest(nil)
@@ -73,6 +92,15 @@ func (h *Hub) SetInterest(i Interest) {
 		}
 	})
 	h.events.setInterest(func(filter string, on bool) { i.EventInterest(refOfFilter(filter), on) })
+}
+
+// syncInterest waits for the interest announced so far to take effect (InterestSync);
+// without an InterestSync it returns nil at once.
+func (h *Hub) syncInterest(ctx context.Context) error {
+	if s := h.sync.Load(); s != nil {
+		return (*s).SyncInterest(ctx)
+	}
+	return nil
 }
 
 // NewHub returns an empty hub.

@@ -858,6 +858,9 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 	}
 	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink, fd)
 	sub.onEnd(release)
+	// A cross-process bus has the subscription's interest before the read; when it
+	// cannot say (it is down), its reconnect rescans (InterestSync).
+	_ = s.hub.syncInterest(ctx)
 	pending, err := s.readPending(ctx, w)
 	if err != nil {
 		sub.Unsubscribe()

@@ -44,10 +44,12 @@
 // failure runs again, at most five times in all, then answers UNAVAILABLE; a COMMIT
 // whose answer is lost is resolved with txid_status on a fresh connection, so a write
 // is never reported failed when it committed (ERR-2; outcome.go). Driver errors are
-// mapped to *awareness.Error without SQL text (errors.go). A write that opens notices
-// or records events sends one NOTIFY hint inside the transaction, delivered only at
-// commit (notify.go); each process's Listener receives the hints and publishes to its
-// hub what its own subscribers wait for (listener.go).
+// mapped to *awareness.Error without SQL text (errors.go). A write that opens or
+// closes notices or records events sends one hint, never before its commit: a NOTIFY
+// inside the transaction or right after it, or messages on a HintBus (notify.go);
+// each process's Listener receives the hints (on the bus, only those of its
+// interest) and publishes to its hub what its own subscribers wait for
+// (listener.go).
 //
 // # Where the rules of an append live
 //

@@ -47,12 +47,21 @@ type ListenerConfig struct {
 	Logger *slog.Logger
 	// Observer is told of every reconnect and every hint received; nil: nobody.
 	Observer awareness.Observer
+	// Bus, when set, carries the hints in place of LISTEN (the store publishes on the
+	// same bus, Options.Bus): the listener subscribes to the subjects of its interest
+	// and opens no connection of its own.
+	Bus HintBus
 }
 
 // Listener carries notices and events across processes that share one PostgreSQL
 // database. It owns one dedicated connection (outside the pools: LISTEN is a session
 // state) and one goroutine between Start and Stop, which receives the hints; while
-// connected a second one handles them, every hint queued meanwhile in one batch.
+// connected a second one handles them, every hint queued meanwhile in one batch. With
+// a bus (ListenerConfig.Bus) it opens no connection: the hints come from the bus, on
+// the subjects of its interest only, and a (re)connect of the bus is a rescan.
+//
+// Hints of this process's own store are skipped: its service has published their
+// notices and events already.
 //
 // It reads only what this process has live subscribers for: the hub tells it, through
 // awareness.Interest, which watchers and sessions are subscribed here (interest). On
@@ -84,6 +93,8 @@ type Listener struct {
 	conns   atomic.Int64 // successful connects, for tests and logs
 	hints   atomic.Int64 // hints handled
 	scans   atomic.Int64 // full rescans (connect, poll, too-long hint) done
+	reads   atomic.Int64 // reads of pending notices
+	gaps    atomic.Int64 // gaps the bus reported
 
 	lifecycle startstop.Base
 
@@ -105,9 +116,10 @@ type Listener struct {
 
 // ListenerStats are counters of a listener, for tests and measurements.
 type ListenerStats struct {
-	Connects int64 // successful connects
+	Connects int64 // successful connects (with a bus: its (re)connects and drops, synced and rescanned)
 	Hints    int64 // hints handled
 	Rescans  int64 // full rescans of the watchers of interest
+	Reads    int64 // reads of pending notices (a scan with nothing of interest reads nothing)
 	// Tracked is the number of pending pairs remembered as published: the listener's
 	// memory, proportional to the pending notices of the watchers of interest.
 	Tracked int
@@ -121,7 +133,7 @@ type ListenerStats struct {
 func (l *Listener) Stats() ListenerStats {
 	l.imu.Lock()
 	defer l.imu.Unlock()
-	st := ListenerStats{Connects: l.conns.Load(), Hints: l.hints.Load(), Rescans: l.scans.Load(),
+	st := ListenerStats{Connects: l.conns.Load(), Hints: l.hints.Load(), Rescans: l.scans.Load(), Reads: l.reads.Load(),
 		Watchers: len(l.watchers), Sessions: len(l.sessions), AllWatchers: l.allWatchers, AllSessions: l.allSessions}
 	for _, m := range l.published {
 		st.Tracked += len(m)
@@ -129,42 +141,107 @@ func (l *Listener) Stats() ListenerStats {
 	return st
 }
 
-// NoticeInterest implements awareness.Interest.
+// NoticeInterest implements awareness.Interest. With a bus it subscribes to the
+// watcher's subject (to every watcher's while interest in every watcher lasts, and to
+// the single ones again, before leaving the wildcard, when it ends).
 func (l *Listener) NoticeInterest(watcher string, on bool) {
 	l.imu.Lock()
 	defer l.imu.Unlock()
 	switch {
 	case watcher == "":
 		l.allWatchers = on
-		if !on {
-			for w := range l.published {
-				if _, ok := l.watchers[w]; !ok {
-					delete(l.published, w)
-				}
+		if on {
+			l.subscribe(noticeSubject(""))
+			for w := range l.watchers {
+				l.unsubscribe(noticeSubject(w))
+			}
+			return
+		}
+		for w := range l.published {
+			if _, ok := l.watchers[w]; !ok {
+				delete(l.published, w)
 			}
 		}
+		for w := range l.watchers {
+			l.subscribe(noticeSubject(w))
+		}
+		l.unsubscribe(noticeSubject(""))
 	case on:
 		l.watchers[watcher] = struct{}{}
+		if !l.allWatchers {
+			l.subscribe(noticeSubject(watcher))
+		}
 	default:
 		delete(l.watchers, watcher)
 		if !l.allWatchers {
 			delete(l.published, watcher)
+			l.unsubscribe(noticeSubject(watcher))
 		}
 	}
 }
 
-// EventInterest implements awareness.Interest.
+// EventInterest implements awareness.Interest; with a bus it subscribes to the
+// session's subject, as NoticeInterest does to a watcher's.
 func (l *Listener) EventInterest(ref *awareness.SessionRef, on bool) {
 	l.imu.Lock()
 	defer l.imu.Unlock()
 	switch {
 	case ref == nil:
 		l.allSessions = on
+		if on {
+			l.subscribe(eventSubject(nil))
+			for r := range l.sessions {
+				l.unsubscribe(eventSubject(&r))
+			}
+			return
+		}
+		for r := range l.sessions {
+			l.subscribe(eventSubject(&r))
+		}
+		l.unsubscribe(eventSubject(nil))
 	case on:
 		l.sessions[*ref] = struct{}{}
+		if !l.allSessions {
+			l.subscribe(eventSubject(ref))
+		}
 	default:
 		delete(l.sessions, *ref)
+		if !l.allSessions {
+			l.unsubscribe(eventSubject(ref))
+		}
 	}
+}
+
+// subscribe and unsubscribe change the bus's subjects, if there is a bus. A failure
+// (the connection closed) is logged: the watcher's notices then come with the polls.
+func (l *Listener) subscribe(subject string) {
+	if l.cfg.Bus == nil {
+		return
+	}
+	if err := l.cfg.Bus.Subscribe(subject); err != nil {
+		l.cfg.Logger.Error("notice listener: bus subscription failed; the subject's notices wait for --notice-poll", "subject", subject, "err", err)
+	}
+}
+
+func (l *Listener) unsubscribe(subject string) {
+	if l.cfg.Bus == nil {
+		return
+	}
+	if err := l.cfg.Bus.Unsubscribe(subject); err != nil {
+		l.cfg.Logger.Warn("notice listener: bus unsubscription failed", "subject", subject, "err", err)
+	}
+}
+
+// SyncInterest implements awareness.InterestSync: with a bus, it returns once the bus
+// server has the subscriptions announced so far, so that a subscription's read of
+// durable state that follows misses no hint (listen, then read). Without a bus the
+// one LISTEN covers every watcher and it returns at once. While the bus is down it
+// fails at once; the reconnect rescans.
+func (l *Listener) SyncInterest(ctx context.Context) error {
+	if l.cfg.Bus == nil {
+		return nil
+	}
+	return l.cfg.Bus.Sync(ctx, false)
 }
 
 // interestedIn returns the watchers of names that are of interest; a nil names asks
@@ -249,6 +326,10 @@ func (l *Listener) Start(ctx context.Context) { l.lifecycle.Start(ctx, l.run) }
 func (l *Listener) Stop() { l.lifecycle.Stop() }
 
 func (l *Listener) run(ctx context.Context) {
+	if l.cfg.Bus != nil {
+		l.runBus(ctx)
+		return
+	}
 	backoff := listenerMinBackoff
 	for {
 		healthy, err := l.session(ctx)
@@ -416,7 +497,16 @@ func (l *Listener) handle(ctx context.Context, batch []string) error {
 		closed []awareness.Notice
 	)
 	for _, payload := range batch {
-		if payload == rescanItem {
+		switch payload {
+		case rescanItem:
+			rescan = true
+			continue
+		case gapItem:
+			if err := l.syncBus(ctx); err != nil {
+				l.cfg.Logger.Debug("notice listener: bus not in sync; its reconnect rescans", "err", err)
+			} else {
+				l.conns.Add(1)
+			}
 			rescan = true
 			continue
 		}
@@ -426,12 +516,12 @@ func (l *Listener) handle(ctx context.Context, batch []string) error {
 			rescan = true
 			continue
 		}
+		if h.Origin == l.cfg.Store.origin {
+			continue // this process published its own notices and events already
+		}
 		rescan = rescan || h.All
 		for _, w := range h.Watchers {
 			watchers[w] = struct{}{}
-		}
-		if h.Origin == l.cfg.Store.origin {
-			continue // this process published its own events and closed notices already
 		}
 		for _, c := range h.Closed {
 			n := c.n
@@ -492,6 +582,7 @@ func (l *Listener) scan(ctx context.Context, names []string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, listenerOpTimeout)
 	defer cancel()
+	l.reads.Add(1)
 	ns, err := l.cfg.Store.pendingOf(rctx, watchers)
 	if err != nil {
 		return fmt.Errorf("scan pending notices: %w", err)
@@ -584,4 +675,91 @@ func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.N
 		}
 	}
 	return out, nil
+}
+
+// gapItem, queued to the worker, asks for a round trip to the bus server (so that it
+// has every subscription), then a rescan: the bus (re)connected or lost messages.
+const gapItem = "\x00gap"
+
+// runBus is run with a bus: the store's own pools serve the reads, and the bus
+// delivers the hints of the subjects of interest (NoticeInterest). It first syncs
+// and scans, then hands every message to the worker; a gap (a (re)connect, messages
+// dropped) and every Poll queue a rescan. A failed read starts it over after a
+// jittered backoff, like a lost LISTEN connection.
+func (l *Listener) runBus(ctx context.Context) {
+	backoff := listenerMinBackoff
+	for {
+		healthy, err := l.busSession(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if healthy {
+			backoff = listenerMinBackoff
+		}
+		pause := backoff/2 + rand.N(backoff/2+1)
+		l.cfg.Logger.Warn("notice listener: a read failed; rescanning", "err", err, "in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		backoff = min(2*backoff, listenerMaxBackoff)
+	}
+}
+
+// busSession is one run of runBus, until a read fails (healthy: it got past its
+// first scan) or ctx ends.
+func (l *Listener) busSession(ctx context.Context) (healthy bool, err error) {
+	bus := l.cfg.Bus
+	// Subscribed first (the hub announced the interest), then read: a round trip
+	// makes sure the server has the subscriptions. Down, the connect's gap rescans.
+	if err := l.syncBus(ctx); err != nil {
+		l.cfg.Logger.Debug("notice listener: bus not in sync; its connect rescans", "err", err)
+	}
+	if err := l.scan(ctx, nil); err != nil {
+		return false, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	work := make(chan string, listenerQueue)
+	werr := make(chan error, 1)
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		if err := l.work(sctx, work); err != nil {
+			werr <- err
+			stop()
+		}
+	}()
+	defer func() { stop(); <-wdone }()
+	poll := time.NewTicker(l.cfg.Poll)
+	defer poll.Stop()
+	for {
+		var item string
+		select {
+		case <-sctx.Done():
+			return true, l.ended(ctx, werr)
+		case data := <-bus.Messages():
+			l.cfg.Observer.ListenerHint()
+			item = string(data)
+		case <-bus.Gaps():
+			if l.gaps.Add(1) > 1 { // the first is the bus's first connect
+				l.cfg.Observer.ListenerReconnect()
+			}
+			item = gapItem
+		case <-poll.C:
+			item = rescanItem
+		}
+		select {
+		case work <- item:
+		case <-sctx.Done():
+			return true, l.ended(ctx, werr)
+		}
+	}
+}
+
+// syncBus makes a round trip to the bus server, so that it has every subscription.
+func (l *Listener) syncBus(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, listenerOpTimeout)
+	defer cancel()
+	return l.cfg.Bus.Sync(sctx, true)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/bus"
 	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
@@ -37,7 +38,8 @@ func (c *statementCounter) snapshot() (statements, rows int64) {
 }
 
 // interestRig is process A (counted store, hub, service, listener, no subscriber yet)
-// and process B (a writer) on one database.
+// and process B (a writer) on one database; with a bus URL each has its own bus
+// connection and the hints travel on it.
 type interestRig struct {
 	t     *testing.T
 	count *statementCounter
@@ -45,23 +47,43 @@ type interestRig struct {
 	svcA  *awareness.Service
 	svcB  *awareness.Service
 	lis   *Listener
+	busA  *bus.Bus // nil without a bus
+	busB  *bus.Bus
+	hubA  *awareness.Hub
 }
 
 func newInterestRig(t *testing.T, poll time.Duration) *interestRig {
 	t.Helper()
+	return newInterestRigOn(t, poll, "")
+}
+
+// newInterestRigOn is newInterestRig with the hints on the bus at busURL ("": NOTIFY).
+func newInterestRigOn(t *testing.T, poll time.Duration, busURL string) *interestRig {
+	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	r := &interestRig{t: t, count: &statementCounter{}}
-	a, err := OpenPostgres(context.Background(), dsn, Options{queryTracer: r.count})
+	var hbA, hbB HintBus
+	if busURL != "" {
+		r.busA, r.busB = openBus(t, busURL), openBus(t, busURL)
+		hbA, hbB = r.busA, r.busB
+	}
+	a, err := OpenPostgres(context.Background(), dsn, Options{queryTracer: r.count, Bus: hbA})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	r.a, r.b = a, mustOpenPostgresAt(t, dsn)
+	b, err := OpenPostgres(context.Background(), dsn, Options{Bus: hbB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	r.a, r.b = a, b
 	hub := awareness.NewHub()
 	t.Cleanup(hub.Close)
+	r.hubA = hub
 	r.svcA = awareness.NewService(awareness.Config{Store: r.a, Hub: hub})
 	r.svcB = awareness.NewService(awareness.Config{Store: r.b})
-	r.lis, err = NewListener(ListenerConfig{Store: r.a, Hub: hub, Poll: poll})
+	r.lis, err = NewListener(ListenerConfig{Store: r.a, Hub: hub, Poll: poll, Bus: hbA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +91,31 @@ func newInterestRig(t *testing.T, poll time.Duration) *interestRig {
 	t.Cleanup(r.lis.Stop)
 	r.waitStats("connected", func(s ListenerStats) bool { return s.Connects == 1 })
 	return r
+}
+
+func openBus(t *testing.T, url string) *bus.Bus {
+	t.Helper()
+	b, err := bus.Open(bus.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// busQuiet returns the messages A's bus has received, once every message B published
+// before the call has reached A (B's round trip to the server, then A's: the server
+// queues B's messages to A before it answers A).
+func (r *interestRig) busQuiet() uint64 {
+	r.t.Helper()
+	ctx := context.Background()
+	if err := r.busB.Sync(ctx, true); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.busA.Sync(ctx, true); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.busA.Stats().InMsgs
 }
 
 func (r *interestRig) waitStats(what string, ok func(ListenerStats) bool) ListenerStats {
@@ -267,12 +314,18 @@ func TestListener_MemoryFollowsInterest(t *testing.T) {
 	}
 }
 
-// With hints sent after the commit (HintsAfterCommit) a notice opened on B still
-// reaches A's subscriber through the hint (the safety poll is an hour), and an event
-// recorded on B reaches A's event stream.
-func TestListener_HintsAfterCommit(t *testing.T) {
+// With hints sent after the commit (HintsAfterCommit, the default) and inside it
+// (HintsInCommit), a notice opened on B reaches A's subscriber through the hint (the
+// safety poll is an hour), and an event recorded on B reaches A's event stream.
+func TestListener_HintModes(t *testing.T) {
+	for _, mode := range []HintMode{HintsAfterCommit, HintsInCommit} {
+		t.Run(string(mode), func(t *testing.T) { testHintMode(t, mode) })
+	}
+}
+
+func testHintMode(t *testing.T, mode HintMode) {
 	r := newInterestRig(t, time.Hour)
-	r.b.hintsAfterCommit = true
+	r.b.hintsAfterCommit = mode == HintsAfterCommit
 	w := lsWatcher
 	notes, _ := r.subscribeNotices(&w)
 	ectx, ecancel := context.WithCancel(context.Background())

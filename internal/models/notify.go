@@ -208,18 +208,24 @@ const (
 	// HintsInCommit sends the NOTIFY inside the write transaction: delivered exactly
 	// when it commits. NOTIFY takes a lock global to the PostgreSQL instance from the
 	// commit's start until it ends, its WAL flush included, so NOTIFYing commits of
-	// every process serialise. The default.
+	// every process serialise: 16 connections committed 3.9 times fewer one-row
+	// transactions with it than without (bench/SCALE-RESULTS.md).
 	HintsInCommit HintMode = "commit"
 	// HintsAfterCommit sends it after the commit, in a statement of its own on the
 	// write pool: that transaction writes nothing, so the global lock is held for
 	// microseconds, not across a WAL flush. The rows are committed before the hint
 	// goes, so the listen-then-read rule is unchanged; a hint lost to a crash or an
-	// error between the two is found by the next --notice-poll rescan.
+	// error between the two is found by the next --notice-poll rescan. The default.
 	HintsAfterCommit HintMode = "after-commit"
 	// HintsOff sends none: other processes see this one's notices at their
 	// --notice-poll rescans only, and its events not at all. For measurements.
 	HintsOff HintMode = "off"
 )
+
+// DefaultHints is the hint mode of a PostgreSQL store without a bus when
+// Options.Hints is "": after the commit, which keeps the instance-wide NOTIFY lock
+// off the commits of every process sharing the database.
+const DefaultHints = HintsAfterCommit
 
 // sendHintAfter sends a committed transaction's hint (HintsAfterCommit). A failure is
 // logged, not returned: the write is committed, and the safety poll covers the hint.
@@ -244,4 +250,139 @@ func newOrigin() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// HintBus carries the hints of a PostgreSQL deployment between its processes in place
+// of NOTIFY and LISTEN (Options.Bus, ListenerConfig.Bus; internal/bus implements it on
+// NATS). A store with a bus publishes each committed transaction's hint after the
+// commit, one message per watcher and per session it names, on that watcher's or
+// session's subject (noticeSubject, eventSubject); a Listener subscribes to the
+// subjects of its interest only. The bus, like NOTIFY, carries wake-up hints: the rows
+// are read from PostgreSQL.
+type HintBus interface {
+	// Publish sends data on subject; it does not wait for the server.
+	Publish(subject string, data []byte) error
+	// Subscribe and Unsubscribe add and remove a subject (NATS wildcards allowed)
+	// whose messages Messages delivers. They do not wait for the server.
+	Subscribe(subject string) error
+	Unsubscribe(subject string) error
+	// Sync returns once the server has every earlier subscription (when one was made
+	// since the last Sync, or force), or at once with an error while disconnected.
+	Sync(ctx context.Context, force bool) error
+	// Messages delivers the data of the messages received.
+	Messages() <-chan []byte
+	// Gaps receives a value after every (re)connect and every loss of messages: the
+	// listener then rescans.
+	Gaps() <-chan struct{}
+}
+
+// The bus's subjects: busPrefix.w.<watcher> carries the hints of one watcher's
+// notices (opened, and closed ones for includeClosed subscribers), and
+// busPrefix.e.<agent>.<key> those of one session's events. Keys are escaped into one
+// subject token each (subjectToken).
+const busPrefix = "awareness.hint"
+
+// noticeSubject is the subject of watcher's hints; "" is every watcher's (a wildcard).
+func noticeSubject(watcher string) string {
+	if watcher == "" {
+		return busPrefix + ".w.>"
+	}
+	return busPrefix + ".w." + subjectToken(watcher)
+}
+
+// eventSubject is the subject of a session's event hints: nil is every session's, an
+// empty AgentID the key's under every agent (wildcards).
+func eventSubject(ref *awareness.SessionRef) string {
+	switch {
+	case ref == nil:
+		return busPrefix + ".e.>"
+	case ref.AgentID == "":
+		return busPrefix + ".e.*." + subjectToken(ref.Key)
+	}
+	return busPrefix + ".e." + subjectToken(ref.AgentID) + "." + subjectToken(ref.Key)
+}
+
+// subjectToken escapes s into one NATS subject token: ASCII letters, digits, '-',
+// '_' and ':' stay (a canonical key reads as itself), every other byte becomes %XX.
+// Distinct strings give distinct tokens.
+func subjectToken(s string) string {
+	const hex = "0123456789ABCDEF"
+	if s == "" {
+		return "%"
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == ':':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+// busMessage is one message of a transaction's hint on the bus: its subject and its
+// payload, a hintPayload naming one watcher (with the notices of that watcher the
+// transaction closed) or one session's event span.
+type busMessage struct {
+	subject string
+	payload []byte
+}
+
+// busMessages splits h into its bus messages, sorted by subject.
+func (h *hint) busMessages(origin string) []busMessage {
+	closed := map[string][]closedNotice{}
+	for _, n := range h.closed {
+		closed[n.Watcher] = append(closed[n.Watcher], closedNotice{n})
+	}
+	watchers := make([]string, 0, len(h.watchers)+len(closed))
+	for w := range h.watchers {
+		watchers = append(watchers, w)
+	}
+	for w := range closed {
+		if _, ok := h.watchers[w]; !ok {
+			watchers = append(watchers, w)
+		}
+	}
+	slices.Sort(watchers)
+	out := make([]busMessage, 0, len(watchers)+len(h.events))
+	for _, w := range watchers {
+		p := hintPayload{Origin: origin, Closed: closed[w]}
+		if _, ok := h.watchers[w]; ok {
+			p.Watchers = []string{w}
+		}
+		b, _ := json.Marshal(p)
+		out = append(out, busMessage{noticeSubject(w), b})
+	}
+	var spans []eventSpan
+	for r, span := range h.events {
+		spans = append(spans, eventSpan{Ref: r, From: span[0], To: span[1]})
+	}
+	slices.SortFunc(spans, func(a, b eventSpan) int {
+		return cmp.Or(strings.Compare(a.Ref.AgentID, b.Ref.AgentID), strings.Compare(a.Ref.Key, b.Ref.Key))
+	})
+	for _, e := range spans {
+		b, _ := json.Marshal(hintPayload{Origin: origin, Events: []eventSpan{e}})
+		out = append(out, busMessage{eventSubject(&e.Ref), b})
+	}
+	return out
+}
+
+// publishHint publishes a committed transaction's hint on the bus. A failure is
+// logged, not returned: the write is committed, and the listeners' rescans (after a
+// reconnect, and every --notice-poll) find the change.
+func (s *Store) publishHint(h *hint) {
+	if h.empty() {
+		return
+	}
+	for _, m := range h.busMessages(s.origin) {
+		if err := s.bus.Publish(m.subject, m.payload); err != nil {
+			s.log.Warn("hint not published on the bus; other processes find the change at their next rescan", "err", err)
+			return
+		}
+	}
 }

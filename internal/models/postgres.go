@@ -157,11 +157,20 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 	}
 	s.pg = cfg
 	s.notices = opts.NoticeTool
-	switch opts.Hints {
-	case HintsInCommit, "":
-	case HintsAfterCommit:
+	hints := opts.Hints
+	if hints == "" {
+		hints = DefaultHints
+	}
+	switch {
+	case opts.Bus != nil && opts.Hints != "":
+		s.Close()
+		return nil, fmt.Errorf("models: hint mode %q and a hint bus exclude each other", opts.Hints)
+	case opts.Bus != nil:
+		s.bus = opts.Bus
+	case hints == HintsInCommit:
+	case hints == HintsAfterCommit:
 		s.hintsAfterCommit = true
-	case HintsOff:
+	case hints == HintsOff:
 		s.d.notify = false
 	default:
 		s.Close()

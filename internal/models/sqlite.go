@@ -27,9 +27,13 @@ type Options struct {
 	// Observer is told of every transaction (its name, latency and error) and of
 	// acknowledged notices and lost-COMMIT resolutions; nil: nobody.
 	Observer awareness.Observer
-	// Hints is how a PostgreSQL store sends its cross-process hints (notify.go);
-	// "" is HintsInCommit.
+	// Hints is how a PostgreSQL store sends its cross-process hints by NOTIFY
+	// (notify.go); "" is DefaultHints.
 	Hints HintMode
+	// Bus, when set, carries a PostgreSQL store's hints in place of NOTIFY: each
+	// committed transaction's hint is published on it after the commit. Hints must
+	// then be "". A SQLite store refuses one (a single process needs no hints).
+	Bus HintBus
 
 	// queryTracer, for tests, sees every statement of a PostgreSQL store's pools and
 	// of its Listener's connection.
@@ -82,6 +86,9 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	}
 	if path == "" || path == ":memory:" || filepath.Base(path) == ":memory:" {
 		return nil, errors.New("models: OpenSQLite needs a database file path")
+	}
+	if opts.Bus != nil {
+		return nil, errors.New("models: a hint bus needs a PostgreSQL database (SQLite serves one process)")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -98,6 +98,9 @@ type Store struct {
 	// hintsAfterCommit sends each transaction's hint after its commit, outside it
 	// (HintsAfterCommit).
 	hintsAfterCommit bool
+	// bus, when set, carries the hints in place of NOTIFY, published after each
+	// commit (HintBus).
+	bus HintBus
 
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
@@ -211,14 +214,23 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *tx, h *hint) error) (er
 	if err := fn(t, &h); err != nil {
 		return err
 	}
-	if s.hintsAfterCommit {
+	switch {
+	case s.bus != nil:
+		defer func() {
+			if err == nil {
+				s.publishHint(&h)
+			}
+		}()
+	case s.hintsAfterCommit:
 		defer func() {
 			if err == nil {
 				s.sendHintAfter(ctx, &h)
 			}
 		}()
-	} else if err := s.sendHint(t, &h); err != nil {
-		return err
+	default:
+		if err := s.sendHint(t, &h); err != nil {
+			return err
+		}
 	}
 	var xid int64
 	if s.d.sql.txid != "" {

@@ -118,8 +118,8 @@ func New(cfg Config) *Telemetry {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}}, []string{"transaction", "result"})
 	t.resolutions = counterVec("store_commit_resolutions_total", "COMMITs whose answer was lost with the connection, by what the server said became of them (committed, aborted, unknown).", "outcome")
 
-	t.reconnects = counter("pg_listener_reconnects_total", "Times the PostgreSQL notice listener lost its connection and reconnected.")
-	t.hints = counter("pg_listener_hints_total", "Wake-up hints (NOTIFY) the PostgreSQL notice listener received.")
+	t.reconnects = counter("pg_listener_reconnects_total", "Times the PostgreSQL notice listener lost its connection (LISTEN, or the hint bus) and reconnected, or its bus dropped messages.")
+	t.hints = counter("pg_listener_hints_total", "Wake-up hints the PostgreSQL notice listener received (NOTIFY payloads, or hint bus messages).")
 
 	t.upChecks = counter("upstream_checks_total", "Upstream transcripts of adopted sessions checked.")
 	t.upEvents = counter("upstream_events_total", "human_direct_message events recorded from upstream transcripts.")

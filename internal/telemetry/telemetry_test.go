@@ -89,10 +89,10 @@ awareness_notices_acknowledged_total 1
 # HELP awareness_notices_pending Notices pending (opened, not yet acknowledged) in the database, read at scrape time.
 # TYPE awareness_notices_pending gauge
 awareness_notices_pending 7
-# HELP awareness_pg_listener_hints_total Wake-up hints (NOTIFY) the PostgreSQL notice listener received.
+# HELP awareness_pg_listener_hints_total Wake-up hints the PostgreSQL notice listener received (NOTIFY payloads, or hint bus messages).
 # TYPE awareness_pg_listener_hints_total counter
 awareness_pg_listener_hints_total 2
-# HELP awareness_pg_listener_reconnects_total Times the PostgreSQL notice listener lost its connection and reconnected.
+# HELP awareness_pg_listener_reconnects_total Times the PostgreSQL notice listener lost its connection (LISTEN, or the hint bus) and reconnected, or its bus dropped messages.
 # TYPE awareness_pg_listener_reconnects_total counter
 awareness_pg_listener_reconnects_total 1
 # HELP awareness_store_commit_resolutions_total COMMITs whose answer was lost with the connection, by what the server said became of them (committed, aborted, unknown).

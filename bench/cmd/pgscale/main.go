@@ -1,22 +1,35 @@
 // Command pgscale measures the cross-process path on PostgreSQL with several real
-// `awareness serve` processes sharing one database (a fresh database per phase,
-// created and dropped on the server of -admin; loopback only). It writes a Markdown
-// report (-out) and prints it.
+// `awareness serve` processes sharing one database, and writes a Markdown report (-out,
+// also printed); bench/SCALE-RESULTS.md is one. By default (-cluster private) it runs
+// its own PostgreSQL cluster (initdb under /var/tmp) with pg_stat_statements preloaded
+// and connects each process as a role of its own (aw_p0, aw_p1, …), so that statements
+// are attributed per process; -cluster shared uses the server of -admin instead. It
+// runs a private nats-server for the bus. Each measurement gets a fresh database.
 //
-//	x1  for P in -procs: P processes, -watchers staleNotices subscribers on process 0
-//	    only, -appends appends spread round-robin over the P processes (-writers at a
-//	    time), each on a fresh target naming one subscribed watcher. Reported:
-//	    X1 rows read (pg_stat_user_tables seq_tup_read + idx_tup_fetch, deltas) per
-//	    notice delivered; X2 latency from the recordEvent answer to the frame on
-//	    process 0, appended on process 0 (same process) and on the others (across);
-//	    X5 lost and duplicate notices, over the measured appends and a second segment
-//	    during which process 0's listener connection is killed (pg_terminate_backend).
-//	x3  for P in {1, max of -procs}, hints on and off (--pg-hints): -writers closed-loop
-//	    writers spread over the P processes append for -duration; appends/s and the
-//	    recordEvent round trip (the commit) p50/p99. No subscribers.
-//	notify  the floor of X2: bare NOTIFY → LISTEN between two connections of this
-//	    process, from the sender's answer to the receipt, -appends times at the pace of
-//	    x1's appends, in a fresh database.
+// The hint transports compared (-modes, plus -before, a binary such as the main
+// branch's with its default hints): NOTIFY in the commit or after it (--pg-hints) and
+// the bus (--bus).
+//
+//	notify  the floor of X2: bare NOTIFY → LISTEN between two connections.
+//	lock    the NOTIFY commit lock alone: 16 connections commit one-row UPDATEs with
+//	    a NOTIFY inside the transaction, after it, or none (store.go).
+//	x1  for each transport and P in -procs: -watchers staleNotices subscribers on
+//	    process 0 only, -appends appends round-robin over the P processes (-writers at
+//	    a time), each naming one subscribed watcher. X1 rows read per notice (table
+//	    counters, and per process from pg_stat_statements); X2 latency from the
+//	    recordEvent answer to the frame, same process and across; the hints sent and
+//	    received; X5 lost and duplicate notices over the measured appends and a
+//	    second segment under a fault: process 0's listener connection killed
+//	    (pg_terminate_backend), or the NATS server killed and started again.
+//	x3  for each transport (and "off") and P: -writers×4 closed-loop writers over
+//	    HTTP spread over the P processes for -duration, no subscriber: appends/s, the
+//	    recordEvent round trip, server and PostgreSQL CPU per append; -rounds
+//	    interleaved rounds.
+//	hints  the CPU a hint of no interest costs: the largest P, appends through
+//	    process 0 only, the other processes' CPU and their listen backends' against
+//	    an idle window of the same length (hints.go).
+//	store  the append path without HTTP: P child processes (pgscale -child store)
+//	    run the service with its listener, -writers×4 writers between them (store.go).
 //	x4  one process with -watchers subscribers, over a database holding -pending
 //	    pending notices of other watchers (inserted by SQL) and over one holding none:
 //	    the process's RSS after a few --notice-poll rescans.
@@ -41,6 +54,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,11 +66,14 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/awareness/awareness/bench/internal/pgcluster"
 	"github.com/awareness/awareness/bench/internal/proc"
 )
 
 type config struct {
 	bin, admin, out, label, phases string
+	modes, before, beforeLabel     string
+	cluster, natsBin               string
 	startBins                      string
 	startCursors                   int
 	startBaseline                  time.Duration
@@ -74,8 +92,13 @@ func main() {
 	flag.StringVar(&c.admin, "admin", os.Getenv("TEST_DATABASE_URL"), "PostgreSQL URL of a role that may create databases (default $TEST_DATABASE_URL)")
 	flag.StringVar(&c.out, "out", "pgscale.md", "Markdown report")
 	flag.StringVar(&c.label, "label", "", "label of the binary in the report")
-	flag.StringVar(&c.phases, "phases", "notify,x1,x3,x4", "phases to run")
-	flag.StringVar(&procs, "procs", "1,2,4", "process counts of x1")
+	flag.StringVar(&c.phases, "phases", "notify,x1,x3,hints,x4,start", "phases to run")
+	flag.StringVar(&procs, "procs", "1,3,5", "process counts of x1 and x3")
+	flag.StringVar(&c.modes, "modes", "commit,after-commit,bus", "hint transports of -bin compared by x1, x3 and hints: NOTIFY modes (--pg-hints) and bus (--bus on a private nats-server)")
+	flag.StringVar(&c.before, "before", "", "a binary to compare first in x1, x3 and hints, with its default hints (e.g. the main branch's)")
+	flag.StringVar(&c.beforeLabel, "before-label", "before", "the label of -before")
+	flag.StringVar(&c.cluster, "cluster", "private", "private: a PostgreSQL cluster of the run's own (initdb; pg_stat_statements and a role per process); shared: the server of -admin")
+	flag.StringVar(&c.natsBin, "nats-server", "", "the nats-server binary (default: from PATH)")
 	flag.IntVar(&c.watchers, "watchers", 100, "subscribed watchers on process 0")
 	flag.IntVar(&c.appends, "appends", 600, "measured appends per x1 run")
 	flag.IntVar(&c.faultN, "fault-appends", 200, "appends of the x1 segment with the listener killed")
@@ -91,7 +114,22 @@ func main() {
 	flag.StringVar(&c.startBins, "start-bins", "", "comma-separated binaries the start phase compares, round by round (default: -bin)")
 	flag.IntVar(&c.startCursors, "start-cursors", 600000, "cursors in all in the start phase's database (-pending of them pending)")
 	flag.DurationVar(&c.startBaseline, "start-baseline", 3*time.Second, "acknowledgements before the process starts, in the start phase")
+	var child, childDSN, childMode, childNATS string
+	var childWriters int
+	var childWarm time.Duration
+	flag.StringVar(&child, "child", "", "internal: run as a child process of the store phase")
+	flag.StringVar(&childDSN, "child-dsn", "", "internal: the child's database")
+	flag.StringVar(&childMode, "child-mode", "", "internal: the child's hint mode, or bus")
+	flag.StringVar(&childNATS, "child-nats", "", "internal: the child's NATS server")
+	flag.IntVar(&childWriters, "child-writers", 1, "internal: the child's writers")
+	flag.DurationVar(&childWarm, "child-warm", 2*time.Second, "internal: the child's warm-up")
 	flag.Parse()
+	if child == "store" {
+		if err := childStore(childDSN, childMode, childNATS, childWriters, childWarm, c.duration); err != nil {
+			fatalf("child: %v", err)
+		}
+		return
+	}
 	for _, p := range strings.Split(procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 1 {
@@ -99,19 +137,58 @@ func main() {
 		}
 		c.procs = append(c.procs, n)
 	}
-	if c.admin == "" {
-		fatalf("no -admin and no TEST_DATABASE_URL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	r := &runner{cfg: c, http: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	pgVersion := ""
+	switch c.cluster {
+	case "private":
+		cl, err := pgcluster.Start("/var/tmp", "shared_preload_libraries=pg_stat_statements", "max_connections=400",
+			"pg_stat_statements.max=10000")
+		if err != nil {
+			fatalf("private cluster: %v", err)
+		}
+		defer cl.Stop()
+		r.cluster, c.admin, r.cfg.admin, r.roles, pgVersion = cl, cl.URL("postgres"), cl.URL("postgres"), true, cl.Version
+		if err := createRoles(ctx, c.admin); err != nil {
+			fatalf("roles: %v", err)
+		}
+	case "shared":
+		if c.admin == "" {
+			fatalf("no -admin and no TEST_DATABASE_URL")
+		}
+	default:
+		fatalf("-cluster %q: want private or shared", c.cluster)
+	}
+	if pgVersion == "" {
+		if conn, err := pgx.Connect(ctx, c.admin); err == nil {
+			_ = conn.QueryRow(ctx, "SELECT version()").Scan(&pgVersion)
+			conn.Close(context.Background())
+		}
+	}
+	n, err := startNATS(c.natsBin)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	defer n.kill()
+	r.nats = n
 	var rep bytes.Buffer
-	fmt.Fprintf(&rep, "Binary: %s (%s). %d subscribed watchers; x1 %d appends (+%d with the listener killed), %d writers; x3 %v per run, %d writers; x4 %d pending.\n\n",
-		c.label, c.bin, c.watchers, c.appends, c.faultN, c.writers, c.duration, 4*c.writers, c.pending)
+	host, _ := os.Hostname()
+	fmt.Fprintf(&rep, "Run: %s on %s, %d cores, load average %s at the start; PostgreSQL: %s (%s cluster); NATS: %s.\n\n",
+		time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), loadavg(), pgVersion, c.cluster, n.version)
+	fmt.Fprintf(&rep, "Binary: %s (%s)", c.label, c.bin)
+	if c.before != "" {
+		fmt.Fprintf(&rep, "; before: %s (%s)", c.beforeLabel, c.before)
+	}
+	fmt.Fprintf(&rep, ". %d subscribed watchers; x1 %d appends (+%d with the listener killed or the NATS server restarted), %d writers; x3 %v per run, %d writers; %d pending notices in x4 and start.\n\n",
+		c.watchers, c.appends, c.faultN, c.writers, c.duration, 4*c.writers, c.pending)
 	for _, ph := range strings.Split(c.phases, ",") {
 		var err error
-		switch strings.TrimSpace(ph) {
+		ph = strings.TrimSpace(ph)
+		logf("phase %s, load average %s", ph, loadavg())
+		fmt.Fprintf(&rep, "<!-- phase %s: load average %s at its start -->\n", ph, loadavg())
+		switch ph {
 		case "x1":
 			err = r.x1(ctx, &rep)
 		case "x3":
@@ -122,6 +199,12 @@ func main() {
 			err = r.bareNotify(ctx, &rep)
 		case "start":
 			err = r.startPhase(ctx, &rep)
+		case "hints":
+			err = r.hintCost(ctx, &rep)
+		case "store":
+			err = r.storePhase(ctx, &rep)
+		case "lock":
+			err = r.lockPhase(ctx, &rep)
 		default:
 			err = fmt.Errorf("unknown phase %q", ph)
 		}
@@ -129,6 +212,7 @@ func main() {
 			fatalf("%s: %v", ph, err)
 		}
 	}
+	fmt.Fprintf(&rep, "Load average at the end: %s.\n", loadavg())
 	if err := os.WriteFile(c.out, rep.Bytes(), 0o644); err != nil {
 		fatalf("%v", err)
 	}
@@ -148,6 +232,13 @@ type runner struct {
 	cfg  config
 	http *http.Client
 	seq  atomic.Int64
+	// cluster is the run's private PostgreSQL cluster (nil: -cluster shared); roles
+	// is set with it (a role per process, pg_stat_statements).
+	cluster *pgcluster.Cluster
+	roles   bool
+	nats    *natsServer
+	helpMu  sync.Mutex
+	help    map[string]string // serve --help by binary
 }
 
 // ---------------------------------------------------------------------------------------
@@ -169,6 +260,17 @@ func (r *runner) freshDB(ctx context.Context) (string, func(), error) {
 		return "", nil, err
 	}
 	u.Path = "/" + name
+	if r.roles {
+		dc, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			return "", nil, err
+		}
+		_, err = dc.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+		dc.Close(context.Background())
+		if err != nil {
+			return "", nil, err
+		}
+	}
 	drop := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -201,7 +303,11 @@ func (r *runner) startBin(ctx context.Context, bin string, idx int, dsn string, 
 		Bin: bin,
 		Args: func(addr string) []string {
 			// A load generator is one client far above every default budget.
-			return append([]string{"serve", "--addr", addr, "--db", dsn, "--log-level", "warn", "--rate-limit", "0", "--query-rate", "0", "--max-streams", "0"}, extra...)
+			args := []string{"serve", "--addr", addr, "--db", r.roleDSN(dsn, idx), "--log-level", "warn", "--rate-limit", "0"}
+			if r.knows(bin, "--query-rate") { // older binaries (a -before) have no query budget
+				args = append(args, "--query-rate", "0", "--max-streams", "0")
+			}
+			return append(args, extra...)
 		},
 		Log:  log,
 		HTTP: r.http, ReadyWithin: 30 * time.Second, Poll: 20 * time.Millisecond,
@@ -210,6 +316,22 @@ func (r *runner) startBin(ctx context.Context, bin string, idx int, dsn string, 
 		return nil, fmt.Errorf("server %d: %w", idx, err)
 	}
 	return &server{Server: s, idx: idx}, nil
+}
+
+// knows reports whether bin's serve has the flag (its help names it).
+func (r *runner) knows(bin, flag string) bool {
+	r.helpMu.Lock()
+	defer r.helpMu.Unlock()
+	if r.help == nil {
+		r.help = map[string]string{}
+	}
+	h, ok := r.help[bin]
+	if !ok {
+		out, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+		h = string(out)
+		r.help[bin] = h
+	}
+	return strings.Contains(h, flag)
 }
 
 func (s *server) stop() { s.Stop(15 * time.Second) }
@@ -240,7 +362,7 @@ func backendCPU(ctx context.Context, dsn string) (time.Duration, error) {
 	}
 	var sum time.Duration
 	for _, pid := range pids {
-		sum += proc.CPU(int(pid))
+		sum += proc.CPUPrecise(int(pid))
 	}
 	return sum, nil
 }
@@ -513,6 +635,8 @@ func cmpErr(a, b error) error {
 }
 
 type x1Result struct {
+	hc                  string
+	bus                 bool
 	procs               int
 	delivered           int
 	rows, scans         int64
@@ -522,50 +646,71 @@ type x1Result struct {
 	faultLost, faultDup int
 	killed              int
 	tables              string
+	// hints and hintBytes are the hints sent over the measured appends (NOTIFY
+	// payloads, or bus messages published); deliveries the copies received (NOTIFY:
+	// every listener's; the bus: the subscribers').
+	hints, hintBytes, deliveries int64
+	// stmts are pg_stat_statements' counts by role over the measured appends.
+	stmts map[string]stmtStat
+	load  string
 }
 
 func (r *runner) x1(ctx context.Context, rep *bytes.Buffer) error {
 	var res []x1Result
-	for _, P := range r.cfg.procs {
-		x, err := r.x1Run(ctx, P)
-		if err != nil {
-			return fmt.Errorf("with %d processes: %w", P, err)
+	for _, hc := range r.hintConfigs(false) {
+		for _, P := range r.cfg.procs {
+			x, err := r.x1Run(ctx, hc, P)
+			if err != nil {
+				return fmt.Errorf("%s with %d processes: %w", hc.label, P, err)
+			}
+			res = append(res, x)
 		}
-		res = append(res, x)
 	}
 	fmt.Fprintf(rep, "### X1, X2, X5: subscribers on process 0 only, appends round-robin over P processes\n\n")
-	fmt.Fprintf(rep, "| P | notices delivered | rows read | rows read per notice | index/seq scans per notice | X2 same-process p50 / p99 | X2 across p50 / p99 | X5 lost / dupes | X5 with listener killed: lost / dupes (killed) |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(rep, "| hints | P | notices delivered | rows read per notice | index/seq scans per notice | X2 same-process p50 / p99 | X2 across p50 / p99 | X5 lost / dupes | X5 under a fault: lost / dupes (fault) | hints per append, bytes per hint | copies received per append | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range res {
 		cross := "—"
 		if x.nCross > 0 {
 			cross = ms(x.cross.p50) + " / " + ms(x.cross.p99)
 		}
-		fmt.Fprintf(rep, "| %d | %d | %d | %.2f | %.2f | %s / %s | %s | %d / %d | %d / %d (%d) |\n", x.procs, x.delivered, x.rows,
-			float64(x.rows)/float64(max(1, x.delivered)), float64(x.scans)/float64(max(1, x.delivered)),
-			ms(x.same.p50), ms(x.same.p99), cross, x.lost, x.dupes, x.faultLost, x.faultDup, x.killed)
+		fault := fmt.Sprintf("listener killed ×%d", x.killed)
+		if x.bus {
+			fault = "NATS server killed and restarted"
+		}
+		n := float64(max(1, x.delivered))
+		fmt.Fprintf(rep, "| %s | %d | %d | %.2f | %.2f | %s / %s | %s | %d / %d | %d / %d (%s) | %.2f, %.0f | %.2f | %s |\n", x.hc, x.procs, x.delivered,
+			float64(x.rows)/n, float64(x.scans)/n, ms(x.same.p50), ms(x.same.p99), cross, x.lost, x.dupes, x.faultLost, x.faultDup, fault,
+			float64(x.hints)/float64(r.cfg.appends), float64(x.hintBytes)/float64(max(1, x.hints)), float64(x.deliveries)/float64(r.cfg.appends), x.load)
 	}
-	fmt.Fprintf(rep, "\nRows read per notice by table:")
+	fmt.Fprintf(rep, "\nRows read per notice by table:\n\n")
 	for _, x := range res {
-		fmt.Fprintf(rep, " P=%d: %s;", x.procs, x.tables)
+		fmt.Fprintf(rep, "- %s, P=%d: %s\n", x.hc, x.procs, x.tables)
 	}
-	fmt.Fprintf(rep, "\n")
-	base := float64(res[0].rows) / float64(max(1, res[0].delivered))
-	fmt.Fprintf(rep, "\nX1 ratio to P=%d:", res[0].procs)
-	for _, x := range res {
-		fmt.Fprintf(rep, " P=%d %.2f×;", x.procs, float64(x.rows)/float64(max(1, x.delivered))/base)
+	if r.roles {
+		fmt.Fprintf(rep, "\nStatements per notice by process (pg_stat_statements, a role per process): statements / rows returned / execution ms, and the reads of pending notices by watcher among them (calls / rows):\n\n")
+		for _, x := range res {
+			fmt.Fprintf(rep, "- %s, P=%d:", x.hc, x.procs)
+			n := float64(max(1, x.delivered))
+			for i := range x.procs {
+				st := x.stmts[roleName(i)]
+				fmt.Fprintf(rep, " p%d %.2f / %.2f / %.3f (reads %.2f / %.2f);", i, float64(st.calls)/n, float64(st.rows)/n, st.ms/n,
+					float64(st.readCalls)/n, float64(st.readRows)/n)
+			}
+			fmt.Fprintf(rep, "\n")
+		}
 	}
-	fmt.Fprintf(rep, " X2 across p99 / (2 × same p99 + 5 ms):")
+	fmt.Fprintf(rep, "\nX2 across p99 against its goal, 2 × same-process p99 + 2 ms:")
 	for _, x := range res {
 		if x.nCross > 0 {
-			fmt.Fprintf(rep, " P=%d %.2f;", x.procs, float64(x.cross.p99)/float64(2*x.same.p99+5*time.Millisecond))
+			fmt.Fprintf(rep, " %s P=%d %s vs %s;", x.hc, x.procs, ms(x.cross.p99), ms(2*x.same.p99+2*time.Millisecond))
 		}
 	}
 	fmt.Fprintf(rep, "\n\n")
 	return nil
 }
 
-func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
-	x := x1Result{procs: P}
+func (r *runner) x1Run(ctx context.Context, hc hintConfig, P int) (x1Result, error) {
+	x := x1Result{hc: hc.label, bus: hc.bus, procs: P}
 	dsn, drop, err := r.freshDB(ctx)
 	if err != nil {
 		return x, err
@@ -576,7 +721,7 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	// production, index scans: the foreign-key checks' plans are made once per
 	// connection, and over a table of a few rows they are sequential scans whose row
 	// counts would swamp everything else.
-	p, err := r.start(ctx, 0, dsn)
+	p, err := r.startHC(ctx, hc, 0, dsn)
 	if err != nil {
 		return x, err
 	}
@@ -588,7 +733,7 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	defer func() { stopAll(ps) }()
 	for i := range P {
 		// No safety poll inside the run: rescans are x4's subject; a reconnect scans.
-		p, err := r.start(ctx, i, dsn, "--notice-poll", "10m")
+		p, err := r.startHC(ctx, hc, i, dsn, "--notice-poll", "10m")
 		if err != nil {
 			return x, err
 		}
@@ -615,12 +760,27 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	if lost, _ := ws.count(targetsOf(recs)); lost > 0 {
 		return x, fmt.Errorf("warm-up: %d notices did not arrive", lost)
 	}
-	logf("P=%d: warm; settling %v for the statistics", P, r.cfg.settle)
+	logf("x1 %s P=%d: warm; settling %v for the statistics", hc.label, P, r.cfg.settle)
 	time.Sleep(r.cfg.settle)
 	s0, err := readStats(ctx, dsn)
 	if err != nil {
 		return x, err
 	}
+	if err := r.resetStatements(ctx, dsn); err != nil {
+		return x, err
+	}
+	var (
+		notes *notifyCounter
+		v0    natsVarz
+	)
+	if hc.bus {
+		if v0, err = r.nats.varz(ctx); err != nil {
+			return x, err
+		}
+	} else if notes, err = countNotifies(ctx, dsn); err != nil {
+		return x, err
+	}
+	x.load = loadavg()
 	d0 := ws.n.Load()
 	recs, err = r.appendAll(ctx, ps, "m", r.cfg.appends, r.cfg.watchers, nil)
 	if err != nil {
@@ -630,6 +790,16 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	ws.waitFor(targets, r.cfg.wait)
 	x.delivered = int(ws.n.Load() - d0)
 	x.lost, x.dupes = ws.count(targets)
+	if hc.bus {
+		v1, err := r.nats.varz(ctx)
+		if err != nil {
+			return x, err
+		}
+		x.hints, x.hintBytes, x.deliveries = v1.InMsgs-v0.InMsgs, v1.InBytes-v0.InBytes, v1.OutMsgs-v0.OutMsgs
+	} else {
+		x.hints, x.hintBytes = notes.stop()
+		x.deliveries = x.hints * int64(P) // every listener receives every hint
+	}
 	var same, cross []time.Duration
 	for _, rc := range recs {
 		if at, ok := ws.first(rc.target); ok {
@@ -641,7 +811,10 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 		}
 	}
 	x.same, x.cross, x.nSame, x.nCross = summarize(same), summarize(cross), len(same), len(cross)
-	logf("P=%d: %d appends delivered %d; settling %v", P, len(recs), x.delivered, r.cfg.settle)
+	if x.stmts, err = r.statements(ctx, dsn); err != nil {
+		return x, err
+	}
+	logf("x1 %s P=%d: %d appends delivered %d; settling %v", hc.label, P, len(recs), x.delivered, r.cfg.settle)
 	time.Sleep(r.cfg.settle)
 	s1, err := readStats(ctx, dsn)
 	if err != nil {
@@ -660,10 +833,17 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	}
 	x.tables = strings.TrimSuffix(x.tables, ", ")
 
-	// X5 under a fault: process 0's listener connection is killed a quarter in.
+	// X5 under a fault: process 0's listener connection is killed a quarter in
+	// (NOTIFY); the NATS server is killed a quarter in and started again half way (bus).
 	pid0 := ps[0].Pid()
+	var faultErr error
 	frecs, err := r.appendAll(ctx, ps, "f", r.cfg.faultN, r.cfg.watchers, func(i int) {
-		if i == r.cfg.faultN/4 {
+		switch {
+		case hc.bus && i == r.cfg.faultN/4:
+			r.nats.kill()
+		case hc.bus && i == r.cfg.faultN/2:
+			faultErr = r.nats.start()
+		case !hc.bus && i == r.cfg.faultN/4:
 			n, err := terminateListener(ctx, dsn, pid0)
 			if err != nil {
 				logf("terminate: %v", err)
@@ -674,6 +854,9 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	if err != nil {
 		return x, err
 	}
+	if faultErr != nil {
+		return x, faultErr
+	}
 	ft := targetsOf(frecs)
 	ws.waitFor(ft, r.cfg.wait)
 	time.Sleep(300 * time.Millisecond) // late duplicates
@@ -682,8 +865,8 @@ func (r *runner) x1Run(ctx context.Context, P int) (x1Result, error) {
 	if e := ws.err.Load(); e != nil {
 		return x, fmt.Errorf("subscriber: %v", e)
 	}
-	logf("P=%d: rows %d per notice %.2f; lost %d dupes %d; fault lost %d dupes %d (killed %d)", P, x.rows,
-		float64(x.rows)/float64(max(1, x.delivered)), x.lost, x.dupes, x.faultLost, x.faultDup, x.killed)
+	logf("x1 %s P=%d: rows %d per notice %.2f; X2 same p99 %s across p99 %s; lost %d dupes %d; fault lost %d dupes %d (killed %d)", hc.label, P, x.rows,
+		float64(x.rows)/float64(max(1, x.delivered)), ms(x.same.p99), ms(x.cross.p99), x.lost, x.dupes, x.faultLost, x.faultDup, x.killed)
 	return x, nil
 }
 
@@ -707,56 +890,80 @@ type x3Result struct {
 	errors  int
 	// CPU per append, of the servers and of their PostgreSQL backends
 	srvCPU, pgCPU time.Duration
+	load          string
 }
 
 func (r *runner) x3(ctx context.Context, rep *bytes.Buffer) error {
-	maxP := slices.Max(r.cfg.procs)
+	hcs := r.hintConfigs(true)
 	type conf struct {
+		hc    int
 		procs int
-		hints string
 	}
 	var confs []conf
-	for _, h := range []string{"commit", "after-commit", "off"} {
-		confs = append(confs, conf{1, h}, conf{maxP, h})
+	for i := range hcs {
+		for _, P := range r.cfg.procs {
+			confs = append(confs, conf{i, P})
+		}
 	}
 	runs := map[conf][]x3Result{}
 	// Interleaved rounds: the machine's drift (and the other users of the PostgreSQL
 	// server) hit every configuration alike; the median round is reported.
 	for round := range r.cfg.rounds {
 		for _, c := range confs {
-			x, err := r.x3Run(ctx, c.procs, c.hints)
+			x, err := r.x3Run(ctx, hcs[c.hc], c.procs)
 			if err != nil {
-				return fmt.Errorf("round %d P=%d hints=%s: %w", round, c.procs, c.hints, err)
+				return fmt.Errorf("round %d P=%d hints=%s: %w", round, c.procs, hcs[c.hc].label, err)
 			}
 			runs[c] = append(runs[c], x)
 		}
 	}
 	med := map[conf]x3Result{}
 	for c, xs := range runs {
-		slices.SortFunc(xs, func(a, b x3Result) int { return int(a.rate - b.rate) })
-		med[c] = xs[len(xs)/2]
+		s := slices.Clone(xs)
+		slices.SortFunc(s, func(a, b x3Result) int { return int(a.rate - b.rate) })
+		med[c] = s[len(s)/2]
 	}
 	fmt.Fprintf(rep, "### X3: appends/s, %d closed-loop writers spread over P processes, no subscribers (median of %d interleaved rounds)\n\n", 4*r.cfg.writers, r.cfg.rounds)
-	fmt.Fprintf(rep, "| P | hints | appends/s (median; every round) | recordEvent p50 | p99 | errors | server CPU per append | PostgreSQL backends' CPU per append |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(rep, "| hints | P | appends/s (median; every round) | recordEvent p50 | p99 | errors | server CPU per append | PostgreSQL backends' CPU per append | load (median round) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range confs {
 		x := med[c]
 		var all []string
 		for _, y := range runs[c] {
 			all = append(all, fmt.Sprintf("%.0f", y.rate))
 		}
-		fmt.Fprintf(rep, "| %d | %s | %.0f (%s) | %s | %s | %d | %s | %s |\n", x.procs, x.hints, x.rate, strings.Join(all, ", "),
-			ms(x.lat.p50), ms(x.lat.p99), x.errors, ms(x.srvCPU), ms(x.pgCPU))
+		fmt.Fprintf(rep, "| %s | %d | %.0f (%s) | %s | %s | %d | %s | %s | %s |\n", x.hints, x.procs, x.rate, strings.Join(all, ", "),
+			ms(x.lat.p50), ms(x.lat.p99), x.errors, ms(x.srvCPU), ms(x.pgCPU), x.load)
 	}
-	rate := func(p int, h string) float64 { return med[conf{p, h}].rate }
-	fmt.Fprintf(rep, "\nRatios: P=%d/P=1: hints in commit %.0f%%, after commit %.0f%%, off %.0f%%. Against hints off: in commit %.0f%% at P=1, %.0f%% at P=%d; after commit %.0f%% at P=1, %.0f%% at P=%d.\n\n",
-		maxP, 100*rate(maxP, "commit")/rate(1, "commit"), 100*rate(maxP, "after-commit")/rate(1, "after-commit"), 100*rate(maxP, "off")/rate(1, "off"),
-		100*rate(1, "commit")/rate(1, "off"), 100*rate(maxP, "commit")/rate(maxP, "off"), maxP,
-		100*rate(1, "after-commit")/rate(1, "off"), 100*rate(maxP, "after-commit")/rate(maxP, "off"), maxP)
+	// Ratios against NOTIFY in the commit at the same P, round by round (the rounds
+	// are interleaved, so a round's configurations shared the machine's state).
+	base := -1
+	for i, hc := range hcs {
+		if hc.label == "notify commit" {
+			base = i
+		}
+	}
+	if base >= 0 {
+		fmt.Fprintf(rep, "\nAgainst NOTIFY in the commit at the same P (median of the per-round ratios):")
+		for i, hc := range hcs {
+			if i == base {
+				continue
+			}
+			for _, P := range r.cfg.procs {
+				var ratios []float64
+				for k := range runs[conf{i, P}] {
+					ratios = append(ratios, runs[conf{i, P}][k].rate/max(1, runs[conf{base, P}][k].rate))
+				}
+				slices.Sort(ratios)
+				fmt.Fprintf(rep, " %s P=%d %.2f×;", hc.label, P, ratios[len(ratios)/2])
+			}
+		}
+		fmt.Fprintf(rep, "\n\n")
+	}
 	return nil
 }
 
-func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, error) {
-	x := x3Result{procs: P, hints: hints}
+func (r *runner) x3Run(ctx context.Context, hc hintConfig, P int) (x3Result, error) {
+	x := x3Result{procs: P, hints: hc.label}
 	dsn, drop, err := r.freshDB(ctx)
 	if err != nil {
 		return x, err
@@ -765,11 +972,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	var ps []*server
 	defer func() { stopAll(ps) }()
 	for i := range P {
-		args := []string{"--notice-poll", "10m"}
-		if hints != "commit" {
-			args = append(args, "--pg-hints", hints)
-		}
-		p, err := r.start(ctx, i, dsn, args...)
+		p, err := r.startHC(ctx, hc, i, dsn, "--notice-poll", "10m")
 		if err != nil {
 			return x, err
 		}
@@ -813,9 +1016,10 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	time.Sleep(time.Second) // warm-up
 	srv0, pg0 := time.Duration(0), time.Duration(0)
 	for _, p := range ps {
-		srv0 += p.CPU()
+		srv0 += proc.CPUPrecise(p.Pid())
 	}
 	pg0, _ = backendCPU(ctx, dsn)
+	x.load = loadavg()
 	measure.Store(true)
 	t0 := time.Now()
 	time.Sleep(r.cfg.duration)
@@ -823,7 +1027,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	el := time.Since(t0)
 	srv1 := time.Duration(0)
 	for _, p := range ps {
-		srv1 += p.CPU()
+		srv1 += proc.CPUPrecise(p.Pid())
 	}
 	pg1, _ := backendCPU(ctx, dsn)
 	close(stop)
@@ -833,7 +1037,7 @@ func (r *runner) x3Run(ctx context.Context, P int, hints string) (x3Result, erro
 	if len(lat) > 0 {
 		x.srvCPU, x.pgCPU = (srv1-srv0)/time.Duration(len(lat)), (pg1-pg0)/time.Duration(len(lat))
 	}
-	logf("x3 P=%d hints=%s: %.0f appends/s p99 %s errors %d", P, hints, x.rate, ms(x.lat.p99), errs)
+	logf("x3 %s P=%d: %.0f appends/s p99 %s errors %d", hc.label, P, x.rate, ms(x.lat.p99), errs)
 	return x, nil
 }
 
@@ -900,7 +1104,9 @@ FROM generate_series(0, $2::int - 1) AS i`, now, pending)
 			return err
 		}
 	}
-	_, err = conn.Exec(ctx, "ANALYZE")
+	// VACUUM too: autovacuum would otherwise visit the new rows during a measured
+	// window, and its reads would count with the processes'.
+	_, err = conn.Exec(ctx, "VACUUM ANALYZE")
 	return err
 }
 

@@ -309,7 +309,7 @@ FROM generate_series(0, $2::int - 1) AS i`, now, synced); err != nil {
 			return err
 		}
 	}
-	_, err = conn.Exec(ctx, "ANALYZE")
+	_, err = conn.Exec(ctx, "VACUUM ANALYZE")
 	return err
 }
 
