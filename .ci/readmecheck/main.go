@@ -21,7 +21,8 @@
 //	                                   graph/schema.graphqls
 //	<!-- readme-check: go PARAMS -->   the next block is Go statements that type-check
 //	                                   as the body of func(PARAMS), e.g. "ctx
-//	                                   context.Context, token string"
+//	                                   context.Context, token string", or of
+//	                                   func(P) R for "P -> R"
 //	<!-- readme-check: json -->        the next block is valid JSON
 //	<!-- readme-check: paths -->       the next block is a layout: the paths each line
 //	                                   starts with (comma-separated) exist

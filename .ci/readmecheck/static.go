@@ -78,10 +78,12 @@ var goImports = map[string]string{
 	"time":    "time",
 }
 
-// checkGo type-checks stmts as the body of func(params), importing the packages of
-// goImports it names. Unused variables and imports are allowed (go/types' soft
-// errors): a README shows the calls, not a whole program.
+// checkGo type-checks stmts as the body of func(params), or of func(PARAMS) RESULTS
+// when params reads "PARAMS -> RESULTS", importing the packages of goImports it
+// names. Unused variables and imports are allowed (go/types' soft errors), and so is a
+// missing final return: a README shows the calls, not a whole program.
 func checkGo(stmts, params string) error {
+	params, results, _ := strings.Cut(params, " -> ")
 	var imports []string
 	for name, path := range goImports {
 		if regexp.MustCompile(`\b` + name + `\.`).MatchString(stmts + params) {
@@ -94,7 +96,7 @@ func checkGo(stmts, params string) error {
 	for _, p := range imports {
 		fmt.Fprintf(&src, "\t%q\n", p)
 	}
-	fmt.Fprintf(&src, ")\n\nfunc _(%s) {\n%s\n}\n", params, stmts)
+	fmt.Fprintf(&src, ")\n\nfunc _(%s) %s {\n%s\n}\n", params, results, stmts)
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "README.go", src.String(), 0)
 	if err != nil {
@@ -115,7 +117,7 @@ func checkGo(stmts, params string) error {
 		}),
 		Error: func(err error) {
 			var te types.Error
-			if errors.As(err, &te) && te.Soft {
+			if errors.As(err, &te) && (te.Soft || te.Msg == "missing return") {
 				return
 			}
 			hard = append(hard, err.Error())
