@@ -115,6 +115,11 @@ func startGateway(t *testing.T, svc *service, m *fakeModel, pluginCfg map[string
 		"HOME=" + home, "PATH=" + nodeDir + string(os.PathListSeparator) + os.Getenv("PATH"), "TMPDIR=" + tmp, "LANG=C.UTF-8",
 		"OPENCLAW_STATE_DIR=" + state, "OPENCLAW_CONFIG_PATH=" + g.cfgPath, "OPENCLAW_GATEWAY_TOKEN=" + ocToken,
 		"OPENCLAW_NO_AUTO_UPDATE=1", "NO_COLOR=1",
+		// What the scenario does not use, and OpenClaw's respawn of node with other
+		// flags (one process start per command instead of two).
+		"OPENCLAW_NO_RESPAWN=1", "OPENCLAW_DISABLE_BONJOUR=1", "OPENCLAW_DISABLE_BUNDLED_PLUGINS=1", "OPENCLAW_SKIP_CHANNELS=1",
+		"OPENCLAW_SKIP_GMAIL_WATCHER=1", "OPENCLAW_SKIP_CANVAS_HOST=1", "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER=1",
+		"OPENCLAW_SKIP_STARTUP_MODEL_PREWARM=1",
 		// Node's compile cache beside the installed package: the gateway and every CLI
 		// call after the first start faster.
 		"NODE_COMPILE_CACHE=" + filepath.Join(harnessDir, "openclaw", "node_modules", ".cache", "node-compile-cache"), "FORCE_COLOR=0", "NO_PROXY=*", "no_proxy=*",
@@ -163,7 +168,9 @@ func (g *gateway) writeConfig(port int) {
 					map[string]any{"id": childModel, "name": "child", "reasoning": false, "input": []any{"text"}, "contextWindow": 128000, "maxTokens": 4096},
 				}}}},
 		"agents": map[string]any{"defaults": map[string]any{"model": map[string]any{"primary": "fake/" + parentModel}, "skipBootstrap": true}},
-		"tools":  map[string]any{"toolSearch": false},
+		// The messaging profile has the session tools the scenario uses (sessions_spawn,
+		// session_status); the plugin's tool joins it.
+		"tools":  map[string]any{"toolSearch": false, "profile": "messaging", "alsoAllow": []any{"awareness_status"}},
 		"skills": map[string]any{"allowBundled": []any{}},
 		"plugins": map[string]any{
 			"allow": []any{"awareness"},
@@ -424,7 +431,8 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 	// OpenClaw's log has `created`, a kind the service does not have; everything else
 	// must be the same, in the same order.
 	var want, got []ocEvent
-	until(t, "the service's log of the child equals OpenClaw's", wait, func() bool {
+	deadline := time.Now().Add(wait)
+	for {
 		want = nil
 		for _, e := range g.openclawLog(child) {
 			if e.Kind != "created" {
@@ -432,8 +440,14 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 			}
 		}
 		got = svc.log(child)
-		return slices.Equal(got, want) && slices.Contains(kinds(want), "compacted")
-	})
+		if slices.Equal(got, want) && slices.Contains(kinds(want), "compacted") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service's log of the child:\n%+v\nOpenClaw's, without created:\n%+v", got, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	t.Logf("mirror: OpenClaw's log of the child and the service's: %v", kinds(got))
 	if n := countIn(parentRequests(m, 0), "awareness_status sessionKey"); n != 0 {
 		t.Errorf("mirror mode put %d service notices into the parent's prompts, want 0", n)
@@ -588,6 +602,11 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 	if dups != 0 || lost != 0 {
 		t.Errorf("100 notices: %d shown more than once, %d never shown", dups, lost)
 	}
+	// OpenClaw's own notices (its built-in feature, which cannot be turned off) beside
+	// the plugin's, over the whole run.
+	builtin = countIn(parentRequests(m, 0), fmt.Sprintf("session_status sessionKey %q", child))
+	plugin := countIn(parentRequests(m, 0), fmt.Sprintf("%s sessionKey %q", ocNoticeTool, child))
+	t.Logf("OpenClaw's built-in notices of the child in the parent's requests: %d; the plugin's: %d", builtin, plugin)
 	t.Logf("OpenClaw inject: wake (recordEvent → the woken parent's model request) %v; 100 notices over 4 turns, %d shown twice, %d lost; recordEvent → the next turn's request %v; suite %v: %s (%s)",
 		woke.Round(time.Millisecond), dups, lost, toModel, time.Since(suiteStart).Round(time.Second), strings.Join(phases, ", "), netns)
 }

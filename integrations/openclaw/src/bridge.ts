@@ -7,7 +7,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { AckPendingError, Client, Recorder, Watcher, type Event, type Notice } from '@awareness/client';
+import { AckPendingError, Client, Recorder, RecordTimeoutError, Watcher, type Event, type Notice } from '@awareness/client';
 import type { Config } from './config.js';
 import { Keys } from './keys.js';
 import { fit, render } from './notices.js';
@@ -21,6 +21,8 @@ export const GOAL_TOOLS: Record<string, string> = { create_goal: 'goal created',
 
 // How long a prompt waits for the Watcher to hold what pendingNotices just listed.
 const catchUpMs = 1000;
+// The most a prompt waits on the service in all (OpenClaw's own budget for the hook is 15 s).
+const promptWaitMs = 3000;
 // At most one wake request per watcher in this window; a notice that opens within it
 // wakes at its end. OpenClaw itself spaces event turns (30 s) and keeps a deferred
 // wake that carries a queued event.
@@ -159,7 +161,9 @@ export class Bridge {
         dedupeKey: ev.dedupeKey ?? `openclaw:${randomBytes(12).toString('hex')}`,
       });
     } catch (e) {
-      this.#log.warn(`awareness: ${ev.kind} on ${ev.sessionKey} not recorded: ${(e as Error).message}`);
+      // A slow disk: the event is in the batch being written and is delivered after it.
+      if (e instanceof RecordTimeoutError) this.#log.info(`awareness: the outbox write of ${ev.kind} on ${ev.sessionKey} is slow; it is delivered once written`);
+      else this.#log.warn(`awareness: ${ev.kind} on ${ev.sessionKey} not recorded: ${(e as Error).message}`);
     }
   }
 
@@ -356,10 +360,25 @@ export class Bridge {
       this.#settle(prev, false);
     }
     this.#active.set(session, runId);
-    const w = await this.#follow(session);
+    const w = this.keys.watcher(session);
     if (!w) return;
+    // Bounded well inside OpenClaw's budget for the hook: what is not in the Watcher
+    // by then comes with the next turn.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      (async () => { if (await this.#follow(session)) await this.#catchUp(this.#getWatcher(), w); })(),
+      new Promise<void>((resolve) => { timer = setTimeout(resolve, promptWaitMs); }),
+    ]);
+    clearTimeout(timer);
     const watcher = this.#getWatcher();
-    await this.#catchUp(watcher, w);
+    if (!watcher.watchers.includes(w)) return;
+    // Drain only while OpenClaw still takes this handler's result: notices drained for a
+    // prompt that never got them would be acknowledged unseen.
+    try {
+      ctx.hookInvocation?.assertActive();
+    } catch {
+      return;
+    }
     const held = this.#held.get(runId);
     const fresh = watcher.drain(w);
     const all = [...(held?.notices ?? []), ...fresh];

@@ -26,7 +26,7 @@ export { TOOL_NAME, statusTool } from './tool.js';
 
 export const PLUGIN_ID = 'awareness';
 
-// The most a prompt waits on the service; OpenClaw's own budget for the hook is 15 s.
+// OpenClaw's budget for the prompt hook; the Bridge waits on the service at most 3 s of it.
 const promptHookMs = 5000;
 
 /** The agent ids OpenClaw's config names, whose sessions the parent map is rebuilt from. */

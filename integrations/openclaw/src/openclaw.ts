@@ -15,6 +15,8 @@ export interface AgentContext {
   senderId?: string;
   trigger?: string;
   inputProvenance?: { kind?: 'external_user' | 'inter_session' | 'internal_system' | string; sourceSessionKey?: string };
+  /** before_prompt_build only: throws once OpenClaw no longer takes this handler's result (its timeout passed). */
+  hookInvocation?: { assertActive(): void };
 }
 
 /** The context of sub-agent hooks (PluginHookSubagentContext). */

@@ -182,6 +182,25 @@ test('inject: a failed turn releases its notices and the next turn shows them ag
   }
 });
 
+test('inject: a prompt whose hook OpenClaw no longer awaits drains nothing; the next prompt shows the notice', async () => {
+  const svc = await startService();
+  try {
+    await svc.spawn(child, parent);
+    const api = await setup(svc, { mode: 'inject', wake: false });
+    await svc.human(child);
+    const expired = { assertActive() { throw new Error('the hook timed out'); } };
+    const r = await api.fire('before_prompt_build', { prompt: 'hi', messages: [{}] }, agentCtx(parent, 'x1', { hookInvocation: expired }));
+    assert.deepEqual(r, [undefined]);
+    await end(api, parent, 'x1');
+    assert.equal((await svc.pending(parent)).length, 1, 'not acknowledged: the prompt never had it');
+    assert.equal((await prompt(api, parent, 'x2')).prependContext, `${HEADER}\n${noticeText(child, 1)}`);
+    await end(api, parent, 'x2');
+    assert.deepEqual(await svc.pending(parent), []);
+  } finally {
+    await svc.stop();
+  }
+});
+
 test('inject: notices beyond maxNoticeChars wait for the next turn with a digest line; agentIds name the service\'s sessions', async () => {
   const svc = await startService();
   try {
