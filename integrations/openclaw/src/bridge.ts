@@ -38,7 +38,10 @@ interface Held {
   session: string;
   notices: Notice[];
   text: string;
-  /** Provider calls of the run that answered, and that failed, since the notices went into its prompt. */
+}
+
+/** A run's provider calls (model_call_ended): how many answered, how many failed. */
+interface Calls {
   completed: number;
   failed: number;
 }
@@ -92,6 +95,12 @@ export class Bridge {
   readonly #held = new Map<string, Held>();
   /** The run in progress per OpenClaw session key. */
   readonly #active = new Map<string, string>();
+  readonly #calls = new Map<string, Calls>();
+  /** Run ids whose subagent_ended arrived. */
+  readonly #ended = new Set<string>();
+  readonly #endTimers = new Set<NodeJS.Timeout>();
+  /** How long a child's failed run waits for subagent_ended (which has its precise outcome) before it is recorded as an error. */
+  static runEndGraceMs = 10_000;
   readonly #lastWake = new Map<string, number>();
   readonly #wakeTimers = new Map<string, NodeJS.Timeout>();
 
@@ -233,6 +242,7 @@ export class Bridge {
 
   onEnded(e: SubagentEndedEvent, ctx: SubagentContext): Promise<void> {
     const runId = e.runId ?? ctx.runId;
+    if (runId) addBounded(this.#ended, runId);
     const c = this.keys.toService(e.targetSessionKey);
     if (!c) return Promise.resolve();
     // reset: the run ended because its session was reset (before_reset covers the
@@ -246,6 +256,34 @@ export class Bridge {
       default: return Promise.resolve();
     }
     return this.record({ ...ev, ...(runId ? { runId, dedupeKey: `run-terminal:${runId}` } : {}) });
+  }
+
+  /**
+   * The end of a run in a child session, from the child's own agent_end: OpenClaw
+   * 2026.9.6 sends no subagent_ended for a run that a newer run of the same child
+   * superseded before its terminal bookkeeping ran (a person's message soon after the
+   * spawn turn), while its own log has the run's end. A run that answered is
+   * run_completed at once, with the dedupe key subagent_ended uses (so either is one
+   * event); a failed one waits for subagent_ended's precise outcome, and is an error
+   * when none comes.
+   */
+  #childRunEnded(e: AgentEndEvent, ctx: AgentContext, answered: boolean): void {
+    const runId = e.runId ?? ctx.runId;
+    if (!runId || !ctx.sessionKey || this.#ended.has(runId)) return;
+    if (!this.parentOf(ctx.sessionKey, ctx.agentId)) return;
+    const c = this.keys.toService(ctx.sessionKey, ctx.agentId);
+    if (!c) return;
+    const dedupe = { runId, dedupeKey: `run-terminal:${runId}` };
+    if (e.success && answered) {
+      void this.record({ ...c, kind: 'run_completed', actorType: 'system', ...dedupe });
+      return;
+    }
+    const t = setTimeout(() => {
+      this.#endTimers.delete(t);
+      if (!this.#ended.has(runId)) void this.record({ ...c, kind: 'run_failed', actorType: 'system', outcome: 'error', ...dedupe });
+    }, Bridge.runEndGraceMs);
+    t.unref();
+    this.#endTimers.add(t);
   }
 
   onCompaction(e: AfterCompactionEvent, ctx: AgentContext): Promise<void> {
@@ -388,7 +426,7 @@ export class Bridge {
     const rest = all.slice(n);
     if (rest.length) watcher.release(rest);
     const text = render(shown, rest.length);
-    this.#held.set(runId, { watcher: w, session, notices: shown, text, completed: held?.completed ?? 0, failed: held?.failed ?? 0 });
+    this.#held.set(runId, { watcher: w, session, notices: shown, text });
     return { prependContext: text };
   }
 
@@ -416,10 +454,14 @@ export class Bridge {
 
   /** A provider call of a run ended: whether the model took the run's prompt. */
   onModelCall(e: ModelCallEndedEvent): void {
-    const h = e.runId ? this.#held.get(e.runId) : undefined;
-    if (!h) return;
-    if (e.outcome === 'completed') h.completed++;
-    else h.failed++;
+    if (!e.runId) return;
+    let c = this.#calls.get(e.runId);
+    if (!c) {
+      if (this.#calls.size >= maxRuns) this.#calls.delete(this.#calls.keys().next().value as string);
+      this.#calls.set(e.runId, (c = { completed: 0, failed: 0 }));
+    }
+    if (e.outcome === 'completed') c.completed++;
+    else c.failed++;
   }
 
   /**
@@ -431,9 +473,11 @@ export class Bridge {
   async onAgentEnd(e: AgentEndEvent, ctx: AgentContext): Promise<void> {
     const runId = e.runId ?? ctx.runId ?? (ctx.sessionKey ? `session:${ctx.sessionKey}` : undefined);
     if (!runId) return;
+    const calls = this.#calls.get(runId);
+    this.#calls.delete(runId);
+    const answered = !calls || calls.completed > 0 || calls.failed === 0;
+    this.#childRunEnded(e, ctx, answered);
     if (ctx.sessionKey && this.#active.get(ctx.sessionKey) === runId) this.#active.delete(ctx.sessionKey);
-    const h = this.#held.get(runId);
-    const answered = !h || h.completed > 0 || h.failed === 0;
     await this.#settle(runId, e.success && answered);
     if (ctx.sessionKey && this.#watcher) {
       const w = this.keys.watcher(ctx.sessionKey);
@@ -501,6 +545,8 @@ export class Bridge {
     const r = await this.#recorder?.catch(() => null);
     await r?.flush(2000).catch(() => {});
     await r?.close().catch(() => {});
+    for (const t of this.#endTimers) clearTimeout(t);
+    this.#endTimers.clear();
     for (const t of this.#wakeTimers.values()) clearTimeout(t);
     this.#wakeTimers.clear();
     for (const h of this.#held.values()) this.#watcher?.release(h.notices);

@@ -5,7 +5,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import plugin, { parseConfig, configJsonSchema, closeBridge, HEADER, TOOL_NAME } from '../dist/index.js';
+import plugin, { parseConfig, configJsonSchema, closeBridge, Bridge, HEADER, TOOL_NAME } from '../dist/index.js';
 import { startService, fakeApi, tempDir, waitFor, sleep } from './helpers.mjs';
 
 const parent = 'agent:main:main';
@@ -113,6 +113,37 @@ test('mirror: each OpenClaw event becomes the service event of the same meaning;
     assert.deepEqual(await svc.pending(parent), []);
     assert.equal(api.logs.filter((l) => l.startsWith('warn')).length, 0, api.logs.join('\n'));
   } finally {
+    await svc.stop();
+  }
+});
+
+test('mirror: a child\'s run end is recorded from its agent_end, once, when subagent_ended does not come', async () => {
+  const svc = await startService();
+  const grace = Bridge.runEndGraceMs;
+  Bridge.runEndGraceMs = 300;
+  try {
+    const api = await setup(svc);
+    await api.fire('subagent_spawned', { runId: 'a1', childSessionKey: child, agentId: 'main', mode: 'run' }, { runId: 'a1', requesterSessionKey: parent });
+    // The spawn run answers: run_completed at its end; its late subagent_ended is the same event.
+    await api.fire('model_call_ended', { runId: 'a1', callId: 'c', outcome: 'completed' }, {});
+    await end(api, child, 'a1');
+    await api.fire('subagent_ended', { targetSessionKey: child, targetKind: 'subagent', reason: 'complete', runId: 'a1', outcome: 'ok' }, { runId: 'a1' });
+    // A run whose only model call failed, with a subagent_ended that says timeout: that outcome.
+    await api.fire('model_call_ended', { runId: 'a2', callId: 'c', outcome: 'error' }, {});
+    await end(api, child, 'a2', true);
+    await api.fire('subagent_ended', { targetSessionKey: child, targetKind: 'subagent', reason: 'x', runId: 'a2', outcome: 'timeout' }, { runId: 'a2' });
+    // A failed run without subagent_ended: an error, after the grace.
+    await end(api, child, 'a3', false);
+    // The parent's own turns are no child runs.
+    await end(api, parent, 'p1');
+    const want = [['child_spawned', 'a1', null], ['run_completed', 'a1', null], ['run_failed', 'a2', { outcome: 'timeout' }], ['run_failed', 'a3', { outcome: 'error' }]];
+    let got;
+    await waitFor('four events', async () => (got = (await svc.log(child)).map((e) => [e.kind, e.runId, e.payload])).length >= 4);
+    await sleep(500);
+    assert.deepEqual((await svc.log(child)).map((e) => [e.kind, e.runId, e.payload]), want);
+    assert.deepEqual(await svc.log(parent), []);
+  } finally {
+    Bridge.runEndGraceMs = grace;
     await svc.stop();
   }
 });
