@@ -601,6 +601,32 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 	}
 	// OpenClaw's own notices (its built-in feature, which cannot be turned off) beside
 	// the plugin's, over the whole run.
+	// The model calls awareness_status: OpenClaw runs the plugin's tool, whose result
+	// (the service's log of the child) is in the next request.
+	from = len(m.mainRequests())
+	called := false
+	m.setScript(func(i int, r modelRequest) reply {
+		if r.JSON["model"] == parentModel && !called && r.Count("reconcile with the worker") > 0 {
+			called = true
+			return reply{Tool: ocNoticeTool, ToolArgs: map[string]any{"sessionKey": child, "changesSince": 0}}
+		}
+		return reply{Text: "ok"}
+	})
+	g.chat(ocWatcher, "reconcile with the worker")
+	rs = parentRequests(m, from)
+	var after modelRequest
+	for _, r := range rs {
+		if r.Count("reconcile with the worker") > 0 && bytes.Contains(r.Body, []byte(`"name":"`+ocNoticeTool+`"`)) && r.Count("child session spawned") > 0 {
+			after = r
+		}
+	}
+	if after.Body == nil || after.Count("human message via unknown") == 0 {
+		msgs, _ := rs[len(rs)-1].JSON["messages"].([]any)
+		b, _ := json.Marshal(msgs[max(0, len(msgs)-4):])
+		t.Errorf("the request after the awareness_status call does not hold the service's log of the child (%d requests); its last messages:\n%s", len(rs), b)
+	}
+	phase("awareness_status")
+
 	// OpenClaw puts its own notice into a quoted block of the prompt (its quotes escaped
 	// twice in the request's JSON): counted by a part without quotes.
 	builtin := countIn(parentRequests(m, 0), "Reconcile before acting: session_status sessionKey")

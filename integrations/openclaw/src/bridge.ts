@@ -96,6 +96,8 @@ export class Bridge {
   /** The run in progress per OpenClaw session key. */
   readonly #active = new Map<string, string>();
   readonly #calls = new Map<string, Calls>();
+  /** Whether this process's runner reports provider calls at all (model_call_ended). */
+  #callsReported = false;
   /** Run ids whose subagent_ended arrived. */
   readonly #ended = new Set<string>();
   readonly #endTimers = new Set<NodeJS.Timeout>();
@@ -455,6 +457,7 @@ export class Bridge {
   /** A provider call of a run ended: whether the model took the run's prompt. */
   onModelCall(e: ModelCallEndedEvent): void {
     if (!e.runId) return;
+    this.#callsReported = true;
     let c = this.#calls.get(e.runId);
     if (!c) {
       if (this.#calls.size >= maxRuns) this.#calls.delete(this.#calls.keys().next().value as string);
@@ -468,14 +471,18 @@ export class Bridge {
    * After a turn: acknowledge exactly its notices when it succeeded (NTC-3), release
    * them when it failed (CLT-5). A turn succeeded when OpenClaw says so and, where the
    * runner reports its provider calls (model_call_ended), one of them answered:
-   * OpenClaw 2026.9.6 reports success for a turn whose only model call was refused.
+   * OpenClaw 2026.9.6 reports success for a turn whose only model call was refused,
+   * and for one that failed before calling the model.
    */
   async onAgentEnd(e: AgentEndEvent, ctx: AgentContext): Promise<void> {
     const runId = e.runId ?? ctx.runId ?? (ctx.sessionKey ? `session:${ctx.sessionKey}` : undefined);
     if (!runId) return;
     const calls = this.#calls.get(runId);
     this.#calls.delete(runId);
-    const answered = !calls || calls.completed > 0 || calls.failed === 0;
+    // A runner that reports its provider calls answered the prompt only if one answered:
+    // a run that failed before any call (OpenClaw retries some such runs and then
+    // reports success) did not show its notices to the model.
+    const answered = calls ? calls.completed > 0 : !this.#callsReported;
     this.#childRunEnded(e, ctx, answered);
     if (ctx.sessionKey && this.#active.get(ctx.sessionKey) === runId) this.#active.delete(ctx.sessionKey);
     await this.#settle(runId, e.success && answered);

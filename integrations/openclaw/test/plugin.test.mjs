@@ -206,7 +206,12 @@ test('inject: a failed turn releases its notices and the next turn shows them ag
     await svc.human(child);
     assert.ok((await prompt(api, parent, 'g1')).prependContext);
     assert.ok((await prompt(api, parent, 'g2')).prependContext, 'the lost turn\'s notice is shown by the next');
-    await end(api, parent, 'g2');
+    // A run that reported no model call, where the runner reports them, showed nothing.
+    await end(api, parent, 'g2', true);
+    assert.equal((await svc.pending(parent)).length, 1);
+    assert.ok((await prompt(api, parent, 'g3')).prependContext);
+    await api.fire('model_call_ended', { runId: 'g3', callId: 'c', outcome: 'completed' }, {});
+    await end(api, parent, 'g3');
     assert.deepEqual(await svc.pending(parent), []);
   } finally {
     await svc.stop();
