@@ -55,8 +55,9 @@ export function bridgeFor(cfg: Config, api: PluginApi): Bridge {
     cur.attach(api);
     return cur;
   }
-  if (cur) void cur.close();
-  const b = new Bridge(cfg, key, api);
+  // The old Bridge (another config) lets go of the outbox before the new one takes it.
+  const previous = cur ? cur.close() : Promise.resolve();
+  const b = new Bridge(cfg, key, api, previous);
   g[SLOT] = b;
   return b;
 }
@@ -106,18 +107,21 @@ export class Bridge {
   readonly #lastWake = new Map<string, number>();
   readonly #wakeTimers = new Map<string, NodeJS.Timeout>();
 
-  constructor(cfg: Config, key: string, api: PluginApi) {
+  readonly #previous: Promise<void>;
+
+  constructor(cfg: Config, key: string, api: PluginApi, previous: Promise<void> = Promise.resolve()) {
     this.cfg = cfg;
     this.key = key;
     this.keys = new Keys(cfg.agentIds);
     this.#log = api.logger;
     this.#runtime = api.runtime;
+    this.#previous = previous;
     const token = cfg.tokenFile ? readFileSync(cfg.tokenFile, 'utf8').trim() : undefined;
-    const log = this.#log;
+    // Through the latest registration's logger: an older instance's may be retired.
     this.client = new Client(cfg.url, {
       token,
       timeoutMs: 5000,
-      logger: { debug: (m) => log.debug?.(m), info: (m) => log.info(m), warn: (m) => log.warn(m), error: (m) => log.error(m) },
+      logger: { debug: (m) => this.#log.debug?.(m), info: (m) => this.#log.info(m), warn: (m) => this.#log.warn(m), error: (m) => this.#log.error(m) },
     });
   }
 
@@ -133,6 +137,7 @@ export class Bridge {
   #openRecorder(): Promise<Recorder | null> {
     if (this.#recorder) return this.#recorder;
     this.#recorder = (async () => {
+      await this.#previous;
       const path = this.cfg.outbox ?? join(this.#stateDir(), 'awareness', 'outbox');
       mkdirSync(dirname(path), { recursive: true });
       try {

@@ -337,6 +337,26 @@ test('one Bridge per process across registrations: one outbox, one connection', 
   }
 });
 
+test('a new config (OpenClaw registers the plugin again) gets a new Bridge on the same outbox, after the old one let go of it', async () => {
+  const svc = await startService();
+  try {
+    const stateDir = tempDir();
+    const a = fakeApi({ pluginConfig: { url: svc.url }, stateDir });
+    plugin.register(a);
+    await a.start();
+    await a.fire('subagent_spawned', { runId: 'n1', childSessionKey: child, agentId: 'main', mode: 'run' }, { requesterSessionKey: parent });
+    const b = fakeApi({ pluginConfig: { url: svc.url, mode: 'inject', wake: false }, stateDir });
+    plugin.register(b);
+    await b.start();
+    await b.fire('subagent_ended', { targetSessionKey: child, targetKind: 'subagent', reason: 'x', runId: 'n1', outcome: 'ok' }, { runId: 'n1' });
+    await waitFor('both events', async () => (await svc.log(child)).length === 2);
+    assert.deepEqual([...a.logs, ...b.logs].filter((l) => l.startsWith('warn')), []);
+    assert.equal(b.logs.filter((l) => l.includes('through the outbox')).length, 1);
+  } finally {
+    await svc.stop();
+  }
+});
+
 test('the service down: prompts and recording go on within the bound; the spooled events arrive once it is back (SIG-7)', async () => {
   const first = await startService();
   await first.stop();
