@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/awareness/awareness/internal/syncbuf"
 	"github.com/awareness/awareness/internal/testenv"
+	"github.com/gorilla/websocket"
 )
 
 // The OpenClaw suite: the pinned openclaw gateway (e2e/harness/openclaw) on the
@@ -187,18 +189,37 @@ func (g *gateway) writeConfig(port int) {
 }
 
 // setPluginConfig rewrites the plugin's config; OpenClaw reloads the plugin, whose
-// new registration starts a new Bridge.
+// new registration starts a new Bridge. OpenClaw refuses to replace a plugin while a
+// turn holds work of it ("still has active retained work") and does not retry: the
+// config is written again (with maxNoticeChars one off, so that it is a change) until
+// the replacement applies.
 func (g *gateway) setPluginConfig(cfg map[string]any) {
 	g.t.Helper()
-	before := g.count(`awareness: started in `)
-	g.cfgMu.Lock()
-	g.pluginCf = cfg
-	g.cfgMu.Unlock()
-	u := strings.TrimPrefix(g.url, "http://127.0.0.1:")
+	const started, refused = `awareness: started in `, `replacement not applied`
 	var port int
-	fmt.Sscan(u, &port)
-	g.writeConfig(port)
-	g.waitLog(`awareness: started in `, before+1, gatewayWait)
+	fmt.Sscan(strings.TrimPrefix(g.url, "http://127.0.0.1:"), &port)
+	deadline := time.Now().Add(gatewayWait)
+	for attempt := 0; ; attempt++ {
+		ok, no := g.count(started), g.count(refused)
+		next := maps.Clone(cfg)
+		if attempt%2 == 1 {
+			next["maxNoticeChars"] = 9001
+		}
+		g.cfgMu.Lock()
+		g.pluginCf = next
+		g.cfgMu.Unlock()
+		g.writeConfig(port)
+		for g.count(started) == ok && g.count(refused) == no {
+			if time.Now().After(deadline) {
+				g.t.Fatalf("the plugin's new config was not applied within %v", gatewayWait)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if g.count(started) > ok {
+			return
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func (g *gateway) log() string { return ansi.ReplaceAllString(g.logs.String(), "") }
@@ -241,16 +262,69 @@ func (g *gateway) chat(session, text string) int {
 	return resp.StatusCode
 }
 
-// cli runs one openclaw command against the gateway and returns its output.
-func (g *gateway) cli(args ...string) string {
+// rpc makes one request of the gateway's WebSocket protocol as a local backend client
+// (the shared token, no device identity, loopback) and returns its final answer: for
+// `agent`, the one after "accepted", once the run ended.
+func (g *gateway) rpc(method string, params map[string]any) json.RawMessage {
 	g.t.Helper()
-	cmd := exec.CommandContext(runCtx(g.t), g.bin, args...)
-	cmd.Env = g.env
-	out, err := cmd.CombinedOutput()
+	conn, _, err := websocket.DefaultDialer.DialContext(runCtx(g.t), strings.Replace(g.url, "http", "ws", 1)+"/", nil)
 	if err != nil {
-		g.t.Fatalf("openclaw %s: %v\n%s", strings.Join(args, " "), err, out)
+		g.t.Fatalf("%s: %v", method, err)
 	}
-	return string(out)
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(2 * wait))
+	type frame struct {
+		Type, Event, ID string
+		OK              bool
+		Payload         json.RawMessage
+		Error           json.RawMessage
+	}
+	send := func(id, method string, params any) {
+		if err := conn.WriteJSON(map[string]any{"type": "req", "id": id, "method": method, "params": params}); err != nil {
+			g.t.Fatalf("%s: %v", method, err)
+		}
+	}
+	for {
+		var f frame
+		if err := conn.ReadJSON(&f); err != nil {
+			g.t.Fatalf("%s: %v", method, err)
+		}
+		switch {
+		case f.Type == "event" && f.Event == "connect.challenge":
+			send("connect", "connect", map[string]any{
+				"minProtocol": 4,
+				"maxProtocol": 4,
+				"client":      map[string]any{"id": "gateway-client", "version": "1.0.0", "platform": "linux", "mode": "backend"},
+				"role":        "operator",
+				"scopes":      []any{"operator.admin", "operator.read", "operator.write"},
+				"caps":        []any{},
+				"commands":    []any{},
+				"permissions": map[string]any{},
+				"auth":        map[string]any{"token": ocToken},
+			})
+		case f.Type == "res" && f.ID == "connect":
+			if !f.OK {
+				g.t.Fatalf("connect: %s", f.Error)
+			}
+			send("call", method, params)
+		case f.Type == "res" && f.ID == "call":
+			if !f.OK {
+				g.t.Fatalf("%s: %s", method, f.Error)
+			}
+			var st struct{ Status string }
+			json.Unmarshal(f.Payload, &st)
+			if st.Status != "accepted" {
+				return f.Payload
+			}
+		}
+	}
+}
+
+// message sends a person's message into session (the gateway's `agent` method, as
+// `openclaw agent` does) and returns when its turn ended.
+func (g *gateway) message(session, text string) {
+	g.t.Helper()
+	g.rpc("agent", map[string]any{"sessionKey": session, "message": text, "idempotencyKey": fmt.Sprintf("harness-%d", time.Now().UnixNano())})
 }
 
 // ocEvent is one event of a session's log, OpenClaw's or the service's, as compared.
@@ -414,7 +488,7 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 		return out
 	}
 	until(t, "the child's spawn run ends in OpenClaw's log", wait, func() bool { return slices.Contains(kinds(g.openclawLog(child)), "run_completed") })
-	g.cli("agent", "--session-key", child, "--message", "a person writes to the worker", "--json")
+	g.message(child, "a person writes to the worker")
 	until(t, "the person's turn in the child ends in OpenClaw's log", wait, func() bool {
 		n := 0
 		for _, k := range kinds(g.openclawLog(child)) {
@@ -425,7 +499,7 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 		return n == 2
 	})
 	phase("child runs and a person's message")
-	g.cli("sessions", "compact", child, "--json")
+	g.rpc("sessions.compact", map[string]any{"key": child})
 	phase("compaction")
 	// OpenClaw's log has `created`, a kind the service does not have; everything else
 	// must be the same, in the same order.
@@ -502,7 +576,7 @@ func TestOpenClaw_MirrorThenInject_CLT4_CLT5(t *testing.T) {
 	from = len(m.mainRequests())
 	text = ocNoticeText(child, lastHumanSeq(svc, child, 1))
 	humans := lastHumanSeq(svc, child, 0)
-	g.cli("agent", "--session-key", child, "--message", "a person writes to the worker again", "--json")
+	g.message(child, "a person writes to the worker again")
 	until(t, "the plugin records the person's message", wait, func() bool { return lastHumanSeq(svc, child, 0) > humans })
 	if countIn(parentRequests(m, from), text) == 0 {
 		g.chat(ocWatcher, "what changed?")
