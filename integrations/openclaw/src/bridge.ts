@@ -62,6 +62,12 @@ export function bridgeFor(cfg: Config, api: PluginApi): Bridge {
   return b;
 }
 
+/** Resolves once the work the hooks handed to this process's Bridge is done (acknowledgements, outbox writes). */
+export async function settled(): Promise<void> {
+  const b = (globalThis as { [SLOT]?: Bridge })[SLOT];
+  await b?.settled();
+}
+
 /** Closes this process's Bridge, if any (tests; the gateway's stop). */
 export async function closeBridge(): Promise<void> {
   const g = globalThis as { [SLOT]?: Bridge };
@@ -123,6 +129,19 @@ export class Bridge {
       timeoutMs: 5000,
       logger: { debug: (m) => this.#log.debug?.(m), info: (m) => this.#log.info(m), warn: (m) => this.#log.warn(m), error: (m) => this.#log.error(m) },
     });
+  }
+
+  readonly #work = new Set<Promise<unknown>>();
+
+  /** Keeps p (work a hook handed over and did not wait for) until it ends. */
+  track(p: Promise<unknown>): void {
+    const q = p.catch(() => {}).finally(() => this.#work.delete(q));
+    this.#work.add(q);
+  }
+
+  /** Resolves once the work handed over so far is done. */
+  async settled(): Promise<void> {
+    while (this.#work.size) await Promise.all([...this.#work]);
   }
 
   /** A newer registration of the plugin: its runtime handles are the live ones. */

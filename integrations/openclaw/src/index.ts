@@ -21,7 +21,7 @@ import { statusTool } from './tool.js';
 export { parseConfig, configJsonSchema, type Config } from './config.js';
 export { Keys } from './keys.js';
 export { render, fit, HEADER } from './notices.js';
-export { Bridge, closeBridge, GOAL_TOOLS } from './bridge.js';
+export { Bridge, closeBridge, settled, GOAL_TOOLS } from './bridge.js';
 export { TOOL_NAME, statusTool } from './tool.js';
 
 export const PLUGIN_ID = 'awareness';
@@ -56,14 +56,20 @@ function register(api: PluginApi): void {
 
   api.registerTool(statusTool(() => b().client), { name: 'awareness_status' });
 
-  api.on('subagent_spawned', (e, ctx) => b().onSpawned(e, ctx));
-  api.on('subagent_ended', (e, ctx) => b().onEnded(e, ctx));
-  api.on('after_compaction', (e, ctx) => b().onCompaction(e, ctx));
-  api.on('after_tool_call', (e, ctx) => b().onToolCall(e, ctx));
-  api.on('before_reset', (e, ctx) => b().onReset(e, ctx));
-  api.on('before_prompt_build', (e, ctx) => b().onPromptBuild(e, ctx), { timeoutMs: promptHookMs });
+  // The observing hooks hand their work to the Bridge and return at once: OpenClaw
+  // awaits some of them (a spawn, a reset, a one-shot turn's end), and its turn never
+  // waits on the outbox or the service (SIG-7). Their order is kept: each takes its
+  // place in the Recorder's queue, or releases its notices, before it returns.
+  const later = (p: Promise<unknown>): void => { b().track(p); };
+  api.on('subagent_spawned', (e, ctx) => later(b().onSpawned(e, ctx)));
+  api.on('subagent_ended', (e, ctx) => later(b().onEnded(e, ctx)));
+  api.on('after_compaction', (e, ctx) => later(b().onCompaction(e, ctx)));
+  api.on('after_tool_call', (e, ctx) => later(b().onToolCall(e, ctx)));
+  api.on('before_reset', (e, ctx) => later(b().onReset(e, ctx)));
   api.on('model_call_ended', (e) => b().onModelCall(e));
-  api.on('agent_end', (e, ctx) => b().onAgentEnd(e, ctx));
+  api.on('agent_end', (e, ctx) => later(b().onAgentEnd(e, ctx)));
+  // The one hook a turn waits on: the notices go into this prompt (bounded, 3 s).
+  api.on('before_prompt_build', (e, ctx) => b().onPromptBuild(e, ctx), { timeoutMs: promptHookMs });
   // The gateway starts the service: the Watcher then follows the parents and main
   // sessions while they are idle, so that a wake notice can wake one.
   api.registerService({

@@ -4,8 +4,9 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
-import plugin, { parseConfig, configJsonSchema, closeBridge, Bridge, HEADER, TOOL_NAME } from '../dist/index.js';
+import plugin, { parseConfig, configJsonSchema, closeBridge, settled, Bridge, HEADER, TOOL_NAME } from '../dist/index.js';
 import { startService, fakeApi, tempDir, waitFor, sleep } from './helpers.mjs';
 
 const parent = 'agent:main:main';
@@ -23,7 +24,11 @@ async function setup(svc, config = {}, opts = {}) {
 const agentCtx = (sessionKey, runId, extra = {}) => ({ sessionKey, agentId: 'main', runId, trigger: 'user', ...extra });
 const prompt = async (api, sessionKey, runId, messages = [{ role: 'user' }]) =>
   (await api.fire('before_prompt_build', { prompt: 'hi', messages }, agentCtx(sessionKey, runId)))[0];
-const end = (api, sessionKey, runId, success = true) => api.fire('agent_end', { runId, success, messages: [] }, agentCtx(sessionKey, runId));
+// OpenClaw does not wait for agent_end's work (the acknowledgement); the tests do.
+const end = async (api, sessionKey, runId, success = true) => {
+  await api.fire('agent_end', { runId, success, messages: [] }, agentCtx(sessionKey, runId));
+  await settled();
+};
 
 test.afterEach(async () => { await closeBridge(); });
 
@@ -110,6 +115,7 @@ test('mirror: each OpenClaw event becomes the service event of the same meaning;
     assert.equal((await svc.pending(parent)).length, 1);
     // before_reset: the service's resetSession drops the cursors the session holds.
     await api.fire('before_reset', { reason: 'reset' }, agentCtx(parent, undefined));
+    await settled();
     assert.deepEqual(await svc.pending(parent), []);
     assert.equal(api.logs.filter((l) => l.startsWith('warn')).length, 0, api.logs.join('\n'));
   } finally {
@@ -376,5 +382,30 @@ test('the service down: prompts and recording go on within the bound; the spoole
     assert.deepEqual((await svc.log(child)).map((e) => e.kind), ['child_spawned']);
   } finally {
     await svc.stop();
+  }
+});
+
+test('a service that never answers: the observing hooks return at once, a prompt within its 3 s bound (SIG-7)', async () => {
+  const sockets = new Set();
+  const hang = createServer((sock) => { sockets.add(sock); sock.on('error', () => {}); });
+  await new Promise((r) => hang.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${hang.address().port}/query`;
+  try {
+    const api = fakeApi({ pluginConfig: { url, mode: 'inject', wake: false }, stateDir: tempDir() });
+    plugin.register(api);
+    await api.start();
+    const timed = async (f) => { const t = Date.now(); await f(); return Date.now() - t; };
+    const observed = [
+      await timed(() => api.fire('subagent_spawned', { runId: 'h1', childSessionKey: child, agentId: 'main', mode: 'run' }, { requesterSessionKey: parent })),
+      await timed(() => api.fire('before_reset', {}, agentCtx(parent, undefined))),
+      await timed(() => api.fire('agent_end', { runId: 'h2', success: true, messages: [] }, agentCtx(parent, 'h2'))),
+    ];
+    for (const ms of observed) assert.ok(ms < 500, `an observing hook took ${ms} ms`);
+    const ms = await timed(() => prompt(api, parent, 'h3'));
+    assert.ok(ms < 4500, `the prompt hook took ${ms} ms`);
+  } finally {
+    await closeBridge();
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => hang.close(r));
   }
 });
