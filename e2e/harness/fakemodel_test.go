@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// The fake model APIs: the Anthropic Messages API (Claude Code) and the OpenAI
-// Responses API (Codex), streaming, on loopback. Each logs every request body, so a
+// The fake model APIs: the Anthropic Messages API (Claude Code), the OpenAI
+// Responses API (Codex) and the OpenAI Chat Completions API (OpenClaw's
+// openai-completions provider), streaming, on loopback. Each logs every request body, so a
 // test asserts what the model was shown, and answers from the test's script.
 
 // reply is one answer of the fake model: text, or a call of one tool.
@@ -21,6 +22,7 @@ type reply struct {
 	Text     string
 	Tool     string         // a tool to call instead of answering
 	ToolArgs map[string]any // its input
+	Status   int            // chat only: answer this HTTP error status instead
 }
 
 // modelRequest is one request the fake model received.
@@ -61,8 +63,11 @@ func startFakeModel(t *testing.T, kind string) *fakeModel {
 	}
 	m := &fakeModel{t: t, url: "http://" + ln.Addr().String(), changed: make(chan struct{}, 1)}
 	handler := m.anthropic
-	if kind == "responses" {
+	switch kind {
+	case "responses":
 		handler = m.responses
+	case "chat":
+		handler = m.chat
 	}
 	m.srv = &http.Server{Handler: http.HandlerFunc(handler), ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
@@ -237,4 +242,57 @@ func (m *fakeModel) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	ev("response.completed", map[string]any{"response": resp("completed", []any{item})})
+}
+
+// chat serves the Chat Completions API: POST /v1/chat/completions, streaming or not,
+// and GET /v1/models.
+func (m *fakeModel) chat(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[]}`)
+		return
+	}
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		m.log(r)
+		http.Error(w, `{"error":{"message":"not here","type":"invalid_request_error"}}`, http.StatusNotFound)
+		return
+	}
+	req, rep, _ := m.log(r)
+	if rep.Status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		io.WriteString(w, `{"error":{"message":"the fake model fails this request","type":"invalid_request_error"}}`)
+		return
+	}
+	model, _ := req.JSON["model"].(string)
+	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
+	msg := map[string]any{"role": "assistant", "content": rep.Text}
+	finish := "stop"
+	if rep.Tool != "" {
+		args, _ := json.Marshal(rep.ToolArgs)
+		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0,
+			"id": fmt.Sprintf("call_%d", time.Now().UnixNano()), "type": "function",
+			"function": map[string]any{"name": rep.Tool, "arguments": string(args)}}}}
+		finish = "tool_calls"
+	}
+	usage := map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+	if stream, _ := req.JSON["stream"].(bool); !stream {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	chunk := func(delta map[string]any, finish any, usage any) {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		if usage != nil {
+			c["usage"] = usage
+		}
+		sse(w, "", c)
+	}
+	chunk(msg, nil, nil)
+	chunk(map[string]any{}, finish, usage)
+	io.WriteString(w, "data: [DONE]\n\n")
 }

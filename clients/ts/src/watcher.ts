@@ -61,6 +61,17 @@ const streamDeadMs = 45_000;
 // How long close() tries the acknowledgements still owed.
 const closeAckMs = 1000;
 
+// ws emits 'error' when a socket that is still connecting is closed, on the next tick;
+// graphql-ws clears its handler as it closes a terminated socket, and an 'error'
+// without a listener ends the process. This socket always has one; graphql-ws's own
+// handler still sees every error.
+class QuietWebSocket extends WebSocket {
+  constructor(...args: ConstructorParameters<typeof WebSocket>) {
+    super(...args);
+    this.on('error', () => {});
+  }
+}
+
 const key = (n: { watcher: string; targetAgentId: string; target: string }) => `${n.watcher}\0${n.targetAgentId}\0${n.target}`;
 const jobKey = (n: { watcher: string; targetAgentId: string; target: string; notifiedVersion: number }) => `${key(n)}\0${n.notifiedVersion}`;
 const transient = (code: string) => code === Codes.Unavailable || code === Codes.Internal || code === Codes.RateLimited;
@@ -360,7 +371,7 @@ export class Watcher extends EventEmitter {
     };
     const ws: WsClient = createWsClient({
       url: client.wsUrl,
-      webSocketImpl: WebSocket,
+      webSocketImpl: QuietWebSocket,
       connectionParams: () => (client.authorization ? { Authorization: client.authorization } : {}),
       lazy: true,
       retryAttempts: 0,

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { Client, Recorder, Watcher, AckPendingError, WatcherError, reconcile } from '../dist/index.js';
 import { backends, tempDir, freePort, startServer, sleep, waitFor, once, proxy, authFile, unhandled } from './helpers.mjs';
 
@@ -362,6 +363,18 @@ test('Watcher: close never rejects: the service never up, killed, behind a refus
     await pw.close();
   }
   await p.close();
+
+  // A server that accepts the connection and never answers the upgrade: close while
+  // the WebSocket is still connecting (the ws library reports that on the next tick).
+  const sockets = new Set();
+  const hang = createServer((sock) => { sockets.add(sock); sock.on('error', () => {}); });
+  await new Promise((r) => hang.listen(0, '127.0.0.1', r));
+  const hw = new Watcher(new Client(`http://127.0.0.1:${hang.address().port}/query`), [W], { ...fast, transport: 'websocket' });
+  await waitFor('the connection', () => sockets.size > 0);
+  await hw.close();
+  await sleep(100);
+  for (const sock of sockets) sock.destroy();
+  await new Promise((r) => hang.close(r));
 
   const rec = await Recorder.open(new Client(s.endpoint), join(dir, 'outbox'));
   await rec.record({ sessionKey: 'agent:main:subagent:c', kind: 'compacted', actorType: 'system' });
