@@ -369,6 +369,9 @@ func budgetError(err error) *gqlerror.Error {
 //     awareness.MaxChangesLimit, as a full sessionStatus page;
 //   - recordEvents holds one element per input, ackNotices and acknowledgeNotices
 //     one per notice named;
+//   - RecordEventResult.skippedWatchers holds at most the watchers an input names
+//     (the most of any input of the call; the watchers list of a stored event's
+//     input is bounded by awareness.MaxWatchersPerEvent);
 //   - any other list: DefaultListCost;
 //   - introspection fields (__schema, __type, the fields of __Type …): 1 each, no
 //     list weight, as gqlgen counts them.
@@ -379,6 +382,9 @@ func OperationCost(op *ast.OperationDefinition, vars map[string]any) int {
 
 type costWalk struct {
 	vars map[string]any
+	// watchers is the most watchers an input of the enclosing recordEvent or
+	// recordEvents names (0 outside one).
+	watchers int
 }
 
 // set returns the cost of a selection set; limit and first are the size arguments of
@@ -436,6 +442,11 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 		elems = w.intArg(f, "sinceMinutes", 60, awareness.MaxActivityMinutes)
 	case "Mutation.recordEvents":
 		elems = max(listLen(f, w.vars, "inputs"), 1)
+		w.watchers = mostWatchers(f.ArgumentMap(w.vars)["inputs"])
+	case "Mutation.recordEvent":
+		w.watchers = mostWatchers([]any{f.ArgumentMap(w.vars)["input"]})
+	case "RecordEventResult.skippedWatchers":
+		elems = max(w.watchers, 1)
 	case "Mutation.ackNotices", "Mutation.acknowledgeNotices":
 		if n := listLen(f, w.vars, "notices"); n > 0 {
 			elems = n
@@ -446,6 +457,26 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 	}
 	child := w.set(f.SelectionSet, limit, first)
 	return min(1+read+elems*child, CostBudget+1)
+}
+
+// mostWatchers returns the most watchers one of inputs names, at most
+// awareness.MaxWatchersPerEvent (an input naming more is refused before it runs);
+// DefaultListCost when the inputs are not a list of objects.
+func mostWatchers(inputs any) int {
+	l, ok := inputs.([]any)
+	if !ok {
+		return DefaultListCost
+	}
+	n := 0
+	for _, in := range l {
+		m, ok := in.(map[string]any)
+		if !ok {
+			return DefaultListCost
+		}
+		ws, _ := m["watchers"].([]any)
+		n = max(n, min(len(ws), awareness.MaxWatchersPerEvent))
+	}
+	return n
 }
 
 // listLen returns the length of the field's list argument name (0 when absent or null).

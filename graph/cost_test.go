@@ -231,6 +231,15 @@ func TestCostByWhatFieldsRead_ERR4(t *testing.T) {
 		{`{ sessionsList(first: 20) { sessions { sessionKey } } }`, nil, 1 + 20 + 1 + 20},
 		// recordEvents returns one element per input.
 		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`, map[string]any{"ins": []any{map[string]any{}, map[string]any{}, map[string]any{}}}, 1 + 3},
+		// skippedWatchers holds at most the watchers an input names: the most of any
+		// input of the call.
+		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { result { skippedWatchers { watcher reason } } } }`,
+			map[string]any{"ins": []any{map[string]any{"watchers": []any{"a"}}, map[string]any{"watchers": []any{"a", "b", "c"}}}}, 1 + 2*(1+1+3*2)},
+		{`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { result { skippedWatchers { watcher } } } }`,
+			map[string]any{"ins": []any{map[string]any{}}}, 1 + (1 + 1 + 1*1)},
+		{`mutation($in: RecordEventInput!) { recordEvent(input: $in) { skippedWatchers { watcher } } }`,
+			map[string]any{"in": map[string]any{"watchers": []any{"a", "b"}}}, 1 + 1 + 2*1},
+		{`mutation { recordEvent(input: {sessionKey: "k", kind: compacted, actorType: system}) { skippedWatchers { watcher } } }`, nil, 1 + 1 + 1},
 		// A stream that resumes replays the log (FEED-1): a full page's read.
 		{`subscription { stateEvents(sessionKey: "k") { sequence } }`, nil, 1 + 1},
 		{`subscription { stateEvents(sessionKey: "k", afterSequence: 4) { sequence } }`, nil, 1 + 200 + 1},
