@@ -1,5 +1,5 @@
-// Package graph serves the GraphQL API: the schema (schema.graphqls, the public
-// contract verbatim), the gqlgen code generated from it (graph/generated,
+// Package graph serves the GraphQL API: the schema (schema.graphqls, a superset of the public
+// contract), the gqlgen code generated from it (graph/generated,
 // graph/gqlmodel, graph/resolvers) and NewHandler, the /query endpoint with its
 // transports, limits and error presenter.
 package graph

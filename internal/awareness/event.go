@@ -235,6 +235,12 @@ func checkLine(what, s string, maxBytes int) error {
 	if s == "" {
 		return Errorf(EINVALID, "%s is empty; omit it instead", what)
 	}
+	return checkText(what, s, maxBytes)
+}
+
+// checkText checks what keys and the other one-line fields of the API obey:
+// at most maxBytes, valid UTF-8, no control character or line break.
+func checkText(what, s string, maxBytes int) error {
 	if len(s) > maxBytes {
 		return Errorf(EINVALID, "%s is %d bytes; the limit is %d", what, len(s), maxBytes)
 	}

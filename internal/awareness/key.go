@@ -105,18 +105,7 @@ func checkKeyBytes(what, raw string) error {
 	if raw == "" || strings.TrimSpace(raw) == "" {
 		return Errorf(EINVALID, "%s is empty", what)
 	}
-	if len(raw) > MaxKeyBytes {
-		return Errorf(EINVALID, "%s is %d bytes; the limit is %d", what, len(raw), MaxKeyBytes)
-	}
-	if !utf8.ValidString(raw) {
-		return Errorf(EINVALID, "%s is not valid UTF-8", what)
-	}
-	for _, r := range raw {
-		if unicode.IsControl(r) || isLineSeparator(r) {
-			return Errorf(EINVALID, "%s contains a control character or line break", what)
-		}
-	}
-	return nil
+	return checkText(what, raw, MaxKeyBytes)
 }
 
 // isLineSeparator reports the Unicode line and paragraph separators: not control

@@ -149,11 +149,17 @@ func (h *Hosts) Guard(next http.Handler, skip ...string) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
-			"message": RefusalMessage(r.Host), "extensions": map[string]any{"code": awareness.EFORBIDDEN},
-		}}})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write(body)
+		Forbid(w, RefusalMessage(r.Host))
 	})
+}
+
+// Forbid answers 403 with a GraphQL-shaped body whose extensions.code is FORBIDDEN:
+// the refusal of a Host or an Origin, before any transport runs.
+func Forbid(w http.ResponseWriter, message string) {
+	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
+		"message": message, "extensions": map[string]any{"code": awareness.EFORBIDDEN},
+	}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write(body)
 }

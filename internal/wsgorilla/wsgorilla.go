@@ -45,7 +45,6 @@ package wsgorilla
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,9 +157,8 @@ var _ graphql.Transport = Transport{}
 // ErrOriginNotAllowed is the handshake error of a request whose Origin is refused.
 var ErrOriginNotAllowed = errors.New("wsgorilla: request origin not allowed")
 
-// Supports implements graphql.Transport: any request with an Upgrade header (the
-// handler in front refuses other upgrades).
-func (t Transport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+// Supports implements graphql.Transport: what edge.Of calls a WebSocket handshake.
+func (t Transport) Supports(r *http.Request) bool { return edge.Of(r) == edge.WebSocket }
 
 // Do implements graphql.Transport: it upgrades the request and serves the connection.
 // A failed handshake is answered with 400 "unable to upgrade" (put Guard in front to
@@ -287,16 +285,7 @@ func (t Transport) Guard(next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, new(connSlot)))
 			if err := t.checkOrigin(r); err != nil {
 				t.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
-				type gqlError struct {
-					Message    string         `json:"message"`
-					Extensions map[string]any `json:"extensions"`
-				}
-				body, _ := json.Marshal(struct {
-					Errors []gqlError `json:"errors"`
-				}{[]gqlError{{Message: err.Error(), Extensions: map[string]any{"code": "FORBIDDEN"}}}})
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusForbidden)
-				_, _ = w.Write(body)
+				edge.Forbid(w, err.Error())
 				return
 			}
 		}

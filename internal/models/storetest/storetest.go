@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite of awareness.Store: every backend
-// (SQLite today, PostgreSQL later) runs the same behaviours through Run.
+// Package storetest is the conformance suite of awareness.Store: every backend (SQLite,
+// PostgreSQL and the core's in-memory test store) runs the same behaviours through Run.
 //
 // Subtests are named after the requirement ids of SPEC.md. The suite only uses the Store
 // interface and builds its events through awareness.ValidateRecord, so it makes no
