@@ -16,6 +16,7 @@
 // services and the HTTP server in order and closes them in reverse.
 package main
 
+//go:generate go run ./graph/bindcheck
 //go:generate go tool gqlgen generate
 
 import (
