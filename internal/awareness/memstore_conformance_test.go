@@ -15,13 +15,8 @@ func openMem(t *testing.T) awareness.Store {
 	return s
 }
 
-func TestMemStoreConformance(t *testing.T)         { storetest.Run(t, openMem) }
-func TestMemStoreRegistryConformance(t *testing.T) { storetest.RunRegistry(t, openMem) }
-func TestMemStoreActivityConformance(t *testing.T) { storetest.RunActivity(t, openMem) }
-func TestMemStoreUpstreamConformance(t *testing.T) { storetest.RunUpstream(t, openMem) }
-
-func TestMemStoreSweepConformance(t *testing.T) {
-	storetest.RunSweep(t, openMem, func(t *testing.T, s awareness.Store, c awareness.Cursor) {
+func TestMemStoreConformance(t *testing.T) {
+	storetest.RunAll(t, openMem, func(t *testing.T, s awareness.Store, c awareness.Cursor) {
 		db, err := s.(*memStore).lock(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -89,7 +89,7 @@
 // # Conformance suites
 //
 // Behaviour is tested against real databases, not mocks: storetest is the conformance
-// suite of awareness.Store (Run, RunRegistry, RunActivity, RunUpstream, RunSweep, subtests named
+// suite of awareness.Store (RunAll, the one entry point per backend, runs Run, RunSweep, RunRegistry, RunActivity and RunUpstream; subtests named
 // after requirement ids), and modeltest is the model-based property test of the watcher
 // and notice protocol. This package's tests run both on each backend, and the core's
 // in-memory store runs them too (internal/awareness/memstore_test.go), which proves

@@ -45,27 +45,7 @@ func mustOpenPostgresAt(tb testing.TB, dsn string) *Store {
 
 func TestPostgresConformance(t *testing.T) {
 	pgtest.AdminURL(t)
-	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
-}
-
-func TestPostgresSweepConformance(t *testing.T) {
-	pgtest.AdminURL(t)
-	storetest.RunSweep(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) }, plantCursor)
-}
-
-func TestPostgresRegistryConformance(t *testing.T) {
-	pgtest.AdminURL(t)
-	storetest.RunRegistry(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
-}
-
-func TestPostgresActivityConformance(t *testing.T) {
-	pgtest.AdminURL(t)
-	storetest.RunActivity(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
-}
-
-func TestPostgresUpstreamConformance(t *testing.T) {
-	pgtest.AdminURL(t)
-	storetest.RunUpstream(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) })
+	storetest.RunAll(t, func(t *testing.T) awareness.Store { return MustOpenPostgres(t) }, plantCursor)
 }
 
 // pgModelChecks is rapid's run count of the PostgreSQL model test unless

@@ -38,11 +38,7 @@ func mustOpenAt(tb testing.TB, path string) *Store {
 }
 
 func TestSQLiteConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
-}
-
-func TestSQLiteSweepConformance(t *testing.T) {
-	storetest.RunSweep(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) }, plantCursor)
+	storetest.RunAll(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) }, plantCursor)
 }
 
 // plantCursor writes a cursor row as given, for storetest.RunSweep.
@@ -51,10 +47,6 @@ func plantCursor(t *testing.T, s awareness.Store, c awareness.Cursor) {
 	if err := s.(*Store).write(t.Context(), "plant", func(tx *tx) error { return tx.saveCursor(c) }); err != nil {
 		t.Fatalf("plant %+v: %v", c, err)
 	}
-}
-
-func TestSQLiteActivityConformance(t *testing.T) {
-	storetest.RunActivity(t, func(t *testing.T) awareness.Store { return MustOpenSQLite(t) })
 }
 
 func TestSQLitePragmas(t *testing.T) {

@@ -22,7 +22,18 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// Run runs the suite. open must return a new, empty store and register its Close with
+// RunAll runs every conformance suite on one backend, as subtests: the one entry point a
+// backend registers. open must return a new, empty store and register its Close with
+// t.Cleanup; plant writes a cursor row as given (RunSweep).
+func RunAll(t *testing.T, open func(t *testing.T) awareness.Store, plant Plant) {
+	t.Run("Store", func(t *testing.T) { Run(t, open) })
+	t.Run("Sweep", func(t *testing.T) { RunSweep(t, open, plant) })
+	t.Run("Registry", func(t *testing.T) { RunRegistry(t, open) })
+	t.Run("Activity", func(t *testing.T) { RunActivity(t, open) })
+	t.Run("Upstream", func(t *testing.T) { RunUpstream(t, open) })
+}
+
+// Run runs the suite of the signal log and the notices. open must return a new, empty store and register its Close with
 // t.Cleanup; Close must tolerate being called twice.
 func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 	tests := []struct {
