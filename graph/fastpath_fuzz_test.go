@@ -18,8 +18,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/awareness/awareness/graph/fastpath"
+	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
 )
@@ -569,11 +571,23 @@ func (d *document) directives() string {
 	return ""
 }
 
-var typeFields = map[string][]string{
-	"StateEvent": {"sequence", "kind", "actorType", "actorId", "summary", "occurredAt", "runId", "payload",
-		"sessionKey", "agentId", "__typename"},
-	"StaleNotice": {"watcher", "target", "targetAgentId", "changesSince", "notifiedVersion", "materialVersion",
-		"text", "wake", "openedAt", "closed", "__typename"},
+// typeFields are the fields a selection picks from: every leaf field the executable
+// schema gives the type, and __typename. A field added to the schema is fuzzed at once,
+// and the fast path must write it (or decline the selection) like gqlgen.
+var typeFields = map[string][]string{"StateEvent": leafFields("StateEvent"), "StaleNotice": leafFields("StaleNotice")}
+
+func leafFields(typ string) []string {
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	var out []string
+	for _, f := range schema.Types[typ].Fields {
+		if strings.HasPrefix(f.Name, "__") || len(f.Arguments) > 0 {
+			continue
+		}
+		if k := schema.Types[f.Type.Name()].Kind; k == ast.Scalar || k == ast.Enum {
+			out = append(out, f.Name)
+		}
+	}
+	return append(out, "__typename")
 }
 
 // selection generates the selection sets of one merged object (its response keys are
