@@ -7,7 +7,7 @@ package main
 // process binds it too while this one still serves), or the --addr port bound plainly.
 // At shutdown a socket that another process or systemd also holds is closed first, so
 // that new connections go to the next process; a plain one is kept accepting until
-// the last moment (drainHTTP in server.go), since nobody else can take its
+// the last moment (drainHTTP in serve.go), since nobody else can take its
 // connections.
 
 import (

@@ -12,7 +12,7 @@ import (
 
 // UPS-2 end to end: the real binary is killed with SIGKILL between the commit of an
 // upstream human_direct_message and the settlement of its link's marker (the
-// test-only crash point AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 of server.go holds
+// test-only crash point AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 of serve_config.go holds
 // the settlement; the test kills the process while it is held). Prompts appended
 // before the restart are then recorded exactly once: the prompt already recorded is
 // not recorded again, the new ones are not lost.

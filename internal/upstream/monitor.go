@@ -60,7 +60,7 @@ type Config struct {
 	Observer awareness.Observer
 	// AfterRecord, when set, runs after a cycle's activity events committed and before
 	// their settlements apply: a test-only crash point (the e2e test holds it and kills
-	// the process there, see server.go's AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT).
+	// the process there, see serve_config.go's AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT).
 	AfterRecord func(ctx context.Context)
 }
 
