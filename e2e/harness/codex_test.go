@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // codexRun runs one `codex exec` (resume: continue the last session) in home's
@@ -79,34 +80,48 @@ enabled = false
 }
 
 // CLT-4, CLT-5: Codex gets the notices through its hooks (developer messages of the
-// next request), each exactly once, acknowledged, not repeated on the next prompt.
+// next request), each exactly once, acknowledged, not repeated on the next prompt:
+// 10 prompts (each a `codex exec`, the later ones resuming the session) with 10 new
+// notices before each, 100 in all, then one prompt with nothing new.
 func TestCodex_NoticeInNextRequestOnce_CLT4_CLT5(t *testing.T) {
 	svc := startService(t)
 	m := startFakeModel(t, "responses")
-	kids := children(svc, "cx", 5)
+	kids := children(svc, "cx", 10)
 	home := setupCodex(t, svc, m)
-	var texts []string
-	for _, k := range kids {
-		svc.human(k)
-		texts = append(texts, noticeText(k, 1))
-	}
-	out := codexRun(t, home, m, false, "first prompt")
-	rs := m.mainRequests()
-	if len(rs) == 0 {
-		t.Fatalf("no request reached the fake model:\n%s", out)
-	}
-	for _, text := range texts {
-		if n := countIn(rs[:1], text); n != 1 {
-			t.Errorf("the first request shows %q %d times, want 1", text, n)
+	var all []string
+	var latency []time.Duration
+	for turn := range 10 {
+		var texts []string
+		var recorded time.Time
+		for _, k := range kids {
+			recorded = svc.human(k)
+			texts = append(texts, noticeText(k, int64(1+turn)))
 		}
+		before := len(m.mainRequests())
+		out := codexRun(t, home, m, turn > 0, fmt.Sprintf("prompt %d", turn))
+		rs := m.mainRequests()
+		if len(rs) <= before {
+			t.Fatalf("turn %d: no request reached the fake model:\n%s", turn, out)
+		}
+		first := rs[before]
+		latency = append(latency, first.At.Sub(recorded).Round(time.Millisecond))
+		for _, text := range texts {
+			if n := first.Count(text); n != 1 {
+				t.Errorf("turn %d: the prompt's first request shows %q %d times, want 1", turn, text, n)
+			}
+		}
+		if p := svc.pending(ccWatcher); len(p) != 0 {
+			t.Errorf("turn %d: still pending after the turn: %+v", turn, p)
+		}
+		all = append(all, texts...)
 	}
-	if p := svc.pending(ccWatcher); len(p) != 0 {
-		t.Errorf("still pending after the turn: %+v", p)
-	}
-	codexRun(t, home, m, true, "second prompt")
-	rs = m.mainRequests()
-	dups := checkOnce(t, rs[len(rs)-1], texts)
-	t.Logf("Codex: %d notices, %d shown twice, %d model requests (%s)", len(texts), dups, len(rs), netns)
+	// One more prompt with nothing new: the conversation it sends holds every notice
+	// once (none injected again).
+	codexRun(t, home, m, true, "and now?")
+	rs := m.mainRequests()
+	dups := checkOnce(t, rs[len(rs)-1], all)
+	t.Logf("Codex: %d notices over %d prompts, %d shown twice, %d model requests; recordEvent → the model's request (a codex exec started at once): %v (%s)",
+		len(all), 11, dups, len(rs), latency, netns)
 }
 
 // CLT-4: in Codex a notice that opens while the model answers continues the turn at
