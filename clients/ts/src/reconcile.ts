@@ -31,7 +31,14 @@ const statusQuery = `query($k: String!, $a: String, $s: Int, $l: Int) { sessionS
   stateVersion stateChanges { events { sequence kind actorType actorId summary occurredAt runId payload }
   historyGap truncated earliestAvailableSequence nextChangesSince } } }`;
 
-/** Reads every change of target after changesSince, following nextChangesSince across truncated pages (REC-1). */
+/** The longest RATE_LIMITED wait reconcile takes by itself; a longer one is thrown to the caller. */
+const maxRetryAfterMs = 5000;
+
+/**
+ * Reads every change of target after changesSince, following nextChangesSince across truncated pages (REC-1).
+ * A page refused with RATE_LIMITED (the token's query budget, ERR-4) is asked again after its retryAfterMs,
+ * up to 5 s. It never moves a cursor (REC-4).
+ */
 export async function reconcile(client: Client, target: Target, changesSince: number, signal?: AbortSignal): Promise<Reconciliation> {
   const out: Reconciliation = { events: [], stateVersion: 0, fullRefresh: false };
   let since = changesSince;
@@ -40,6 +47,11 @@ export async function reconcile(client: Client, target: Target, changesSince: nu
     try {
       data = await client.request(statusQuery, { k: target.sessionKey, a: target.agentId || undefined, s: since, l: 200 }, signal);
     } catch (e) {
+      if (e instanceof AwarenessError && e.code === Codes.RateLimited && e.retryAfterMs !== undefined &&
+        e.retryAfterMs > 0 && e.retryAfterMs <= maxRetryAfterMs) {
+        await sleep(e.retryAfterMs, signal);
+        continue;
+      }
       if (e instanceof AwarenessError && e.code === Codes.CursorAhead) {
         return { ...out, fullRefresh: true, reason: "changesSince is ahead of the session's version (CURSOR_AHEAD): its history was reset or deleted" };
       }
@@ -55,4 +67,13 @@ export async function reconcile(client: Client, target: Target, changesSince: nu
     if (!st.stateChanges.truncated || st.stateChanges.nextChangesSince <= since) return out;
     since = st.stateChanges.nextChangesSince;
   }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => { signal?.removeEventListener('abort', abort); resolve(); }, ms);
+    const abort = () => { clearTimeout(t); reject(signal!.reason); };
+    signal?.addEventListener('abort', abort, { once: true });
+  });
 }
