@@ -240,51 +240,53 @@ func TestClient_DrainRestartAck_NoNoticeTwice_CLT5_NTC3_NTC5(t *testing.T) {
 // stream's replay of the held notice was dropped); and by a new Watcher when the
 // gateway restarts without acknowledging.
 func TestClient_ReleasedNoticeIsDrainedAgain_CLT5(t *testing.T) {
-	for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
-		t.Run(tr.String(), func(t *testing.T) {
-			db := filepath.Join(t.TempDir(), "awareness.db")
-			addr := freeAddr(t)
-			s := startServerAt(t, db, addr)
-			c := newClient(t, addr)
-			const child = "agent:main:subagent:rel"
-			s.spawn(t, child, mainWatcher)
-			w := startWatcher(t, c, client.WatcherOptions{Transport: tr}, mainWatcher)
-			var h handouts
-			s.humanTurn(t, child)
-			first := drainN(t, w, &h, 1)
+	for _, b := range backends {
+		for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
+			t.Run(b.name+"/"+tr.String(), func(t *testing.T) {
+				db := b.db(t)
+				addr := freeAddr(t)
+				s := startServerAt(t, db, addr)
+				c := newClient(t, addr)
+				const child = "agent:main:subagent:rel"
+				s.spawn(t, child, mainWatcher)
+				w := startWatcher(t, c, client.WatcherOptions{Transport: tr}, mainWatcher)
+				var h handouts
+				s.humanTurn(t, child)
+				first := drainN(t, w, &h, 1)
 
-			if n := w.Release(first...); n != 1 {
-				t.Fatalf("Release handed back %d notices, want 1", n)
-			}
-			again := drainN(t, w, &h, 1)
-			if again[0] != first[0] {
-				t.Fatalf("drained again %+v, want %+v", again[0], first[0])
-			}
+				if n := w.Release(first...); n != 1 {
+					t.Fatalf("Release handed back %d notices, want 1", n)
+				}
+				again := drainN(t, w, &h, 1)
+				if again[0] != first[0] {
+					t.Fatalf("drained again %+v, want %+v", again[0], first[0])
+				}
 
-			dups := w.Duplicates()
-			s = restartServer(t, s, syscall.SIGKILL)
-			waitFor(t, wait, "the replay of the held notice after the restart", func() bool { return w.Duplicates() > dups })
-			if got := w.Drain(); len(got) != 0 {
-				t.Fatalf("a held notice was handed out again after the restart: %+v", got)
-			}
-			w.Release(again...)
-			third := drainN(t, w, &h, 1)
-			if third[0].NotifiedVersion != first[0].NotifiedVersion || third[0].Text != first[0].Text {
-				t.Fatalf("after the restart and Release: %+v, want the same notice %+v (NTC-5)", third[0], first[0])
-			}
+				dups := w.Duplicates()
+				s = restartServer(t, s, syscall.SIGKILL)
+				waitFor(t, wait, "the replay of the held notice after the restart", func() bool { return w.Duplicates() > dups })
+				if got := w.Drain(); len(got) != 0 {
+					t.Fatalf("a held notice was handed out again after the restart: %+v", got)
+				}
+				w.Release(again...)
+				third := drainN(t, w, &h, 1)
+				if third[0].NotifiedVersion != first[0].NotifiedVersion || third[0].Text != first[0].Text {
+					t.Fatalf("after the restart and Release: %+v, want the same notice %+v (NTC-5)", third[0], first[0])
+				}
 
-			// The gateway restarts without acknowledging: a new Watcher gets it again.
-			_ = w.Close()
-			w2 := startWatcher(t, c, client.WatcherOptions{Transport: tr}, mainWatcher)
-			fourth := drainN(t, w2, &h, 1)
-			acks, err := w2.Ack(context.Background(), fourth)
-			if err != nil || len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged {
-				t.Fatalf("Ack of the notice drained by the new Watcher: %+v, %v", acks, err)
-			}
-			if p := s.pendingNotices(t, mainWatcher); len(p) != 0 {
-				t.Fatalf("pending after the Ack: %+v", p)
-			}
-		})
+				// The gateway restarts without acknowledging: a new Watcher gets it again.
+				_ = w.Close()
+				w2 := startWatcher(t, c, client.WatcherOptions{Transport: tr}, mainWatcher)
+				fourth := drainN(t, w2, &h, 1)
+				acks, err := w2.Ack(context.Background(), fourth)
+				if err != nil || len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged {
+					t.Fatalf("Ack of the notice drained by the new Watcher: %+v, %v", acks, err)
+				}
+				if p := s.pendingNotices(t, mainWatcher); len(p) != 0 {
+					t.Fatalf("pending after the Ack: %+v", p)
+				}
+			})
+		}
 	}
 }
 
@@ -452,64 +454,68 @@ func TestClient_RecorderWrongTokenStopsDelivery_CLT5(t *testing.T) {
 // within 2 s of its event, and once the proxy passes upgrades the Watcher goes back
 // to WebSocket, handing nothing out twice.
 func TestClient_WatcherFallsBackToSSE_CLT5(t *testing.T) {
-	s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
-	p := newUpgradeProxy(t, s.addr)
-	c, err := client.New(p.endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const child = "agent:main:subagent:sse"
-	s.spawn(t, child, mainWatcher)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s := startServer(t, b.db(t))
+			p := newUpgradeProxy(t, s.addr)
+			c, err := client.New(p.endpoint())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const child = "agent:main:subagent:sse"
+			s.spawn(t, child, mainWatcher)
 
-	// WebSocket only: the refusal, with its status, is in Err and Errors.
-	wsOnly, err := c.Watch([]string{mainWatcher}, client.WatcherOptions{Transport: client.TransportWebSocket, MinBackoff: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	if err := wsOnly.WaitConnected(ctx); err == nil {
-		t.Fatal("a WebSocket-only Watcher connected through a proxy that refuses upgrades")
-	}
-	cancel()
-	if se, ok := errors.AsType[*client.StreamError](wsOnly.Err()); !ok || se.Status != http.StatusForbidden || se.Fatal {
-		t.Fatalf("Err of the WebSocket-only Watcher: %v, want the refused upgrade with its status", wsOnly.Err())
-	}
-	if err := <-wsOnly.Errors(); client.ErrorCode(err) != "" || !errors.As(err, new(*client.StreamError)) {
-		t.Fatalf("Errors of the WebSocket-only Watcher: %v", err)
-	}
-	_ = wsOnly.Close()
+			// WebSocket only: the refusal, with its status, is in Err and Errors.
+			wsOnly, err := c.Watch([]string{mainWatcher}, client.WatcherOptions{Transport: client.TransportWebSocket, MinBackoff: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			if err := wsOnly.WaitConnected(ctx); err == nil {
+				t.Fatal("a WebSocket-only Watcher connected through a proxy that refuses upgrades")
+			}
+			cancel()
+			if se, ok := errors.AsType[*client.StreamError](wsOnly.Err()); !ok || se.Status != http.StatusForbidden || se.Fatal {
+				t.Fatalf("Err of the WebSocket-only Watcher: %v, want the refused upgrade with its status", wsOnly.Err())
+			}
+			if err := <-wsOnly.Errors(); client.ErrorCode(err) != "" || !errors.As(err, new(*client.StreamError)) {
+				t.Fatalf("Errors of the WebSocket-only Watcher: %v", err)
+			}
+			_ = wsOnly.Close()
 
-	w := startWatcher(t, c, client.WatcherOptions{WebSocketRetry: 500 * time.Millisecond}, mainWatcher)
-	if tr := w.Transport(); tr != client.TransportSSE {
-		t.Fatalf("behind the refusing proxy the transport is %v", tr)
-	}
-	select {
-	case err := <-w.Errors():
-		if se, ok := errors.AsType[*client.StreamError](err); !ok || se.Status != http.StatusForbidden {
-			t.Fatalf("Errors: %v, want the refused upgrade with its status", err)
-		}
-	default:
-		t.Fatal("the refused upgrade did not reach Errors")
-	}
-	var h handouts
-	t0 := time.Now()
-	s.humanTurn(t, child)
-	n := drainN(t, w, &h, 1)
-	if d := time.Since(t0); d > 2*time.Second {
-		t.Errorf("the notice took %v over SSE, want at most 2 s", d)
-	}
-	t.Logf("notice over SSE %v after its event", time.Since(t0))
-	if _, err := w.Ack(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
+			w := startWatcher(t, c, client.WatcherOptions{WebSocketRetry: 500 * time.Millisecond}, mainWatcher)
+			if tr := w.Transport(); tr != client.TransportSSE {
+				t.Fatalf("behind the refusing proxy the transport is %v", tr)
+			}
+			select {
+			case err := <-w.Errors():
+				if se, ok := errors.AsType[*client.StreamError](err); !ok || se.Status != http.StatusForbidden {
+					t.Fatalf("Errors: %v, want the refused upgrade with its status", err)
+				}
+			default:
+				t.Fatal("the refused upgrade did not reach Errors")
+			}
+			var h handouts
+			t0 := time.Now()
+			s.humanTurn(t, child)
+			n := drainN(t, w, &h, 1)
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Errorf("the notice took %v over SSE, want at most 2 s", d)
+			}
+			t.Logf("notice over SSE %v after its event", time.Since(t0))
+			if _, err := w.Ack(context.Background(), n); err != nil {
+				t.Fatal(err)
+			}
 
-	p.refuse.Store(false)
-	waitFor(t, wait, "the Watcher back on WebSocket", func() bool { return w.Transport() == client.TransportWebSocket && w.Err() == nil })
-	s.humanTurn(t, child)
-	drainN(t, w, &h, 1)
-	time.Sleep(quiet)
-	if tw := h.twice(); len(tw) != 0 || len(w.Drain()) != 0 {
-		t.Fatalf("handed out twice across the switch: %v", tw)
+			p.refuse.Store(false)
+			waitFor(t, wait, "the Watcher back on WebSocket", func() bool { return w.Transport() == client.TransportWebSocket && w.Err() == nil })
+			s.humanTurn(t, child)
+			drainN(t, w, &h, 1)
+			time.Sleep(quiet)
+			if tw := h.twice(); len(tw) != 0 || len(w.Drain()) != 0 {
+				t.Fatalf("handed out twice across the switch: %v", tw)
+			}
+		})
 	}
 }
 
@@ -517,35 +523,39 @@ func TestClient_WatcherFallsBackToSSE_CLT5(t *testing.T) {
 // Drain and its Ack; the held notice's replay is dropped, the Ack after the restart
 // acknowledges it, and a notice that opens after the restart arrives over SSE.
 func TestClient_WatcherSSEAcrossRestart_CLT5_NTC5(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "awareness.db")
-	addr := freeAddr(t)
-	s := startServerAt(t, db, addr)
-	p := newUpgradeProxy(t, addr)
-	c, err := client.New(p.endpoint(), client.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const child = "agent:main:subagent:sser"
-	s.spawn(t, child, mainWatcher)
-	w := startWatcher(t, c, client.WatcherOptions{}, mainWatcher)
-	var h handouts
-	s.humanTurn(t, child)
-	drained := drainN(t, w, &h, 1)
-	dups := w.Duplicates()
-	s = restartServer(t, s, syscall.SIGKILL)
-	waitFor(t, wait, "the replay over SSE after the restart", func() bool { return w.Duplicates() > dups })
-	acks, err := w.Ack(context.Background(), drained)
-	if err != nil || len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged {
-		t.Fatalf("Ack after the restart: %+v, %v", acks, err)
-	}
-	s.humanTurn(t, child)
-	drainN(t, w, &h, 1)
-	time.Sleep(quiet)
-	if got := w.Drain(); len(got) != 0 || len(h.twice()) != 0 {
-		t.Fatalf("handed out twice: %v %+v", h.twice(), got)
-	}
-	if tr := w.Transport(); tr != client.TransportSSE {
-		t.Fatalf("transport %v behind the refusing proxy", tr)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.db(t)
+			addr := freeAddr(t)
+			s := startServerAt(t, db, addr)
+			p := newUpgradeProxy(t, addr)
+			c, err := client.New(p.endpoint(), client.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const child = "agent:main:subagent:sser"
+			s.spawn(t, child, mainWatcher)
+			w := startWatcher(t, c, client.WatcherOptions{}, mainWatcher)
+			var h handouts
+			s.humanTurn(t, child)
+			drained := drainN(t, w, &h, 1)
+			dups := w.Duplicates()
+			s = restartServer(t, s, syscall.SIGKILL)
+			waitFor(t, wait, "the replay over SSE after the restart", func() bool { return w.Duplicates() > dups })
+			acks, err := w.Ack(context.Background(), drained)
+			if err != nil || len(acks) != 1 || acks[0].Outcome != client.AckAcknowledged {
+				t.Fatalf("Ack after the restart: %+v, %v", acks, err)
+			}
+			s.humanTurn(t, child)
+			drainN(t, w, &h, 1)
+			time.Sleep(quiet)
+			if got := w.Drain(); len(got) != 0 || len(h.twice()) != 0 {
+				t.Fatalf("handed out twice: %v %+v", h.twice(), got)
+			}
+			if tr := w.Transport(); tr != client.TransportSSE {
+				t.Fatalf("transport %v behind the refusing proxy", tr)
+			}
+		})
 	}
 }
 
@@ -553,63 +563,65 @@ func TestClient_WatcherSSEAcrossRestart_CLT5_NTC5(t *testing.T) {
 // one (refused at once when the token may not read it), Remove stops one, and each
 // has its own notification channel; on WebSocket and SSE.
 func TestClient_WatcherAddRemove_CLT5(t *testing.T) {
-	for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
-		t.Run(tr.String(), func(t *testing.T) {
-			s := startServer(t, filepath.Join(t.TempDir(), "awareness.db"))
-			c := newClient(t, s.addr)
-			const other = "agent:main:other"
-			const c1, c2 = "agent:main:subagent:ar1", "agent:main:subagent:ar2"
-			ctx := context.Background()
-			s.spawn(t, c1, mainWatcher)
-			if r, err := c.WatchTarget(ctx, other, client.Target{SessionKey: c2}); err != nil || !r.Watched || r.Cursor == nil {
-				t.Fatalf("WatchTarget: %+v, %v", r, err)
-			}
-			w := startWatcher(t, c, client.WatcherOptions{Transport: tr})
-			if err := w.Add(ctx, mainWatcher); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WaitConnected(withTimeout(t, wait)); err != nil {
-				t.Fatal(err)
-			}
-			var h handouts
-			s.humanTurn(t, c1)
-			select {
-			case <-w.NotifyOf(mainWatcher):
-			case <-time.After(wait):
-				t.Fatal("NotifyOf(main) was not signalled")
-			}
-			drainN(t, w, &h, 1, mainWatcher)
-			if err := w.Add(ctx, other); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WaitConnected(withTimeout(t, wait)); err != nil {
-				t.Fatal(err)
-			}
-			w.Remove(mainWatcher)
-			if got := w.Watchers(); len(got) != 1 || got[0] != other {
-				t.Fatalf("Watchers: %v", got)
-			}
-			s.humanTurn(t, c2)
-			got := drainN(t, w, &h, 1)
-			if got[0].Watcher != other {
-				t.Fatalf("drained %+v, want the notice of %s", got[0], other)
-			}
-			s.humanTurn(t, c1) // main is not followed any more
-			time.Sleep(quiet)
-			if extra := w.Drain(); len(extra) != 0 {
-				t.Fatalf("a removed watcher's notice was handed out: %+v", extra)
-			}
-			pending, err := c.PendingNotices(ctx, other)
-			if err != nil || len(pending) != 1 {
-				t.Fatalf("PendingNotices(other): %+v, %v", pending, err)
-			}
-			if ok, err := c.UnwatchTarget(ctx, other, client.Target{SessionKey: c2}); err != nil || !ok {
-				t.Fatalf("UnwatchTarget: %v, %v", ok, err)
-			}
-			if err := w.Add(ctx, "agent:main"); client.ErrorCode(err) != client.CodeInvalidArgument {
-				t.Fatalf("Add of a malformed watcher: %v, want INVALID_ARGUMENT", err)
-			}
-		})
+	for _, b := range backends {
+		for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
+			t.Run(b.name+"/"+tr.String(), func(t *testing.T) {
+				s := startServer(t, b.db(t))
+				c := newClient(t, s.addr)
+				const other = "agent:main:other"
+				const c1, c2 = "agent:main:subagent:ar1", "agent:main:subagent:ar2"
+				ctx := context.Background()
+				s.spawn(t, c1, mainWatcher)
+				if r, err := c.WatchTarget(ctx, other, client.Target{SessionKey: c2}); err != nil || !r.Watched || r.Cursor == nil {
+					t.Fatalf("WatchTarget: %+v, %v", r, err)
+				}
+				w := startWatcher(t, c, client.WatcherOptions{Transport: tr})
+				if err := w.Add(ctx, mainWatcher); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.WaitConnected(withTimeout(t, wait)); err != nil {
+					t.Fatal(err)
+				}
+				var h handouts
+				s.humanTurn(t, c1)
+				select {
+				case <-w.NotifyOf(mainWatcher):
+				case <-time.After(wait):
+					t.Fatal("NotifyOf(main) was not signalled")
+				}
+				drainN(t, w, &h, 1, mainWatcher)
+				if err := w.Add(ctx, other); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.WaitConnected(withTimeout(t, wait)); err != nil {
+					t.Fatal(err)
+				}
+				w.Remove(mainWatcher)
+				if got := w.Watchers(); len(got) != 1 || got[0] != other {
+					t.Fatalf("Watchers: %v", got)
+				}
+				s.humanTurn(t, c2)
+				got := drainN(t, w, &h, 1)
+				if got[0].Watcher != other {
+					t.Fatalf("drained %+v, want the notice of %s", got[0], other)
+				}
+				s.humanTurn(t, c1) // main is not followed any more
+				time.Sleep(quiet)
+				if extra := w.Drain(); len(extra) != 0 {
+					t.Fatalf("a removed watcher's notice was handed out: %+v", extra)
+				}
+				pending, err := c.PendingNotices(ctx, other)
+				if err != nil || len(pending) != 1 {
+					t.Fatalf("PendingNotices(other): %+v, %v", pending, err)
+				}
+				if ok, err := c.UnwatchTarget(ctx, other, client.Target{SessionKey: c2}); err != nil || !ok {
+					t.Fatalf("UnwatchTarget: %v, %v", ok, err)
+				}
+				if err := w.Add(ctx, "agent:main"); client.ErrorCode(err) != client.CodeInvalidArgument {
+					t.Fatalf("Add of a malformed watcher: %v, want INVALID_ARGUMENT", err)
+				}
+			})
+		}
 	}
 }
 
