@@ -17,8 +17,6 @@ import (
 	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
-const gormLRU = "gorm.io/gorm/internal/lru.NewLRU[...].func1"
-
 // mainConfig is a valid serve configuration on the database db and a free port, with
 // the demo on so that every step of Open has something to start.
 func mainConfig(t *testing.T, db string) serveConfig {
@@ -54,7 +52,7 @@ func testOpenFailures(t *testing.T, db string) {
 			name = "fail at " + names[fail]
 		}
 		t.Run(name, func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction(gormLRU))
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			var log syncBuffer
 			m := newMain(mainConfig(t, db), &log)
 			closed := []string{}
@@ -188,7 +186,7 @@ func TestServeFailingToStartClosesWhatItOpened(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction(gormLRU))
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			dir := t.TempDir()
 			args, afterParse := tt.setup(t, dir)
 			cfg, err := parseServeConfig(args, func(string) (string, bool) { return "", false }, io.Discard)

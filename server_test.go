@@ -76,7 +76,7 @@ func postQuery(t *testing.T, client *http.Client, base, query string) map[string
 // database file and a free port: it becomes ready, answers GraphQL, ends an open
 // WebSocket at shutdown, exits 0, leaves the database file, and leaks no goroutine.
 func TestServeStartsServesAndShutsDown(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("gorm.io/gorm/internal/lru.NewLRU[...].func1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dir := t.TempDir()
 	db := filepath.Join(dir, "awareness.db")
 	addr := freeAddr(t)

@@ -64,7 +64,7 @@ func TestParseServeConfigUpstream(t *testing.T) {
 // adopted and watched over GraphQL gets a human_direct_message when a prompt is
 // appended to its transcript, from the monitor the server started.
 func TestServeMonitorsAdoptedSessions(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("gorm.io/gorm/internal/lru.NewLRU[...].func1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dir := t.TempDir()
 	cat := filepath.Join(dir, "claude")
 	os.Mkdir(cat, 0o755)

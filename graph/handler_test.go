@@ -29,11 +29,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-// gormLRU is the expiry goroutine of GORM's prepared-statement cache, which GORM never
-// stops (gorm.io/gorm/internal/lru: "done channel is never closed").
-const gormLRU = "gorm.io/gorm/internal/lru.NewLRU[...].func1"
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(testenv.M(m), goleak.IgnoreTopFunction(gormLRU)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testenv.M(m)) }
 
 // env is the real /query handler over a fresh SQLite file.
 type env struct {

@@ -157,6 +157,17 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	return s, nil
 }
 
+// GORM's cache of prepared statements on SQLite's single reads is bounded by count, not
+// by age: preparedReads statements per pool (the texts vary with the length of an IN
+// list), least recently used first out. preparedNoExpiry is the TTL GORM takes for "no
+// expiry" (ten years), with which its cache starts no expiry goroutine; its default
+// (a day) starts one that never ends. The goroutine-leak checks of the tests that open
+// a store fail if a GORM release changes that.
+const (
+	preparedReads    = 512
+	preparedNoExpiry = 24 * 365 * 10 * time.Hour
+)
+
 // openGorm wraps an open pool with the project's GORM discipline: no implicit
 // transactions, prepared statements (GORM's cache on SQLite's single reads, the
 // store's statement caches for the hot statements, pgx's own on PostgreSQL),
@@ -165,6 +176,8 @@ func openGorm(d dialect, db *sql.DB, log *slog.Logger) (*gorm.DB, error) {
 	return gorm.Open(d.gorm(db), &gorm.Config{
 		SkipDefaultTransaction: true,
 		PrepareStmt:            d.prepare,
+		PrepareStmtMaxSize:     preparedReads,
+		PrepareStmtTTL:         preparedNoExpiry,
 		TranslateError:         true,
 		Logger: quietLogger{logger.NewSlogLogger(log, logger.Config{
 			SlowThreshold:             slowStatement,
