@@ -212,7 +212,7 @@ func (m *Main) openTelemetry(ctx context.Context) (func(), error) {
 // openStore opens the database and migrates its schema.
 func (m *Main) openStore(ctx context.Context) (func(), error) {
 	store, err := models.Open(ctx, m.cfg.DB, models.Options{Logger: m.log.With("component", "store"), Observer: m.tel, Hints: m.cfg.Hints,
-		Bus: m.hintBus(), Checkpoint: models.CheckpointConfig{InCommit: m.cfg.CheckpointInCommit}, NoticeTool: m.cfg.NoticeTool})
+		Bus: m.hintBus(), NoticeTool: m.cfg.NoticeTool})
 	if err != nil {
 		m.log.Error("open database", "db", models.RedactDSN(m.cfg.DB), "err", err)
 		return nil, err

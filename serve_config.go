@@ -78,9 +78,6 @@ type serveConfig struct {
 	// Bus is the NATS server that carries the hints in place of NOTIFY (--bus; ""
 	// for none).
 	Bus string
-	// CheckpointInCommit leaves SQLite's checkpoints inside the commit
-	// (--sqlite-checkpoint commit) instead of the store's checkpointer.
-	CheckpointInCommit bool
 	// TestHoldUpstreamSettlement is a test-only crash point, from
 	// $AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 (no flag): after the upstream monitor
 	// commits a cycle's activity events it holds their settlement (logging
@@ -134,7 +131,6 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
 		busURL          = envFlag(fs, fs.String, "bus", "", "AWARENESS_BUS", "PostgreSQL: a NATS server (nats://host:4222; several of one cluster comma-separated) that carries the hints between the processes in place of NOTIFY: each process receives only the hints of the watchers and sessions its own subscribers wait for; PostgreSQL stays the truth and --notice-poll still rescans")
 		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.DefaultHints), "AWARENESS_PG_HINTS", "PostgreSQL without --bus: how a commit that opens notices or records events wakes the other processes: after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll), commit (a NOTIFY in the transaction) or off (--notice-poll only)")
-		sqliteCkpt      = envFlag(fs, fs.String, "sqlite-checkpoint", "background", "AWARENESS_SQLITE_CHECKPOINT", "SQLite: where the write-ahead log is copied into the database file: background (beside the writer, never inside a commit; the log file stays under 64 MiB) or commit (SQLite's own checkpoint inside the commit that crosses 1,000 log pages)")
 		queryRate       = envFlag(fs, fs.Float64, "query-rate", budget.DefaultPointsPerSecond, "AWARENESS_QUERY_RATE", "query points restored per second per token (per remote address without --auth-file); every operation spends its cost (about a microsecond of CPU a point); beyond it RATE_LIMITED with retryAfterMs; 0 sets no limit")
 		queryBurst      = envFlag(fs, fs.Int, "query-burst", budget.DefaultPointsBurst, "AWARENESS_QUERY_BURST", "the most query points a token (an address) holds, spent at once before --query-rate applies")
 		rateLimit       = envFlag(fs, fs.Float64, "rate-limit", budget.DefaultWritesPerSecond, "AWARENESS_RATE_LIMIT", "writes per second per token (per remote address without --auth-file): each event recorded (recordEvents counts its inputs), other mutation field and subscription started; beyond it RATE_LIMITED with retryAfterMs; 0 sets no limit")
@@ -208,13 +204,6 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		if hintsGiven {
 			return serveConfig{}, errors.New("--pg-hints and --bus exclude each other: with --bus the hints go on the bus after each commit, not by NOTIFY")
 		}
-	}
-	switch strings.TrimSpace(*sqliteCkpt) {
-	case "background":
-	case "commit":
-		cfg.CheckpointInCommit = true
-	default:
-		return serveConfig{}, fmt.Errorf("--sqlite-checkpoint %q: want background or commit", *sqliteCkpt)
 	}
 	if v, ok := lookupEnv(testHoldUpstreamEnv); ok && v != "" {
 		if v != "1" {

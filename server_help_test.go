@@ -45,7 +45,7 @@ func TestHelpListsCommandsAndEachCommandExplainsItself(t *testing.T) {
 	}
 	var stdout bytes.Buffer
 	run(context.Background(), []string{"serve", "--help"}, &stdout, &bytes.Buffer{})
-	for _, want := range []string{"/metrics", "OTEL_EXPORTER_OTLP_ENDPOINT", "-metrics-token-file", "-catalog ID=DIR", "-sqlite-checkpoint", "-allowed-hosts", "-query-rate", "-max-streams", "DNS rebinding"} {
+	for _, want := range []string{"/metrics", "OTEL_EXPORTER_OTLP_ENDPOINT", "-metrics-token-file", "-catalog ID=DIR", "-allowed-hosts", "-query-rate", "-max-streams", "DNS rebinding"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("serve --help does not mention %s", want)
 		}

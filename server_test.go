@@ -349,17 +349,6 @@ func TestParseServeConfig(t *testing.T) {
 		{name: "bus and pg-hints", args: []string{"--db", "postgres://u@h/aw", "--bus", "nats://h:4222", "--pg-hints", "commit"}, wantErr: "--pg-hints and --bus"},
 		{name: "bus and pg-hints from the environment", args: []string{"--db", "postgres://u@h/aw", "--bus", "nats://h:4222"},
 			env: map[string]string{"AWARENESS_PG_HINTS": "off"}, wantErr: "--pg-hints and --bus"},
-		{
-			name: "sqlite checkpoints in the commit",
-			args: []string{"--sqlite-checkpoint", "commit"},
-			want: func(c *serveConfig) { c.CheckpointInCommit = true },
-		},
-		{
-			name: "sqlite checkpoints in the background from the environment",
-			env:  map[string]string{"AWARENESS_SQLITE_CHECKPOINT": "background"},
-			want: func(c *serveConfig) {},
-		},
-		{name: "bad checkpoint mode", args: []string{"--sqlite-checkpoint", "never"}, wantErr: "--sqlite-checkpoint"},
 		{name: "bad postgres url", args: []string{"--db", "postgres://u:pw@[::1/aw"}, wantErr: "--db"},
 		{name: "short notice poll", args: []string{"--notice-poll", "1ms"}, wantErr: "--notice-poll"},
 		{

@@ -62,18 +62,17 @@ func benchDir(tb testing.TB) string {
 
 func sqliteURI(path, params string) string { return rawappend.SQLiteURI(path, params) }
 
-func freshSQLite(tb testing.TB) dbHandle { return freshSQLiteWith(tb, benchCheckpoint()) }
-
-// freshSQLiteWith is freshSQLite whose store runs with the checkpoint configuration cfg.
-func freshSQLiteWith(tb testing.TB, cfg models.CheckpointConfig) dbHandle {
+// freshSQLite is a new SQLite database with the store's schema, for the store and for
+// the raw baselines.
+func freshSQLite(tb testing.TB) dbHandle {
 	path := filepath.Join(benchDir(tb), "bench.db")
 	// The store creates the schema (the same migrations for raw and svc).
-	s := openSQLiteStore(tb, path, cfg)
+	s := openSQLiteStore(tb, path)
 	if err := s.Close(); err != nil {
 		tb.Fatal(err)
 	}
 	return dbHandle{
-		store: func(tb testing.TB) *models.Store { return openSQLiteStore(tb, path, cfg) },
+		store: func(tb testing.TB) *models.Store { return openSQLiteStore(tb, path) },
 		rawWrite: func(tb testing.TB) *sql.DB {
 			db := openRaw(tb, "sqlite3", sqliteURI(path, sqliteWriteParams))
 			db.SetMaxOpenConns(1)
@@ -91,21 +90,14 @@ func freshSQLiteWith(tb testing.TB, cfg models.CheckpointConfig) dbHandle {
 	}
 }
 
-func openSQLiteStore(tb testing.TB, path string, cfg models.CheckpointConfig) *models.Store {
+func openSQLiteStore(tb testing.TB, path string) *models.Store {
 	tb.Helper()
-	s, err := models.OpenSQLite(context.Background(), path, models.Options{Checkpoint: cfg})
+	s, err := models.OpenSQLite(context.Background(), path, models.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
 	return s
-}
-
-// benchCheckpoint is the SQLite store's checkpoint configuration: the default (the
-// checkpointer), or with BENCH_CHECKPOINT=commit SQLite's auto-checkpoint inside the
-// commit, so that one binary measures both, interleaved.
-func benchCheckpoint() models.CheckpointConfig {
-	return models.CheckpointConfig{InCommit: os.Getenv("BENCH_CHECKPOINT") == "commit"}
 }
 
 func openRaw(tb testing.TB, driver, dsn string) *sql.DB {

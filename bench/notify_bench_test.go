@@ -8,13 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/models"
 )
 
 // wideWatchers is how many watchers the target of BenchmarkNotifyWide has (P2).
@@ -152,7 +150,7 @@ func newWALMeter(tb testing.TB, backend string, raw *sql.DB) *walMeter {
 // reset empties the SQLite WAL (a TRUNCATE checkpoint) or notes PostgreSQL's position.
 func (m *walMeter) reset() {
 	if m.dialect == "sqlite" {
-		// The store's checkpointer may hold the checkpoint lock for a moment.
+		// A checkpoint in a commit may hold the checkpoint lock for a moment.
 		for try := 0; ; try++ {
 			var busy, log, done int
 			if err := m.raw.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &log, &done); err != nil {
@@ -230,93 +228,6 @@ func BenchmarkOwnNoticeTail(b *testing.B) {
 	}
 }
 
-// BenchmarkSteadyNotices is the tail of a steady notifying load: one writer per
-// database appends notifying events at a steady rate (steadyRate per second) to 100
-// targets with 3 watchers each, on SQLite, with checkpoints in the commit (commit-:
-// SQLite's auto-checkpoint, the earlier default) and in the checkpointer (background-,
-// the default), each on its own database. The two take turns in chunks of 1,000
-// appends (2 s), 10 chunks each per iteration, so that the shared machine's load falls
-// on both alike. For each it reports the append's p50, p99, p99.9 and max from its
-// call, how many of 10,000 took over 5 ms, and the largest the WAL file was after an
-// append.
-func BenchmarkSteadyNotices(b *testing.B) {
-	const (
-		chunk      = 1000
-		chunks     = 10 // per mode and iteration
-		targets    = 100
-		watchers   = 3
-		steadyRate = 500
-	)
-	ctx := context.Background()
-	in := func(i int) awareness.RecordInput {
-		t := i % targets
-		var ws []string
-		for w := range watchers {
-			ws = append(ws, fmt.Sprintf("agent:w%d:main", t*watchers+w))
-		}
-		return awareness.RecordInput{SessionKey: fmt.Sprintf("agent:bench:subagent:t%d", t),
-			Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, Watchers: ws}
-	}
-	type side struct {
-		name   string
-		path   string
-		svc    *awareness.Service
-		lat    latencies
-		walMax int64
-	}
-	var sides []*side
-	for _, mode := range []string{"commit", "background"} {
-		path := filepath.Join(benchDir(b), "steady.db")
-		store, err := models.OpenSQLite(ctx, path, models.Options{Checkpoint: models.CheckpointConfig{InCommit: mode == "commit"}, Logger: benchLog()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer store.Close()
-		svc, _ := newService(store)
-		for i := range targets { // the cursors exist before the measured appends
-			if _, err := svc.RecordEvent(ctx, in(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		sides = append(sides, &side{name: mode, path: path, svc: svc})
-	}
-	stopNoise := diskNoise(b)
-	defer stopNoise()
-	every := time.Second / steadyRate
-	b.ResetTimer()
-	for range b.N {
-		for k := range 2 * chunks {
-			sd := sides[k%2]
-			start := time.Now()
-			for i := range chunk {
-				if d := time.Until(start.Add(time.Duration(i) * every)); d > 0 {
-					time.Sleep(d)
-				}
-				t0 := time.Now()
-				if _, err := sd.svc.RecordEvent(ctx, in(k*chunk+i)); err != nil {
-					b.Fatal(err)
-				}
-				sd.lat = append(sd.lat, time.Since(t0))
-				if fi, err := os.Stat(sd.path + "-wal"); err == nil {
-					sd.walMax = max(sd.walMax, fi.Size())
-				}
-			}
-		}
-	}
-	b.StopTimer()
-	for _, sd := range sides {
-		s := slices.Clone(sd.lat)
-		slices.Sort(s)
-		over := len(s) - sort.Search(len(s), func(i int) bool { return s[i] > 5*time.Millisecond })
-		b.ReportMetric(float64(pct(s, 50)), sd.name+"-p50-ns")
-		b.ReportMetric(float64(pct(s, 99)), sd.name+"-p99-ns")
-		b.ReportMetric(float64(s[len(s)*999/1000]), sd.name+"-p99.9-ns")
-		b.ReportMetric(float64(s[len(s)-1]), sd.name+"-max-ns")
-		b.ReportMetric(float64(over)*10000/float64(len(s)), sd.name+"-over5ms/10k")
-		b.ReportMetric(float64(sd.walMax), sd.name+"-wal-max-B")
-	}
-}
-
 // diskNoise, with BENCH_DISK_NOISE set, writes and fsyncs 1 MiB every 20 ms to a file
 // of its own beside the benchmark's database until stopped: a disk shared with other
 // writers, as in production.
@@ -348,7 +259,7 @@ func diskNoise(tb testing.TB) (stop func()) {
 }
 
 // benchLog is the store's logger: with BENCH_LOG=debug its debug lines (one per
-// checkpointer pass, among others) on standard error; otherwise none.
+// slow statement, among others) on standard error; otherwise none.
 func benchLog() *slog.Logger {
 	if os.Getenv("BENCH_LOG") != "debug" {
 		return nil

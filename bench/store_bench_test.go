@@ -136,23 +136,20 @@ func BenchmarkAppendOne(b *testing.B) {
 }
 
 // BenchmarkAppendOneInterleaved is B1 with its baseline in the same moments: one op is
-// one durable append by each of raw (database/sql, as in BenchmarkAppendOne),
-// svc/ckpt=commit (Service.RecordEvent of the same log-only event, SQLite's
-// auto-checkpoint inside the commit) and svc/ckpt=background (the same with the store's
-// checkpointer, the default), each on its own database, taking turns in chunks of 50
-// appends in a rotating order, so that the shared machine's load falls on all three
-// alike. It reports each one's appends/s and the two ratios to raw.
+// one durable append by each of raw (database/sql, as in BenchmarkAppendOne) and svc
+// (Service.RecordEvent of the same log-only event), each on its own database, taking
+// turns in chunks of 50 appends in a rotating order, so that the shared machine's load
+// falls on both alike. It reports each one's appends/s and their ratio.
 func BenchmarkAppendOneInterleaved(b *testing.B) {
 	const chunk = 50
 	ctx := context.Background()
-	ra := newRawAppender(b, freshSQLiteWith(b, models.CheckpointConfig{}))
-	commit, _ := newService(freshSQLiteWith(b, models.CheckpointConfig{InCommit: true}).store(b))
-	background, _ := newService(freshSQLiteWith(b, models.CheckpointConfig{}).store(b))
-	svc := func(s *awareness.Service) func(i int) error {
-		return func(i int) error { _, err := s.RecordEvent(ctx, recordInput(i, false)); return err }
+	ra := newRawAppender(b, freshSQLite(b))
+	svc, _ := newService(freshSQLite(b).store(b))
+	impls := []func(i int) error{
+		func(i int) error { return ra.appendBatch(ctx, i, 1) },
+		func(i int) error { _, err := svc.RecordEvent(ctx, recordInput(i, false)); return err },
 	}
-	impls := []func(i int) error{func(i int) error { return ra.appendBatch(ctx, i, 1) }, svc(commit), svc(background)}
-	var took [3]time.Duration
+	var took [2]time.Duration
 	b.ResetTimer()
 	for first, turn := 0, 0; first < b.N; first, turn = first+chunk, turn+1 {
 		n := min(chunk, b.N-first)
@@ -170,10 +167,8 @@ func BenchmarkAppendOneInterleaved(b *testing.B) {
 	b.StopTimer()
 	rate := func(d time.Duration) float64 { return float64(b.N) / d.Seconds() }
 	b.ReportMetric(rate(took[0]), "raw-appends/s")
-	b.ReportMetric(rate(took[1]), "commit-appends/s")
-	b.ReportMetric(rate(took[2]), "background-appends/s")
-	b.ReportMetric(rate(took[1])/rate(took[0]), "commit/raw")
-	b.ReportMetric(rate(took[2])/rate(took[0]), "background/raw")
+	b.ReportMetric(rate(took[1]), "svc-appends/s")
+	b.ReportMetric(rate(took[1])/rate(took[0]), "svc/raw")
 }
 
 // concurrentWriters is B3's number of concurrent appenders.
@@ -252,60 +247,6 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			b.Run(fmt.Sprintf("impl=raw-tx%d/db=%s", n, be.name), raw(be, n))
 		}
 	}
-}
-
-// BenchmarkAppendConcurrentInterleaved is B3 with both checkpoint modes in the same
-// moments: one op is one durable append by each of svc/ckpt=commit and
-// svc/ckpt=background (16 goroutines calling Service.RecordEvent, as in
-// BenchmarkAppendConcurrent), each on its own database, taking turns in chunks of 800
-// appends, so that the shared machine's load falls on both alike. It reports each
-// one's appends/s and their ratio.
-func BenchmarkAppendConcurrentInterleaved(b *testing.B) {
-	const chunk = 800
-	ctx := context.Background()
-	modes := []models.CheckpointConfig{{InCommit: true}, {}}
-	var svcs []*awareness.Service
-	for _, cfg := range modes {
-		svc, _ := newService(freshSQLiteWith(b, cfg).store(b))
-		svcs = append(svcs, svc)
-	}
-	var took [2]time.Duration
-	b.ResetTimer()
-	for first, turn := 0, 0; first < b.N; first, turn = first+chunk, turn+1 {
-		end := min(first+chunk, b.N)
-		for k := range svcs {
-			j := (turn + k) % len(svcs)
-			var next atomic.Int64
-			next.Store(int64(first))
-			var failed atomic.Value
-			var wg sync.WaitGroup
-			t0 := time.Now()
-			for range concurrentWriters {
-				wg.Go(func() {
-					for {
-						i := int(next.Add(1) - 1)
-						if i >= end {
-							return
-						}
-						if _, err := svcs[j].RecordEvent(ctx, recordInput(i, false)); err != nil {
-							failed.Store(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			took[j] += time.Since(t0)
-			if err, _ := failed.Load().(error); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.StopTimer()
-	rate := func(d time.Duration) float64 { return float64(b.N) / d.Seconds() }
-	b.ReportMetric(rate(took[0]), "commit-appends/s")
-	b.ReportMetric(rate(took[1]), "background-appends/s")
-	b.ReportMetric(rate(took[1])/rate(took[0]), "background/commit")
 }
 
 // Restart fixture (B7): 100k cursors (1,000 targets × 100 watchers), 10k of them

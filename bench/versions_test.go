@@ -18,7 +18,7 @@ func TestVersions(t *testing.T) {
 		t.Skip("set BENCH_VERSIONS=1 to print the database versions")
 	}
 	path := filepath.Join(benchDir(t), "v.db")
-	openSQLiteStore(t, path, benchCheckpoint()).Close()
+	openSQLiteStore(t, path).Close()
 	db := openRaw(t, "sqlite3", sqliteURI(path, sqliteWriteParams))
 	var v, mode string
 	var sync int

@@ -19,8 +19,8 @@
 // trip is exact (a notice's opening time is part of its identity). SQLite
 // (mattn/go-sqlite3) runs in WAL mode with synchronous=FULL and foreign keys, on a
 // write pool of one connection and a read pool of query-only connections (sqlite.go);
-// by default a Checkpointer keeps WAL checkpoints off the commit path, with a bound on
-// the WAL's size (checkpoint.go). PostgreSQL (pgx) has a write pool and a read pool
+// checkpoints are SQLite's own, with journal_size_limit bounding the log file.
+// PostgreSQL (pgx) has a write pool and a read pool
 // (postgres.go).
 //
 // # Migrations

@@ -105,12 +105,6 @@ type Store struct {
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
 
-	// commits counts committed write transactions (the checkpointer skips a tick
-	// without any). ckpt and its connection ckdb: SQLite only.
-	commits atomic.Uint64
-	ckpt    *Checkpointer
-	ckdb    *sql.DB
-
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -240,11 +234,6 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *tx, h *hint) error) (er
 	}
 	done = true
 	err = t.commit()
-	if err == nil {
-		if n := s.commits.Add(1); s.ckpt != nil {
-			s.ckpt.committed(n)
-		}
-	}
 	if err == nil || xid == 0 {
 		return err
 	}
@@ -1602,14 +1591,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		var ckErr error
-		if s.ckpt != nil {
-			s.ckpt.Stop()
-			ckErr = s.ckdb.Close()
-		}
 		// Closing the pools closes GORM's prepared statements with their connections.
 		// SQLite checkpoints the log when its last connection closes.
-		s.closeErr = errors.Join(s.wstmts.close(), s.rstmts.close(), s.rsql.Close(), s.wsql.Close(), ckErr)
+		s.closeErr = errors.Join(s.wstmts.close(), s.rstmts.close(), s.rsql.Close(), s.wsql.Close())
 	})
 	return s.closeErr
 }

@@ -1,6 +1,6 @@
 // Package startstop is the lifecycle every background service of the binary shares:
 // one goroutine owned between Start and Stop (the pruner, the upstream monitor, the
-// PostgreSQL listener, the SQLite checkpointer). It imports the standard library only,
+// PostgreSQL listener). It imports the standard library only,
 // so that the domain core can use it.
 //
 // The rules, the same for every service: Start on a started service does nothing;
