@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -226,43 +224,4 @@ func BenchmarkOwnNoticeTail(b *testing.B) {
 			b.ReportMetric(float64(over)*10000/float64(appends*b.N), "over5ms/10k")
 		})
 	}
-}
-
-// diskNoise, with BENCH_DISK_NOISE set, writes and fsyncs 1 MiB every 20 ms to a file
-// of its own beside the benchmark's database until stopped: a disk shared with other
-// writers, as in production.
-func diskNoise(tb testing.TB) (stop func()) {
-	if os.Getenv("BENCH_DISK_NOISE") == "" {
-		return func() {}
-	}
-	f, err := os.Create(filepath.Join(benchDir(tb), "noise"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done, quit := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 1<<20)
-		for i := 0; ; i++ {
-			select {
-			case <-quit:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			if _, err := f.WriteAt(buf, int64(i%64)<<20); err != nil {
-				return
-			}
-			f.Sync()
-		}
-	}()
-	return func() { close(quit); <-done; f.Close() }
-}
-
-// benchLog is the store's logger: with BENCH_LOG=debug its debug lines (one per
-// slow statement, among others) on standard error; otherwise none.
-func benchLog() *slog.Logger {
-	if os.Getenv("BENCH_LOG") != "debug" {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
