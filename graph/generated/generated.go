@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
+	StaleNotice() StaleNoticeResolver
 	Subscription() SubscriptionResolver
 }
 
@@ -123,6 +124,26 @@ type ComplexityRoot struct {
 		Acknowledged func(childComplexity int) int
 		Minute       func(childComplexity int) int
 		Opened       func(childComplexity int) int
+	}
+
+	NoticeActorTypeCount struct {
+		ActorType func(childComplexity int) int
+		Count     func(childComplexity int) int
+	}
+
+	NoticeDigest struct {
+		ByActorType         func(childComplexity int) int
+		ByKind              func(childComplexity int) int
+		Counted             func(childComplexity int) int
+		HumanEvents         func(childComplexity int) int
+		LatestVersion       func(childComplexity int) int
+		OptLastHumanChannel func(childComplexity int) int
+		Pruned              func(childComplexity int) int
+	}
+
+	NoticeKindCount struct {
+		Count func(childComplexity int) int
+		Kind  func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -216,6 +237,7 @@ type ComplexityRoot struct {
 	StaleNotice struct {
 		ChangesSince    func(childComplexity int) int
 		Closed          func(childComplexity int) int
+		Digest          func(childComplexity int) int
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		OpenedAt        func(childComplexity int) int
@@ -322,6 +344,9 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (gqlmodel.Viewer, error)
 	AckHistory(ctx context.Context, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) (gqlmodel.AckHistoryPage, error)
 	SessionTree(ctx context.Context, agentID *string, activeMinutes *int) (gqlmodel.SessionTree, error)
+}
+type StaleNoticeResolver interface {
+	Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
@@ -753,6 +778,75 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.NoticeActivityBucket.Opened(childComplexity), true
 
+	case "NoticeActorTypeCount.actorType":
+		if e.ComplexityRoot.NoticeActorTypeCount.ActorType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActorTypeCount.ActorType(childComplexity), true
+	case "NoticeActorTypeCount.count":
+		if e.ComplexityRoot.NoticeActorTypeCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActorTypeCount.Count(childComplexity), true
+
+	case "NoticeDigest.byActorType":
+		if e.ComplexityRoot.NoticeDigest.ByActorType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.ByActorType(childComplexity), true
+	case "NoticeDigest.byKind":
+		if e.ComplexityRoot.NoticeDigest.ByKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.ByKind(childComplexity), true
+	case "NoticeDigest.counted":
+		if e.ComplexityRoot.NoticeDigest.Counted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.Counted(childComplexity), true
+	case "NoticeDigest.humanEvents":
+		if e.ComplexityRoot.NoticeDigest.HumanEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.HumanEvents(childComplexity), true
+	case "NoticeDigest.latestVersion":
+		if e.ComplexityRoot.NoticeDigest.LatestVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.LatestVersion(childComplexity), true
+	case "NoticeDigest.lastHumanChannel":
+		if e.ComplexityRoot.NoticeDigest.OptLastHumanChannel == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.OptLastHumanChannel(childComplexity), true
+	case "NoticeDigest.pruned":
+		if e.ComplexityRoot.NoticeDigest.Pruned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.Pruned(childComplexity), true
+
+	case "NoticeKindCount.count":
+		if e.ComplexityRoot.NoticeKindCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeKindCount.Count(childComplexity), true
+	case "NoticeKindCount.kind":
+		if e.ComplexityRoot.NoticeKindCount.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeKindCount.Kind(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -1174,6 +1268,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.Closed(childComplexity), true
+	case "StaleNotice.digest":
+		if e.ComplexityRoot.StaleNotice.Digest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Digest(childComplexity), true
 	case "StaleNotice.materialVersion":
 		if e.ComplexityRoot.StaleNotice.MaterialVersion == nil {
 			break
@@ -2516,6 +2616,49 @@ extend type Subscription {
     afterSequence: Int
   ): StateEventFeedItem!
 }
+
+# ---------------------------------------------------------------------------------
+# Notice digests (DIG-1).
+# ---------------------------------------------------------------------------------
+
+"How many events of one kind a notice's range of the log holds (DIG-1)."
+type NoticeKindCount {
+  "The kind."
+  kind: EventKind!
+  "How many events of that kind."
+  count: Int!
+}
+
+"How many events of one actor type a notice's range of the log holds (DIG-1)."
+type NoticeActorTypeCount {
+  "The actor type."
+  actorType: ActorType!
+  "How many events of that actor type."
+  count: Int!
+}
+
+"DIG-1. What changed between changesSince (L) and notifiedVersion (N), without content: the events of (L, N] counted from the log. The same, byte for byte, for the same (L, N) while the range is retained. Events at the start of the range that retention pruned are not counted: pruned says how many (counted + pruned = N − L)."
+type NoticeDigest {
+  "Counts by kind, in the schema's order of EventKind; kinds with no event are left out."
+  byKind: [NoticeKindCount!]!
+  "Counts by actor type, in the schema's order of ActorType; actor types with no event are left out."
+  byActorType: [NoticeActorTypeCount!]!
+  "How many of the counted events a person caused (actorType human)."
+  humanEvents: Int!
+  "The channel of the latest human event of the range; null when it names none or no human event is counted."
+  lastHumanChannel: String
+  "N: the last sequence the digest covers (the notice's notifiedVersion)."
+  latestVersion: Int!
+  "How many events of the range are in the log and counted."
+  counted: Int!
+  "How many events of the range retention pruned before the digest was read (not counted)."
+  pruned: Int!
+}
+
+extend type StaleNotice {
+  "DIG-1. The digest of the log between changesSince and notifiedVersion, read from the log when selected (one indexed range read per notice). The text does not change."
+  digest: NoticeDigest!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2638,6 +2781,46 @@ func (ec *executionContext) childFields_NoticeActivityBucket(ctx context.Context
 		return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NoticeActivityBucket", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeActorTypeCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "actorType":
+		return ec.fieldContext_NoticeActorTypeCount_actorType(ctx, field)
+	case "count":
+		return ec.fieldContext_NoticeActorTypeCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeActorTypeCount", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeDigest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "byKind":
+		return ec.fieldContext_NoticeDigest_byKind(ctx, field)
+	case "byActorType":
+		return ec.fieldContext_NoticeDigest_byActorType(ctx, field)
+	case "humanEvents":
+		return ec.fieldContext_NoticeDigest_humanEvents(ctx, field)
+	case "lastHumanChannel":
+		return ec.fieldContext_NoticeDigest_lastHumanChannel(ctx, field)
+	case "latestVersion":
+		return ec.fieldContext_NoticeDigest_latestVersion(ctx, field)
+	case "counted":
+		return ec.fieldContext_NoticeDigest_counted(ctx, field)
+	case "pruned":
+		return ec.fieldContext_NoticeDigest_pruned(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeDigest", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeKindCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_NoticeKindCount_kind(ctx, field)
+	case "count":
+		return ec.fieldContext_NoticeKindCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeKindCount", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2810,6 +2993,8 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_openedAt(ctx, field)
 	case "closed":
 		return ec.fieldContext_StaleNotice_closed(ctx, field)
+	case "digest":
+		return ec.fieldContext_StaleNotice_digest(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -5396,6 +5581,277 @@ func (ec *executionContext) fieldContext_NoticeActivityBucket_acknowledged(_ con
 	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
 }
 
+func (ec *executionContext) _NoticeActorTypeCount_actorType(ctx context.Context, field graphql.CollectedField, obj *awareness.ActorTypeCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActorTypeCount_actorType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.ActorType) graphql.Marshaler {
+			return ec.marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActorTypeCount_actorType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActorTypeCount", field, false, false, "ActorType")
+}
+
+func (ec *executionContext) _NoticeActorTypeCount_count(ctx context.Context, field graphql.CollectedField, obj *awareness.ActorTypeCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActorTypeCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActorTypeCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActorTypeCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_byKind(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_byKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.KindCount) graphql.Marshaler {
+			return ec.marshalNNoticeKindCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_byKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeDigest",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeKindCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeDigest_byActorType(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_byActorType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByActorType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.ActorTypeCount) graphql.Marshaler {
+			return ec.marshalNNoticeActorTypeCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_byActorType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeDigest",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeActorTypeCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeDigest_humanEvents(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_humanEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HumanEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_humanEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_lastHumanChannel(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_lastHumanChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptLastHumanChannel(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_lastHumanChannel(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, true, false, "String")
+}
+
+func (ec *executionContext) _NoticeDigest_latestVersion(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_latestVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LatestVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_latestVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_counted(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_counted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_counted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_pruned(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_pruned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pruned, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_pruned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeKindCount_kind(ctx context.Context, field graphql.CollectedField, obj *awareness.KindCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeKindCount_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeKindCount_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeKindCount", field, false, false, "EventKind")
+}
+
+func (ec *executionContext) _NoticeKindCount_count(ctx context.Context, field graphql.CollectedField, obj *awareness.KindCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeKindCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeKindCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeKindCount", field, false, false, "Int")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7334,6 +7790,38 @@ func (ec *executionContext) _StaleNotice_closed(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_StaleNotice_closed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _StaleNotice_digest(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_digest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.StaleNotice().Digest(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.NoticeDigest) graphql.Marshaler {
+			return ec.marshalNNoticeDigest2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeDigest(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StaleNotice",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeDigest(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _StateChanges_events(ctx context.Context, field graphql.CollectedField, obj *awareness.StatusChanges) (ret graphql.Marshaler) {
@@ -10648,6 +11136,145 @@ func (ec *executionContext) _NoticeActivityBucket(ctx context.Context, sel ast.S
 	return out
 }
 
+var noticeActorTypeCountImplementors = []string{"NoticeActorTypeCount"}
+
+func (ec *executionContext) _NoticeActorTypeCount(ctx context.Context, sel ast.SelectionSet, obj *awareness.ActorTypeCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeActorTypeCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeActorTypeCount")
+		case "actorType":
+			out.Values[i] = ec._NoticeActorTypeCount_actorType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._NoticeActorTypeCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeDigestImplementors = []string{"NoticeDigest"}
+
+func (ec *executionContext) _NoticeDigest(ctx context.Context, sel ast.SelectionSet, obj *awareness.NoticeDigest) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeDigestImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeDigest")
+		case "byKind":
+			out.Values[i] = ec._NoticeDigest_byKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "byActorType":
+			out.Values[i] = ec._NoticeDigest_byActorType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "humanEvents":
+			out.Values[i] = ec._NoticeDigest_humanEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastHumanChannel":
+			out.Values[i] = ec._NoticeDigest_lastHumanChannel(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "latestVersion":
+			out.Values[i] = ec._NoticeDigest_latestVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counted":
+			out.Values[i] = ec._NoticeDigest_counted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pruned":
+			out.Values[i] = ec._NoticeDigest_pruned(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeKindCountImplementors = []string{"NoticeKindCount"}
+
+func (ec *executionContext) _NoticeKindCount(ctx context.Context, sel ast.SelectionSet, obj *awareness.KindCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeKindCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeKindCount")
+		case "kind":
+			out.Values[i] = ec._NoticeKindCount_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._NoticeKindCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PageInfo) graphql.Marshaler {
@@ -11265,53 +11892,59 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 		case "watcher":
 			out.Values[i] = ec._StaleNotice_watcher(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "target":
 			out.Values[i] = ec._StaleNotice_target(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "targetAgentId":
 			out.Values[i] = ec._StaleNotice_targetAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "changesSince":
 			out.Values[i] = ec._StaleNotice_changesSince(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "notifiedVersion":
 			out.Values[i] = ec._StaleNotice_notifiedVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "materialVersion":
 			out.Values[i] = ec._StaleNotice_materialVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "text":
 			out.Values[i] = ec._StaleNotice_text(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "wake":
 			out.Values[i] = ec._StaleNotice_wake(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "openedAt":
 			out.Values[i] = ec._StaleNotice_openedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "closed":
 			out.Values[i] = ec._StaleNotice_closed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "digest":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._StaleNotice_digest(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12328,6 +12961,50 @@ func (ec *executionContext) marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋaware
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNoticeActorTypeCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCount(ctx context.Context, sel ast.SelectionSet, v awareness.ActorTypeCount) graphql.Marshaler {
+	return ec._NoticeActorTypeCount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeActorTypeCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCountᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.ActorTypeCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeActorTypeCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNoticeDigest2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeDigest(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeDigest) graphql.Marshaler {
+	return ec._NoticeDigest(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeKindCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCount(ctx context.Context, sel ast.SelectionSet, v awareness.KindCount) graphql.Marshaler {
+	return ec._NoticeKindCount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeKindCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCountᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.KindCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeKindCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCount(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

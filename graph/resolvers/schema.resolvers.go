@@ -149,6 +149,14 @@ func (r *queryResolver) SessionTree(ctx context.Context, agentID *string, active
 	return sessionTree(t), nil
 }
 
+func (r *staleNoticeResolver) Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error) {
+	ds, err := r.Service.NoticeDigests(ctx, []awareness.Notice{*obj})
+	if err != nil {
+		return awareness.NoticeDigest{}, err
+	}
+	return ds[0], nil
+}
+
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
 	subscribe := func(sink awareness.Sink[awareness.Notice]) (func(), error) {
@@ -211,10 +219,13 @@ func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResol
 
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
+func (r *Resolver) StaleNotice() generated.StaleNoticeResolver { return &staleNoticeResolver{r} }
+
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
 type (
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
+	staleNoticeResolver  struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
 )

@@ -714,6 +714,22 @@ func (s *memStore) Activity(ctx context.Context, q awareness.ActivityQuery) ([]a
 	return out, nil
 }
 
+func (s *memStore) Digests(ctx context.Context, ranges []awareness.DigestRange) ([]awareness.NoticeDigest, error) {
+	if err := awareness.CheckDigestRanges(ranges); err != nil {
+		return nil, err
+	}
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	out := make([]awareness.NoticeDigest, len(ranges))
+	for i, r := range ranges {
+		out[i] = awareness.DigestOf(r, db.events[r.Target])
+	}
+	return out, nil
+}
+
 func (s *memStore) Ping(context.Context) error {
 	if s.closed.Load() {
 		return awareness.Unavailable(errMemClosed)

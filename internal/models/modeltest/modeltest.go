@@ -61,6 +61,7 @@ func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
 			"delete":          m.delete,
 			"prune":           m.prune,
 			"restart":         m.restart,
+			"digest":          m.digest,
 			"":                m.check,
 		}
 		if o.OtherProcess {
@@ -198,6 +199,10 @@ func (mc *machine) record(rt *rapid.T) {
 			in.ActorType = awareness.ActorAgent
 		} else {
 			in.ActorType = awareness.ActorHuman
+			// The channel of the latest human event is in the digest (DIG-1).
+			if c := rapid.SampledFrom([]string{"", "telegram", "slack"}).Draw(rt, "channel"); c != "" {
+				in.Channel = &c
+			}
 		}
 	}
 	res, err := mc.svc.RecordEvent(ctx(), in)
@@ -663,6 +668,7 @@ func (mc *machine) check(rt *rapid.T) {
 	if d := cmp.Diff(wantN, gotN); d != "" {
 		rt.Fatalf("pending notices differ from the model (-want +got):\n%s", d)
 	}
+	logs := map[awareness.SessionRef][]awareness.Event{}
 	for _, k := range targets {
 		st, err := mc.svc.SessionStatus(ctx(), k, nil, ptr(int64(0)), nil)
 		if err != nil {
@@ -685,6 +691,70 @@ func (mc *machine) check(rt *rapid.T) {
 		}
 		if d := cmp.Diff(wantSeqs, gotSeqs); d != "" {
 			rt.Fatalf("retained events of %s differ (-want +got):\n%s", k, d)
+		}
+		logs[st.Ref] = st.Changes.Events
+	}
+	mc.checkDigests(rt, pend, logs)
+}
+
+// digest checks the digest of a drawn range (L, N] of a drawn session's log against
+// the log, counted here (DIG-1), whether or not a notice covers it.
+func (mc *machine) digest(rt *rapid.T) {
+	k := rapid.SampledFrom(targets).Draw(rt, "session")
+	head := mc.m.heads[k]
+	after := rapid.Int64Range(0, head).Draw(rt, "after")
+	through := rapid.Int64Range(after+1, head+2).Draw(rt, "through")
+	st, err := mc.svc.SessionStatus(ctx(), k, nil, ptr(int64(0)), nil)
+	if err != nil {
+		rt.Fatalf("status %s: %v", k, err)
+	}
+	n := awareness.Notice{Watcher: "agent:main:main", Target: st.Ref, ChangesSince: after, NotifiedVersion: through}
+	mc.checkDigests(rt, []awareness.Notice{n}, map[awareness.SessionRef][]awareness.Event{st.Ref: st.Changes.Events})
+}
+
+// checkDigests checks every pending notice's digest against its range of the
+// retained log, counted here (DIG-1): counts by kind and actor type, the human
+// events, the latest human event's channel, N, and what pruning removed.
+func (mc *machine) checkDigests(rt *rapid.T, pend []awareness.Notice, logs map[awareness.SessionRef][]awareness.Event) {
+	if len(pend) == 0 {
+		return
+	}
+	rs := make([]awareness.DigestRange, len(pend))
+	for i, n := range pend {
+		rs[i] = awareness.RangeOf(n)
+	}
+	ds, err := mc.store.Digests(ctx(), rs)
+	if err != nil {
+		rt.Fatalf("DIG-1: digests: %v", err)
+	}
+	for i, n := range pend {
+		d := ds[i]
+		kinds, actors := map[awareness.EventKind]int{}, map[awareness.ActorType]int{}
+		humans, channel, counted := 0, "", 0
+		for _, e := range logs[n.Target] {
+			if e.Sequence <= n.ChangesSince || e.Sequence > n.NotifiedVersion {
+				continue
+			}
+			counted++
+			kinds[e.Kind]++
+			actors[e.ActorType]++
+			if e.ActorType == awareness.ActorHuman {
+				humans++
+				channel = e.Payload.Channel
+			}
+		}
+		gotKinds, gotActors := map[awareness.EventKind]int{}, map[awareness.ActorType]int{}
+		for _, c := range d.ByKind {
+			gotKinds[c.Kind] += c.Count
+		}
+		for _, c := range d.ByActorType {
+			gotActors[c.ActorType] += c.Count
+		}
+		if !cmp.Equal(kinds, gotKinds) || !cmp.Equal(actors, gotActors) || d.HumanEvents != humans ||
+			d.LastHumanChannel != channel || d.LatestVersion != n.NotifiedVersion || d.Counted != counted ||
+			d.Pruned != n.NotifiedVersion-n.ChangesSince-int64(counted) {
+			rt.Fatalf("DIG-1: digest of %s→%s (%d, %d] is %+v; the log counts kinds %v, actors %v, %d human (channel %q), %d counted",
+				n.Watcher, n.Target.Key, n.ChangesSince, n.NotifiedVersion, d, kinds, actors, humans, channel, counted)
 		}
 	}
 }
