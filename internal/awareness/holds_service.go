@@ -422,7 +422,7 @@ func (s *Service) DismissNotice(ctx context.Context, watcher string, ref NoticeR
 					h = v.Hold
 				}
 			}
-			h = NoticeHold{Watcher: h.Watcher, Target: h.Target, MaxRedeliver: h.MaxRedeliver, Dismissed: a.NotifiedVersion}
+			h = NoticeHold{Watcher: h.Watcher, Target: h.Target, MaxRedeliver: h.MaxRedeliver, N: a.NotifiedVersion, Dismissed: a.NotifiedVersion}
 			return []NoticeHold{h}, nil
 		})
 		if err != nil {
