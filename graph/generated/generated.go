@@ -99,18 +99,23 @@ type ComplexityRoot struct {
 		AcknowledgeNotices func(childComplexity int, watcher string, notices []awareness.NoticeRef) int
 		AdoptSession       func(childComplexity int, input gqlmodel.AdoptInput) int
 		DeleteSession      func(childComplexity int, sessionKey string, agentID *string) int
+		DismissNotice      func(childComplexity int, watcher string, target string, targetAgentID *string, notifiedVersion int) int
+		DrainNotices       func(childComplexity int, watcher string) int
 		ImportSessions     func(childComplexity int, agentID string, sessionsJSON string) int
 		RecordEvent        func(childComplexity int, input gqlmodel.RecordEventInput) int
 		RecordEvents       func(childComplexity int, inputs []gqlmodel.RecordEventInput) int
 		RecordMemoryFlush  func(childComplexity int, sessionKey string, agentID *string) int
 		RecordOwnPrompt    func(childComplexity int, sessionKey string, agentID *string, text string) int
+		ReleaseNotices     func(childComplexity int, watcher string, notices []awareness.NoticeRef) int
 		ResetSession       func(childComplexity int, sessionKey string, agentID *string) int
+		SnoozeNotice       func(childComplexity int, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) int
 		Unwatch            func(childComplexity int, watcher string, target string, targetAgentID *string) int
 		UpsertSession      func(childComplexity int, input gqlmodel.SessionInput) int
 		Watch              func(childComplexity int, input gqlmodel.WatchInput) int
 	}
 
 	NoticeAck struct {
+		Dismissed       func(childComplexity int) int
 		FollowUp        func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		Outcome         func(childComplexity int) int
@@ -241,6 +246,7 @@ type ComplexityRoot struct {
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		OpenedAt        func(childComplexity int) int
+		Redelivered     func(childComplexity int) int
 		TargetAgentID   func(childComplexity int) int
 		TargetKey       func(childComplexity int) int
 		Text            func(childComplexity int) int
@@ -331,6 +337,10 @@ type MutationResolver interface {
 	RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error)
 	AcknowledgeNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.NoticeAck, error)
 	RecordEvents(ctx context.Context, inputs []gqlmodel.RecordEventInput) ([]gqlmodel.RecordEventsItem, error)
+	DrainNotices(ctx context.Context, watcher string) ([]awareness.Notice, error)
+	ReleaseNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.Notice, error)
+	SnoozeNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) (awareness.Notice, error)
+	DismissNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int) (awareness.NoticeAck, error)
 }
 type QueryResolver interface {
 	SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error)
@@ -616,6 +626,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteSession(childComplexity, args["sessionKey"].(string), args["agentId"].(*string)), true
+	case "Mutation.dismissNotice":
+		if e.ComplexityRoot.Mutation.DismissNotice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_dismissNotice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DismissNotice(childComplexity, args["watcher"].(string), args["target"].(string), args["targetAgentId"].(*string), args["notifiedVersion"].(int)), true
+	case "Mutation.drainNotices":
+		if e.ComplexityRoot.Mutation.DrainNotices == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_drainNotices_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DrainNotices(childComplexity, args["watcher"].(string)), true
 	case "Mutation.importSessions":
 		if e.ComplexityRoot.Mutation.ImportSessions == nil {
 			break
@@ -671,6 +703,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RecordOwnPrompt(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["text"].(string)), true
+	case "Mutation.releaseNotices":
+		if e.ComplexityRoot.Mutation.ReleaseNotices == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_releaseNotices_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReleaseNotices(childComplexity, args["watcher"].(string), args["notices"].([]awareness.NoticeRef)), true
 	case "Mutation.resetSession":
 		if e.ComplexityRoot.Mutation.ResetSession == nil {
 			break
@@ -682,6 +725,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResetSession(childComplexity, args["sessionKey"].(string), args["agentId"].(*string)), true
+	case "Mutation.snoozeNotice":
+		if e.ComplexityRoot.Mutation.SnoozeNotice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_snoozeNotice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SnoozeNotice(childComplexity, args["watcher"].(string), args["target"].(string), args["targetAgentId"].(*string), args["notifiedVersion"].(int), args["until"].(time.Time)), true
 	case "Mutation.unwatch":
 		if e.ComplexityRoot.Mutation.Unwatch == nil {
 			break
@@ -716,6 +770,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
 
+	case "NoticeAck.dismissed":
+		if e.ComplexityRoot.NoticeAck.Dismissed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.Dismissed(childComplexity), true
 	case "NoticeAck.followUp":
 		if e.ComplexityRoot.NoticeAck.FollowUp == nil {
 			break
@@ -1292,6 +1352,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.OpenedAt(childComplexity), true
+	case "StaleNotice.redelivered":
+		if e.ComplexityRoot.StaleNotice.Redelivered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Redelivered(childComplexity), true
 	case "StaleNotice.targetAgentId":
 		if e.ComplexityRoot.StaleNotice.TargetAgentID == nil {
 			break
@@ -2659,6 +2725,64 @@ extend type StaleNotice {
   "DIG-1. The digest of the log between changesSince and notifiedVersion, read from the log when selected (one indexed range read per notice). The text does not change."
   digest: NoticeDigest!
 }
+
+# ---------------------------------------------------------------------------------
+# Redelivery, snooze and dismissal (RDL-1, RDL-2).
+# ---------------------------------------------------------------------------------
+
+extend type StaleNotice {
+  "RDL-1. True on a notice that came back after a drain (drainNotices) that was neither acknowledged nor released, until it is acknowledged."
+  redelivered: Boolean!
+}
+
+extend input WatchInput {
+  "RDL-1. How often one opening of this pair's notice may come back after a drain that was neither acknowledged nor released (0 to 100; default 1). Kept until the next watch that names it."
+  maxRedeliver: Int
+}
+
+extend type NoticeAck {
+  "RDL-2. True when dismissNotice acknowledged the notice without reconciling."
+  dismissed: Boolean!
+}
+
+extend type Mutation {
+  "RDL-1. The drain of a turn: the watcher's pending notices to put into the prompt now (oldest first), neither snoozed nor held, and the drain recorded. A drained notice that is neither acknowledged (acknowledgeNotices) nor released (releaseNotices) is held, then comes back once, marked redelivered, after the server's --redeliver-turns later turns of the watcher (acknowledgements that do not name it) or --redeliver-after, whichever comes first; at most the watch's maxRedeliver times per opening. A notice whose redeliveries are used up is handed out by every drain until acknowledged."
+  drainNotices(
+    "The watching session's key."
+    watcher: String!
+  ): [StaleNotice!]!
+  "RDL-1. Hands drained notices back: each named notice held after a drain is handed out by the next drain, not as a redelivery. Returns the notices released."
+  releaseNotices(
+    "The watching session's key."
+    watcher: String!
+    "The drained notices, each by target, targetAgentId and notifiedVersion."
+    notices: [NoticeRef!]!
+  ): [StaleNotice!]!
+  "RDL-2. Hides the watcher's pending notice (named by its notifiedVersion) until until, then delivers it again (pendingNotices, drains and the subscriptions, which get it anew). until must be in the future and at most --max-snooze ahead (INVALID_ARGUMENT); a notice that is not pending is NOT_FOUND. Nothing is written when refused."
+  snoozeNotice(
+    "The watching session's key."
+    watcher: String!
+    "The notice's target."
+    target: String!
+    "The target's agent as the notice names it."
+    targetAgentId: String
+    "The notice's notifiedVersion."
+    notifiedVersion: Int!
+    "When the notice is delivered again."
+    until: Time!
+  ): StaleNotice!
+  "RDL-2. Acknowledges the watcher's pending notice (named by its notifiedVersion) without reconciling, as acknowledgeNotices does (a follow-up opens for what came after it), and records that it was dismissed: the answer has dismissed true. A notice that is not pending is NOT_FOUND, nothing written."
+  dismissNotice(
+    "The watching session's key."
+    watcher: String!
+    "The notice's target."
+    target: String!
+    "The target's agent as the notice names it."
+    targetAgentId: String
+    "The notice's notifiedVersion."
+    notifiedVersion: Int!
+  ): NoticeAck!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2767,6 +2891,8 @@ func (ec *executionContext) childFields_NoticeAck(ctx context.Context, field gra
 		return ec.fieldContext_NoticeAck_followUp(ctx, field)
 	case "pending":
 		return ec.fieldContext_NoticeAck_pending(ctx, field)
+	case "dismissed":
+		return ec.fieldContext_NoticeAck_dismissed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NoticeAck", field.Name)
 }
@@ -2995,6 +3121,8 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_closed(ctx, field)
 	case "digest":
 		return ec.fieldContext_StaleNotice_digest(ctx, field)
+	case "redelivered":
+		return ec.fieldContext_StaleNotice_redelivered(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -3325,6 +3453,58 @@ func (ec *executionContext) field_Mutation_deleteSession_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_dismissNotice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "notifiedVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notifiedVersion"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_drainNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_importSessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3427,6 +3607,28 @@ func (ec *executionContext) field_Mutation_recordOwnPrompt_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_releaseNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "notices",
+		func(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+			return ec.unmarshalNNoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notices"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3446,6 +3648,52 @@ func (ec *executionContext) field_Mutation_resetSession_args(ctx context.Context
 		return nil, err
 	}
 	args["agentId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_snoozeNotice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "notifiedVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notifiedVersion"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "until",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["until"] = arg4
 	return args, nil
 }
 
@@ -5333,6 +5581,182 @@ func (ec *executionContext) fieldContext_Mutation_recordEvents(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_drainNotices(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_drainNotices(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DrainNotices(ctx, fc.Args["watcher"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_drainNotices(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_drainNotices_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_releaseNotices(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_releaseNotices(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReleaseNotices(ctx, fc.Args["watcher"].(string), fc.Args["notices"].([]awareness.NoticeRef))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_releaseNotices(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_releaseNotices_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_snoozeNotice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_snoozeNotice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SnoozeNotice(ctx, fc.Args["watcher"].(string), fc.Args["target"].(string), fc.Args["targetAgentId"].(*string), fc.Args["notifiedVersion"].(int), fc.Args["until"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_snoozeNotice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_snoozeNotice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_dismissNotice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_dismissNotice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DismissNotice(ctx, fc.Args["watcher"].(string), fc.Args["target"].(string), fc.Args["targetAgentId"].(*string), fc.Args["notifiedVersion"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.NoticeAck) graphql.Marshaler {
+			return ec.marshalNNoticeAck2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAck(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_dismissNotice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeAck(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_dismissNotice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _NoticeAck_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5510,6 +5934,29 @@ func (ec *executionContext) fieldContext_NoticeAck_pending(_ context.Context, fi
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _NoticeAck_dismissed(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_dismissed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dismissed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_dismissed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _NoticeActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
@@ -7822,6 +8269,29 @@ func (ec *executionContext) fieldContext_StaleNotice_digest(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _StaleNotice_redelivered(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_redelivered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Redelivered, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_redelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _StateChanges_events(ctx context.Context, field graphql.CollectedField, obj *awareness.StatusChanges) (ret graphql.Marshaler) {
@@ -10426,7 +10896,7 @@ func (ec *executionContext) unmarshalInputWatchInput(ctx context.Context, obj an
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"watcher", "target", "targetAgentId"}
+	fieldsInOrder := [...]string{"watcher", "target", "targetAgentId", "maxRedeliver"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10454,6 +10924,13 @@ func (ec *executionContext) unmarshalInputWatchInput(ctx context.Context, obj an
 				return it, err
 			}
 			it.TargetAgentID = data
+		case "maxRedeliver":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRedeliver"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRedeliver = data
 		}
 	}
 	return it, nil
@@ -11013,6 +11490,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "drainNotices":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_drainNotices(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseNotices":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_releaseNotices(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "snoozeNotice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_snoozeNotice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dismissNotice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_dismissNotice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11074,6 +11579,11 @@ func (ec *executionContext) _NoticeAck(ctx context.Context, sel ast.SelectionSet
 		case "pending":
 			out.Values[i] = ec._NoticeAck_pending(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "dismissed":
+			out.Values[i] = ec._NoticeAck_dismissed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11945,6 +12455,11 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._StaleNotice_digest(ctx, field, obj)
 				})
+		case "redelivered":
+			out.Values[i] = ec._StaleNotice_redelivered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

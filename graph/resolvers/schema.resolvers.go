@@ -7,6 +7,7 @@ package resolvers
 
 import (
 	"context"
+	"time"
 
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/gqlmodel"
@@ -22,7 +23,7 @@ func (r *mutationResolver) RecordEvent(ctx context.Context, input gqlmodel.Recor
 }
 
 func (r *mutationResolver) Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error) {
-	res, err := r.Service.Watch(ctx, input.Watcher, input.Target, input.TargetAgentID)
+	res, err := r.Service.WatchRedeliver(ctx, input.Watcher, input.Target, input.TargetAgentID, input.MaxRedeliver)
 	if err != nil {
 		return gqlmodel.WatchResult{}, err
 	}
@@ -79,6 +80,22 @@ func (r *mutationResolver) RecordEvents(ctx context.Context, inputs []gqlmodel.R
 		return nil, err
 	}
 	return recordEventsItems(items), nil
+}
+
+func (r *mutationResolver) DrainNotices(ctx context.Context, watcher string) ([]awareness.Notice, error) {
+	return r.Service.DrainNotices(ctx, watcher)
+}
+
+func (r *mutationResolver) ReleaseNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.Notice, error) {
+	return r.Service.ReleaseNotices(ctx, watcher, notices)
+}
+
+func (r *mutationResolver) SnoozeNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) (awareness.Notice, error) {
+	return r.Service.SnoozeNotice(ctx, watcher, awareness.NoticeRef{Target: target, TargetAgentID: targetAgentID, NotifiedVersion: int64(notifiedVersion)}, until)
+}
+
+func (r *mutationResolver) DismissNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int) (awareness.NoticeAck, error) {
+	return r.Service.DismissNotice(ctx, watcher, awareness.NoticeRef{Target: target, TargetAgentID: targetAgentID, NotifiedVersion: int64(notifiedVersion)})
 }
 
 func (r *queryResolver) SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error) {

@@ -12,9 +12,9 @@ type holdKey struct {
 	target  SessionRef
 }
 
-func keyOfNotice(n Notice) holdKey     { return holdKey{n.Watcher, n.Target} }
-func keyOfHold(h NoticeHold) holdKey   { return holdKey{h.Watcher, h.Target} }
-func keyOfView(v HoldView) holdKey     { return keyOfHold(v.Hold) }
+func keyOfNotice(n Notice) holdKey   { return holdKey{n.Watcher, n.Target} }
+func keyOfHold(h NoticeHold) holdKey { return holdKey{h.Watcher, h.Target} }
+func keyOfView(v HoldView) holdKey   { return keyOfHold(v.Hold) }
 
 // applyHolds marks the pending notices ns of watcher ("" every watcher) as their holds
 // say (Redelivered, Delivery) and leaves out the snoozed ones (RDL-1, RDL-2).
@@ -452,4 +452,28 @@ func CheckMaxRedeliver(n int) error {
 		return Errorf(EINVALID, "maxRedeliver must be between 0 and %d, got %d", MaxMaxRedeliver, n)
 	}
 	return nil
+}
+
+// RunHoldPoll wakes the due holds (WakeHolds) every interval until ctx ends (RDL-1,
+// RDL-2): a snooze ends, or a drained notice's time bound passes, within an interval.
+// A failed pass is logged and the next one retries.
+func (s *Service) RunHoldPoll(ctx context.Context, every time.Duration) {
+	if s.holds == nil {
+		return
+	}
+	if every <= 0 {
+		every = DefaultHoldPoll
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.WakeHolds(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("notice holds: waking the due holds failed", "err", err)
+			}
+		}
+	}
 }
