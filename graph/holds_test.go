@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/awareness/awareness/client"
 )
 
 // RDL-1, RDL-2 through /query: drainNotices hands a notice out once and records the
@@ -81,5 +83,48 @@ func TestDrainSnoozeDismissOverHTTP_RDL1_RDL2(t *testing.T) {
 	_, r, raw := e.post(t, `mutation { dismissNotice(watcher: "agent:main:main", target: "agent:main:direct:alice", notifiedVersion: 1) { dismissed } }`, nil)
 	if r.code() != "NOT_FOUND" {
 		t.Errorf("dismissing it again: %s, want NOT_FOUND", raw)
+	}
+}
+
+// DIG-1, RDL-1, RDL-2 through the Go client's calls: PendingDigests, DrainNotices,
+// ReleaseNotices, SnoozeNotice and DismissNotice against the real handler.
+func TestGoClientDigestDrainSnoozeDismiss_DIG1_RDL1_RDL2(t *testing.T) {
+	e := newEnv(t)
+	c, err := client.New(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const w = "agent:main:main"
+	tgt := client.Target{SessionKey: "agent:main:direct:alice"}
+	if res, err := c.WatchTargetRedeliver(ctx, w, tgt, 2); err != nil || !res.Watched {
+		t.Fatalf("watch: %+v, %v", res, err)
+	}
+	e.record(t, map[string]any{"sessionKey": tgt.SessionKey, "kind": "human_direct_message", "actorType": "human", "channel": "slack"})
+	ns, err := c.PendingDigests(ctx, w)
+	if err != nil || len(ns) != 1 || ns[0].Digest == nil || ns[0].Digest.HumanEvents != 1 ||
+		ns[0].Digest.LastHumanChannel == nil || *ns[0].Digest.LastHumanChannel != "slack" || ns[0].Digest.LatestVersion != 1 {
+		t.Fatalf("PendingDigests: %+v, %v", ns, err)
+	}
+	d, err := c.DrainNotices(ctx, w)
+	if err != nil || len(d) != 1 || d[0].Redelivered {
+		t.Fatalf("DrainNotices: %+v, %v", d, err)
+	}
+	if again, _ := c.DrainNotices(ctx, w); len(again) != 0 {
+		t.Fatalf("drained twice: %+v", again)
+	}
+	if r, err := c.ReleaseNotices(ctx, w, d); err != nil || len(r) != 1 {
+		t.Fatalf("ReleaseNotices: %+v, %v", r, err)
+	}
+	sn, err := c.SnoozeNotice(ctx, d[0], time.Now().Add(time.Hour))
+	if err != nil || sn.NotifiedVersion != 1 {
+		t.Fatalf("SnoozeNotice: %+v, %v", sn, err)
+	}
+	if _, err := c.SnoozeNotice(ctx, d[0], time.Now().Add(-time.Hour)); client.ErrorCode(err) != "INVALID_ARGUMENT" {
+		t.Errorf("SnoozeNotice in the past: %v", err)
+	}
+	a, err := c.DismissNotice(ctx, d[0])
+	if err != nil || !a.Dismissed || a.Outcome != client.AckAcknowledged {
+		t.Fatalf("DismissNotice: %+v, %v", a, err)
 	}
 }

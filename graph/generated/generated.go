@@ -242,6 +242,7 @@ type ComplexityRoot struct {
 	StaleNotice struct {
 		ChangesSince    func(childComplexity int) int
 		Closed          func(childComplexity int) int
+		Delivery        func(childComplexity int) int
 		Digest          func(childComplexity int) int
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
@@ -1328,6 +1329,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.Closed(childComplexity), true
+	case "StaleNotice.delivery":
+		if e.ComplexityRoot.StaleNotice.Delivery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Delivery(childComplexity), true
 	case "StaleNotice.digest":
 		if e.ComplexityRoot.StaleNotice.Digest == nil {
 			break
@@ -2733,6 +2740,8 @@ extend type StaleNotice {
 extend type StaleNotice {
   "RDL-1. True on a notice that came back after a drain (drainNotices) that was neither acknowledged nor released, until it is acknowledged."
   redelivered: Boolean!
+  "RDL-1, RDL-2. How many times this notice (this opening) was handed out again: by a redelivery or the end of a snooze. A client holding the notice with a lower delivery has it back."
+  delivery: Int!
 }
 
 extend input WatchInput {
@@ -3123,6 +3132,8 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_digest(ctx, field)
 	case "redelivered":
 		return ec.fieldContext_StaleNotice_redelivered(ctx, field)
+	case "delivery":
+		return ec.fieldContext_StaleNotice_delivery(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -8294,6 +8305,29 @@ func (ec *executionContext) fieldContext_StaleNotice_redelivered(_ context.Conte
 	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _StaleNotice_delivery(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_delivery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delivery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_delivery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Int")
+}
+
 func (ec *executionContext) _StateChanges_events(ctx context.Context, field graphql.CollectedField, obj *awareness.StatusChanges) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12457,6 +12491,11 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 				})
 		case "redelivered":
 			out.Values[i] = ec._StaleNotice_redelivered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "delivery":
+			out.Values[i] = ec._StaleNotice_delivery(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
