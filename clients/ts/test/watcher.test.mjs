@@ -400,3 +400,32 @@ test('Watcher: reconcile reads the delta a notice names (REC-1)', async () => {
     await s.kill();
   }
 });
+
+test('Client: digest, drain, release, snooze and dismiss against the real binary (DIG-1, RDL-1, RDL-2)', async () => {
+  const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort());
+  const child = 'agent:main:subagent:rdl';
+  try {
+    await s.spawn(child, W);
+    await s.human(child);
+    const c = new Client(s.endpoint);
+    const [p] = await c.pendingDigests(W);
+    assert.equal(p.digest.humanEvents, 1);
+    assert.equal(p.digest.latestVersion, p.notifiedVersion);
+    assert.equal(p.digest.counted + p.digest.pruned, p.notifiedVersion - p.changesSince);
+    const d = await c.drainNotices(W);
+    assert.equal(d.length, 1);
+    assert.equal(d[0].redelivered, false);
+    assert.deepEqual(await c.drainNotices(W), [], 'a drained notice is held');
+    assert.equal((await c.releaseNotices(W, d)).length, 1);
+    const sn = await c.snoozeNotice(W, d[0], new Date(Date.now() + 3600_000));
+    assert.equal(sn.notifiedVersion, d[0].notifiedVersion);
+    assert.deepEqual(await c.pendingNotices(W), [], 'a snoozed notice is hidden');
+    await assert.rejects(c.snoozeNotice(W, d[0], new Date(Date.now() - 1000)), (e) => e.code === 'INVALID_ARGUMENT');
+    const a = await c.dismissNotice(W, d[0]);
+    assert.equal(a.outcome, 'acknowledged');
+    assert.equal(a.dismissed, true);
+    await assert.rejects(c.dismissNotice(W, d[0]), (e) => e.code === 'NOT_FOUND');
+  } finally {
+    await s.kill();
+  }
+});
