@@ -26,12 +26,13 @@ func (s *Service) applyHolds(ctx context.Context, watcher string, ns []Notice) (
 	if err != nil || len(hs) == 0 {
 		return ns, err
 	}
-	return markHeld(ns, hs, s.Now(), false), nil
+	return MarkHeld(ns, hs, s.Now()), nil
 }
 
-// markHeld marks ns by their holds and leaves out the snoozed ones, and with
-// drained also those held for redelivery (what a drain leaves out).
-func markHeld(ns []Notice, hs []NoticeHold, now time.Time, drained bool) []Notice {
+// MarkHeld marks the pending notices ns by their holds hs at now (Redelivered,
+// Delivery) and leaves out the snoozed ones (RDL-1, RDL-2). The service applies it to
+// every notice it reads; a store's cross-process listener to those it publishes.
+func MarkHeld(ns []Notice, hs []NoticeHold, now time.Time) []Notice {
 	by := make(map[holdKey]NoticeHold, len(hs))
 	for _, h := range hs {
 		by[keyOfHold(h)] = h
@@ -39,7 +40,7 @@ func markHeld(ns []Notice, hs []NoticeHold, now time.Time, drained bool) []Notic
 	out := ns[:0:0]
 	for _, n := range ns {
 		if h, ok := by[keyOfNotice(n)]; ok && h.Of(n) {
-			if h.Hidden(now) || drained && h.Held() {
+			if h.Hidden(now) {
 				continue
 			}
 			n.Redelivered, n.Delivery = h.Redeliveries > 0, h.Deliveries
