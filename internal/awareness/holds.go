@@ -98,8 +98,8 @@ type HoldStore interface {
 	// and their cursors, calls fn with them, and writes every hold fn returns (an
 	// upsert by pair). An error from fn rolls back: nothing is written.
 	UpdateHolds(ctx context.Context, q HoldQuery, fn func([]HoldView) ([]NoticeHold, error)) error
-	// Holds reads the holds of a watcher ("": every watcher) that apply to a notice
-	// (N > 0).
+	// Holds reads the holds of a watcher ("": every watcher) that describe their
+	// pair's pending notice (N > 0, the cursor's N, N > L).
 	Holds(ctx context.Context, watcher string) ([]NoticeHold, error)
 }
 

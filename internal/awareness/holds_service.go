@@ -208,6 +208,16 @@ func (s *Service) turn(ctx context.Context, req AckRequest) {
 	if s.holds == nil || req.Exact == nil && req.Targets == nil {
 		return // the all form names every notice of the watcher
 	}
+	// An acknowledgement of a watcher that holds no drained notice (every gateway that
+	// does not drain with drainNotices) costs one read of its holds, no write.
+	hs, err := s.holds.Holds(ctx, req.Watcher)
+	if err != nil {
+		s.log.Warn("notice redelivery: reading the holds failed; the time bound applies", "watcher", req.Watcher, "err", err)
+		return
+	}
+	if !slices.ContainsFunc(hs, NoticeHold.Held) {
+		return
+	}
 	names := func(h NoticeHold) bool {
 		if req.Exact != nil {
 			return slices.ContainsFunc(req.Exact, func(a AckTarget) bool { return a.Target == h.Target && a.NotifiedVersion == h.N })
@@ -215,7 +225,7 @@ func (s *Service) turn(ctx context.Context, req AckRequest) {
 		return slices.Contains(req.Targets, h.Target)
 	}
 	var back []HoldView
-	err := s.holds.UpdateHolds(context.WithoutCancel(ctx), HoldQuery{Watcher: req.Watcher}, func(vs []HoldView) ([]NoticeHold, error) {
+	err = s.holds.UpdateHolds(context.WithoutCancel(ctx), HoldQuery{Watcher: req.Watcher}, func(vs []HoldView) ([]NoticeHold, error) {
 		back = back[:0]
 		var write []NoticeHold
 		for _, v := range vs {

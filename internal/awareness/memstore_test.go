@@ -644,6 +644,11 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 		res.CursorsExpired, res.Closed = db.deleteCursors(func(c awareness.Cursor) bool {
 			return c.UpdatedAt.Before(now.Add(-p.CursorTTL))
 		})
+		for p := range db.holds { // the holds of pairs without a cursor go with the expiry
+			if _, ok := db.cursors[p]; !ok {
+				delete(db.holds, p)
+			}
+		}
 		db.lastExpiry = now
 	}
 	db.lastPrune = now
@@ -1040,7 +1045,8 @@ func (s *memStore) Holds(ctx context.Context, watcher string) ([]awareness.Notic
 	defer db.mu.Unlock()
 	var out []awareness.NoticeHold
 	for p, h := range db.holds {
-		if (watcher == "" || p.watcher == watcher) && h.N != 0 {
+		c, ok := db.cursors[p]
+		if (watcher == "" || p.watcher == watcher) && h.N != 0 && ok && c.N == h.N && c.Pending() {
 			out = append(out, h)
 		}
 	}

@@ -24,6 +24,16 @@ const (
 		"due_at = excluded.due_at"
 )
 
+// pruneHoldsSQL deletes the holds of pairs that have no cursor.
+const pruneHoldsSQL = "DELETE FROM notice_holds WHERE NOT EXISTS (SELECT 1 FROM cursors c WHERE c.watcher_key = notice_holds.watcher_key " +
+	"AND c.target_agent_id = notice_holds.target_agent_id AND c.target_key = notice_holds.target_key)"
+
+// heldOfPendingSQL reads the holds that describe their pair's pending notice.
+const heldOfPendingSQL = "SELECT ho.watcher_key, ho.target_agent_id, ho.target_key, ho.max_redeliver, ho.n, ho.drained_at, ho.turns, " +
+	"ho.redeliveries, ho.deliveries, ho.snoozed_until, ho.dismissed, ho.due_at FROM notice_holds ho JOIN cursors c ON " +
+	"c.watcher_key = ho.watcher_key AND c.target_agent_id = ho.target_agent_id AND c.target_key = ho.target_key " +
+	"AND c.n = ho.n AND c.n > c.l WHERE ho.n > 0"
+
 func scanHold(rows *sql.Rows) (awareness.NoticeHold, error) {
 	var (
 		h                     awareness.NoticeHold
@@ -47,6 +57,22 @@ func nullTime(n sql.NullInt64) time.Time {
 func (s *Store) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func([]awareness.HoldView) ([]awareness.NoticeHold, error)) error {
 	if err := awareness.RefuseCheckOnly(ctx); err != nil {
 		return err
+	}
+	if q.Watcher == "" {
+		// The hold poll asks every second: without a due hold (the usual answer, one
+		// read of the index holds_due) it opens no write transaction.
+		if s.closed.Load() {
+			return s.wrapErr(errClosed)
+		}
+		due, err := s.reader(ctx).scanRow([]any{new(int)}, "SELECT 1 FROM notice_holds WHERE due_at IS NOT NULL AND due_at <= ? LIMIT 1", nanos(q.DueBy))
+		if err != nil {
+			return s.wrapErr(err)
+		}
+		if !due {
+			if write, err := fn(nil); err != nil || len(write) == 0 {
+				return err
+			}
+		}
 	}
 	return s.write(ctx, "UpdateHolds", func(t *tx) error {
 		var (
@@ -116,15 +142,16 @@ type holdPair struct {
 	target  awareness.SessionRef
 }
 
-// Holds reads the holds of a watcher ("": every watcher) that describe a notice.
+// Holds reads the holds of a watcher ("": every watcher) that describe their pair's
+// pending notice.
 func (s *Store) Holds(ctx context.Context, watcher string) ([]awareness.NoticeHold, error) {
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)
 	}
-	q, args := "SELECT "+holdColumns+" FROM notice_holds WHERE n > 0", []any(nil)
+	q, args := heldOfPendingSQL, []any(nil)
 	if watcher != "" {
-		q, args = q+" AND watcher_key = ?", []any{watcher}
+		q, args = q+" AND ho.watcher_key = ?", []any{watcher}
 	}
-	hs, err := scanAll(s.reader(ctx), scanHold, q+" ORDER BY watcher_key, target_agent_id, target_key", args...)
+	hs, err := scanAll(s.reader(ctx), scanHold, q+" ORDER BY ho.watcher_key, ho.target_agent_id, ho.target_key", args...)
 	return hs, s.wrapErr(err)
 }

@@ -90,4 +90,29 @@ func testHolds(t *testing.T, f *fixture) {
 	if other, err := f.holdStore().Holds(f.ctx, childKey); err != nil || len(other) != 0 {
 		t.Errorf("Holds(other watcher) = %v, %v; want none", other, err)
 	}
+	// Holds reads only the holds of pending notices; the row of a pair without a
+	// cursor goes with the cursor expiry.
+	if ok, _, err := f.s.Unwatch(f.ctx, parentKey, tgt); err != nil || !ok {
+		t.Fatalf("Unwatch: %v, %v", ok, err)
+	}
+	if got, _ := f.holdStore().Holds(f.ctx, parentKey); len(got) != 0 {
+		t.Errorf("Holds after Unwatch: %+v, want none", got)
+	}
+	rows := func() int {
+		n := 0
+		if err := f.updateHolds(awareness.HoldQuery{Watcher: parentKey}, func(vs []awareness.HoldView) ([]awareness.NoticeHold, error) {
+			n = len(vs)
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rows(); n != 1 {
+		t.Fatalf("hold rows before the expiry: %d, want 1", n)
+	}
+	f.prune(awareness.RetentionPolicy{CursorTTL: 24 * time.Hour}, t0.Add(time.Hour))
+	if n := rows(); n != 0 {
+		t.Errorf("hold rows of a pair without a cursor after the expiry: %d, want 0", n)
+	}
 }

@@ -127,9 +127,17 @@ func testSnooze(t *testing.T, f *fixture) {
 	if c := f.mustCursor(w, n.Target); c.L != n.NotifiedVersion || c.Pending() {
 		t.Errorf("after dismiss: cursor %+v", c)
 	}
-	hs, _ := holdsState(t, f, svc, w)
-	if len(hs) != 1 || hs[0].Dismissed != n.NotifiedVersion {
-		t.Errorf("the dismissal is not recorded: %+v", hs)
+	var dismissed []int64
+	if err := f.updateHolds(awareness.HoldQuery{Watcher: w}, func(vs []awareness.HoldView) ([]awareness.NoticeHold, error) {
+		for _, v := range vs {
+			dismissed = append(dismissed, v.Hold.Dismissed)
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(dismissed) != 1 || dismissed[0] != n.NotifiedVersion {
+		t.Errorf("the dismissal is not recorded: %v, want [%d]", dismissed, n.NotifiedVersion)
 	}
 	if _, err := svc.DismissNotice(ctx, w, refOf(n)); awareness.ErrorCode(err) != awareness.ENOTFOUND {
 		t.Errorf("dismissing it again: %v, want %s", err, awareness.ENOTFOUND)
