@@ -192,3 +192,64 @@ func redeliveryRun(t *testing.T, f *fixture, maxRedeliver, turns, run int) {
 	}
 	t.Logf("maxRedeliver %d: %d turns acknowledged, %d failed, %d notices came back, %d openings", maxRedeliver, okTurns, failed, redelivered, len(opened))
 }
+
+// testRedeliveryPublished: a redelivered notice reaches the watcher's live
+// subscription again, marked redelivered with a new delivery (RDL-1, NTC-7).
+func testRedeliveryPublished(t *testing.T, f *fixture) {
+	svc, _ := f.service(awareness.HoldPolicy{RedeliverTurns: 2, RedeliverAfter: time.Hour, MaxSnooze: time.Hour})
+	ctx := f.ctx
+	const w = parentKey
+	for _, k := range []string{targetKey, childKey} {
+		if _, err := svc.Watch(ctx, w, k, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.RecordEvent(ctx, human(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, stop, err := svc.SubscribeNotices(ctx, ptr(w), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stop() }()
+	next := func() awareness.Notice {
+		t.Helper()
+		select {
+		case n := <-live:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notice on the subscription")
+		}
+		return awareness.Notice{}
+	}
+	next()
+	next()
+	d, err := svc.DrainNotices(ctx, w)
+	if err != nil || len(d) != 2 {
+		t.Fatalf("drain: %+v, %v", d, err)
+	}
+	var lost, done awareness.Notice
+	for _, n := range d {
+		if n.Target.Key == targetKey {
+			lost = n
+		} else {
+			done = n
+		}
+	}
+	for range 2 { // two turns that do not name the lost notice
+		if _, err := svc.AcknowledgeNotices(ctx, w, []awareness.NoticeRef{refOf(done)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc.Flush()
+	for {
+		n := next()
+		if n.Target.Key != targetKey {
+			continue
+		}
+		if n.NotifiedVersion != lost.NotifiedVersion || !n.Redelivered || n.Delivery != 1 || n.Text != lost.Text {
+			t.Fatalf("redelivered notice: %+v", n)
+		}
+		break
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"DIG-1_digest_refuses_a_bad_range", testDigestBadRange},
 		{"RDL-1_RDL-2_notice_holds_round_trip", testHolds},
 		{"RDL-1_redelivery_under_failing_turns", testRedeliveryUnderFailingTurns},
+		{"RDL-1_redelivery_is_published", testRedeliveryPublished},
 		{"RDL-2_snooze_wakes_and_dismiss_records", testSnooze},
 		{"Append_batch_atomic", testBatchAtomic},
 		{"Stats_and_ping", testStatsAndPing},
