@@ -74,7 +74,7 @@ func (s *Store) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func(
 			}
 		}
 	}
-	return s.write(ctx, "UpdateHolds", func(t *tx) error {
+	return s.writeTx(ctx, "UpdateHolds", func(t *tx, hn *hint) error {
 		var (
 			hs  []awareness.NoticeHold
 			err error
@@ -127,6 +127,13 @@ func (s *Store) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func(
 			return err
 		}
 		for _, h := range write {
+			// A notice handed out again (a redelivery, a snooze that ended) wakes the
+			// other processes' listeners for its watcher, as an opened notice does.
+			if i, ok := byPair[holdPair{h.Watcher, h.Target}]; !ok || h.Deliveries > vs[i].Hold.Deliveries {
+				if h.Deliveries > 0 {
+					hn.addWatcher(h.Watcher)
+				}
+			}
 			if _, err := t.exec(holdSaveSQL, h.Watcher, h.Target.AgentID, h.Target.Key, h.MaxRedeliver, h.N,
 				nullNanos(h.DrainedAt), h.Turns, h.Redeliveries, h.Deliveries, nullNanos(h.SnoozedUntil), h.Dismissed,
 				nullNanos(h.DueAt)); err != nil {

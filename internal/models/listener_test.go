@@ -334,10 +334,11 @@ func TestListener_CrossProcessClosedNotices_NTC3(t *testing.T) {
 }
 
 // RDL-2 across processes: a notice snoozed and woken by process B reaches A's
-// subscriber again, with its new delivery, through A's listener (its rescan reads the
-// holds with the cursors), and not while it is snoozed.
+// subscriber again, with its new delivery, through A's listener (the wake's hint names
+// the watcher, and the read takes the holds with the cursors: the safety poll is an
+// hour here), and not while it is snoozed.
 func TestListener_CrossProcessSnoozeWakes_RDL2(t *testing.T) {
-	r := newListenerRig(t, 300*time.Millisecond)
+	r := newListenerRig(t, time.Hour)
 	r.record(r.svcB, "agent:main:subagent:snz")
 	n := r.nextNotice()
 	if n.Delivery != 0 {
