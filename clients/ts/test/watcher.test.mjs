@@ -429,3 +429,28 @@ test('Client: digest, drain, release, snooze and dismiss against the real binary
     await s.kill();
   }
 });
+
+test('Watcher: a notice drained on the service and lost by a failed turn comes back, redelivered, after the stated turns, and drain() hands it out again (RDL-1)', async () => {
+  const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort(), ['--redeliver-turns', '1']);
+  const [a, b] = ['agent:main:subagent:rdla', 'agent:main:subagent:rdlb'];
+  try {
+    await s.spawn(a, W);
+    await s.spawn(b, W);
+    await s.human(a);
+    await s.human(b);
+    const c = new Client(s.endpoint);
+    const w = new Watcher(c, [W], fast);
+    const local = await drainWait(w, 2, W);
+    assert.equal((await c.drainNotices(W)).length, 2, 'the service records the drain');
+    // The turn acknowledges b only: one turn for a, which comes back redelivered.
+    await w.ack(local.filter((n) => n.target === b));
+    const [back] = await drainWait(w, 1, W);
+    assert.equal(back.target, a);
+    assert.equal(back.redelivered, true);
+    assert.equal(back.delivery, 1);
+    await w.ack([back]);
+    await w.close();
+  } finally {
+    await s.kill();
+  }
+});
