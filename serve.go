@@ -106,6 +106,7 @@ func (m *Main) steps() []step {
 		{"service", m.openService},
 		{"upstream monitor", m.openMonitor},
 		{"pruner", m.openPruner},
+		{"hold poll", m.openHoldPoll},
 		{"demo", m.openDemo},
 		{"http", m.openHTTP},
 	}
@@ -311,7 +312,7 @@ func (m *Main) openService(ctx context.Context) (func(), error) {
 	}
 	m.budget = budget.New(m.cfg.Budget)
 	m.svc = awareness.NewService(awareness.Config{Store: m.store, Hub: m.hub, Logger: m.log.With("component", "service"),
-		Catalogs: catalogs, Observer: m.tel, Grants: grants, Streams: m.budget})
+		Catalogs: catalogs, Observer: m.tel, Grants: grants, Streams: m.budget, Holds: m.cfg.Holds})
 	n, err := m.svc.Sweep(ctx)
 	if err != nil {
 		m.log.Error("startup sweep", "err", err)
@@ -359,6 +360,21 @@ func (m *Main) openPruner(ctx context.Context) (func(), error) {
 	return func() {
 		pruner.Stop()
 		m.log.Info("shutdown: pruner stopped")
+	}, nil
+}
+
+// openHoldPoll wakes the due notice holds (RDL-1, RDL-2) every --hold-poll.
+func (m *Main) openHoldPoll(ctx context.Context) (func(), error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.svc.RunHoldPoll(ctx, m.cfg.HoldPoll)
+	}()
+	return func() {
+		cancel()
+		<-done
+		m.log.Info("shutdown: hold poll stopped")
 	}, nil
 }
 

@@ -66,6 +66,10 @@ type serveConfig struct {
 	// FeedBookmark is the longest a feed subscription goes idle without a bookmark
 	// (FEED-3).
 	FeedBookmark time.Duration
+	// Holds is the redelivery and snooze policy (RDL-1, RDL-2) and HoldPoll how often
+	// the due holds are woken.
+	Holds    awareness.HoldPolicy
+	HoldPoll time.Duration
 	// MetricsToken, read from MetricsTokenFile, is the bearer token /metrics requires
 	// ("": /metrics is open).
 	MetricsTokenFile string
@@ -128,6 +132,10 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		wsInit          = envFlag(fs, fs.Duration, "ws-init-timeout", graph.WSInitTimeout, "AWARENESS_WS_INIT_TIMEOUT", "time a WebSocket client has to send connection_init")
 		noticePoll      = envFlag(fs, fs.Duration, "notice-poll", models.DefaultNoticePoll, "AWARENESS_NOTICE_POLL", "PostgreSQL: how often each process rescans pending notices besides LISTEN/NOTIFY")
 		feedBookmark    = envFlag(fs, fs.Duration, "feed-bookmark", awareness.DefaultFeedBookmark, "AWARENESS_FEED_BOOKMARK", "the longest a feed subscription (staleNoticeFeed, stateEventFeed) stays silent: an idle one gets a FeedBookmark this often (100ms to 30s)")
+		redeliverTurns  = envFlag(fs, fs.Int, "redeliver-turns", awareness.DefaultRedeliverTurns, "AWARENESS_REDELIVER_TURNS", "RDL-1: a notice drained (drainNotices) and neither acknowledged nor released comes back, marked redelivered, after this many later turns of its watcher (acknowledgements that do not name it) or --redeliver-after, whichever comes first")
+		redeliverAfter  = envFlag(fs, fs.Duration, "redeliver-after", awareness.DefaultRedeliverAfter, "AWARENESS_REDELIVER_AFTER", "RDL-1: the longest a drained, unacknowledged notice waits before it comes back (at most the watch's maxRedeliver times per opening, default 1)")
+		maxSnooze       = envFlag(fs, fs.Duration, "max-snooze", awareness.DefaultMaxSnooze, "AWARENESS_MAX_SNOOZE", "RDL-2: how far ahead snoozeNotice's until may be")
+		holdPoll        = envFlag(fs, fs.Duration, "hold-poll", awareness.DefaultHoldPoll, "AWARENESS_HOLD_POLL", "RDL-1, RDL-2: how often snoozes that ended and drained notices past --redeliver-after are delivered again")
 		metricsToken    = envFlag(fs, fs.String, "metrics-token-file", "", "AWARENESS_METRICS_TOKEN_FILE", "file holding the bearer token (at least 32 characters, mode 600) that /metrics then requires; without it /metrics is open to whoever reaches --addr")
 		busURL          = envFlag(fs, fs.String, "bus", "", "AWARENESS_BUS", "PostgreSQL: a NATS server (nats://host:4222; several of one cluster comma-separated) that carries the hints between the processes in place of NOTIFY: each process receives only the hints of the watchers and sessions its own subscribers wait for; PostgreSQL stays the truth and --notice-poll still rescans")
 		pgHints         = envFlag(fs, fs.String, "pg-hints", string(models.DefaultHints), "AWARENESS_PG_HINTS", "PostgreSQL without --bus: how a commit that opens notices or records events wakes the other processes: after-commit (a NOTIFY right after it: no instance-wide lock across the commit's WAL flush; a hint lost to a crash in between waits for --notice-poll), commit (a NOTIFY in the transaction) or off (--notice-poll only)")
@@ -176,6 +184,8 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usag
 		WSInitTimeout:      *wsInit,
 		NoticePoll:         *noticePoll,
 		FeedBookmark:       *feedBookmark,
+		Holds:              awareness.HoldPolicy{RedeliverTurns: *redeliverTurns, RedeliverAfter: *redeliverAfter, MaxSnooze: *maxSnooze},
+		HoldPoll:           *holdPoll,
 		Budget: budget.Limits{PointsPerSecond: *queryRate, PointsBurst: *queryBurst,
 			WritesPerSecond: *rateLimit, WritesBurst: *rateBurst, MaxStreams: *maxStreams},
 		MetricsTokenFile: strings.TrimSpace(*metricsToken),
@@ -320,6 +330,16 @@ func (c serveConfig) validate() error {
 	}
 	if c.Budget.MaxStreams < 0 {
 		return fmt.Errorf("--max-streams %d must be 0 (no cap) or more", c.Budget.MaxStreams)
+	}
+	switch {
+	case c.Holds.RedeliverTurns < 1:
+		return fmt.Errorf("--redeliver-turns %d is below 1", c.Holds.RedeliverTurns)
+	case c.Holds.RedeliverAfter < time.Second:
+		return fmt.Errorf("--redeliver-after %v is shorter than 1s", c.Holds.RedeliverAfter)
+	case c.Holds.MaxSnooze < time.Minute:
+		return fmt.Errorf("--max-snooze %v is shorter than 1m", c.Holds.MaxSnooze)
+	case c.HoldPoll < 100*time.Millisecond:
+		return fmt.Errorf("--hold-poll %v is shorter than 100ms", c.HoldPoll)
 	}
 	if c.NoticePoll < 100*time.Millisecond {
 		return fmt.Errorf("--notice-poll %v is shorter than 100ms", c.NoticePoll)

@@ -225,6 +225,7 @@ func TestParseServeConfig(t *testing.T) {
 		DemoPace: 3 * time.Second, UpstreamFirstCheck: 15 * time.Second, UpstreamInterval: time.Minute,
 		WSPingInterval: 20 * time.Second, WSInitTimeout: 10 * time.Second, NoticePoll: 30 * time.Second,
 		FeedBookmark: 30 * time.Second, Budget: budget.DefaultLimits(), NoticeTool: awareness.DefaultNoticeTool,
+		Holds: awareness.DefaultHoldPolicy, HoldPoll: time.Second,
 		MCP: mcpConfig{Toolsets: mcpserver.AllToolsets, SessionIdle: mcpserver.DefaultSessionIdle,
 			MaxSessions: mcpserver.DefaultMaxSessions, MaxSubscriptions: mcpserver.DefaultMaxSubscriptions},
 	}

@@ -65,7 +65,7 @@ func (c *Client) UnwatchTarget(ctx context.Context, watcher string, target Targe
 	return res.Unwatch, err
 }
 
-const noticeFields = `watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt closed`
+const noticeFields = `watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt closed redelivered delivery`
 
 const pendingQuery = `query($w: String!) { pendingNotices(watcher: $w) { ` + noticeFields + ` } }`
 
@@ -115,6 +115,8 @@ type NoticeAck struct {
 	// Pending is, with AckAlreadyAcknowledged or AckSuperseded, the pair's pending
 	// notice now; nil when none.
 	Pending *Notice `json:"pending"`
+	// Dismissed is set on the answer of DismissNotice (RDL-2).
+	Dismissed bool `json:"dismissed"`
 }
 
 func (a NoticeAck) key() noticeKey { return noticeKey{a.Watcher, a.TargetAgentID, a.Target} }
@@ -147,3 +149,89 @@ func (c *Client) AcknowledgeNotices(ctx context.Context, watcher string, notices
 
 // maxAckNotices is the most notices one acknowledgeNotices call may name.
 const maxAckNotices = 1000
+
+const digestFields = `digest { byKind { kind count } byActorType { actorType count } humanEvents lastHumanChannel latestVersion counted pruned }`
+
+const pendingDigestsQuery = `query($w: String!) { pendingNotices(watcher: $w) { ` + noticeFields + ` ` + digestFields + ` } }`
+
+// PendingDigests is PendingNotices with each notice's Digest (DIG-1), read from the
+// log by the service (priced per notice).
+func (c *Client) PendingDigests(ctx context.Context, watcher string) ([]Notice, error) {
+	var res struct {
+		PendingNotices []Notice `json:"pendingNotices"`
+	}
+	err := c.Do(ctx, pendingDigestsQuery, map[string]any{"w": watcher}, &res)
+	return res.PendingNotices, err
+}
+
+// WatchTargetRedeliver is WatchTarget that also sets the watch's maxRedeliver (RDL-1):
+// how often one opening of the pair's notice may come back after a drain neither
+// acknowledged nor released (0 to 100).
+func (c *Client) WatchTargetRedeliver(ctx context.Context, watcher string, target Target, maxRedeliver int) (WatchResult, error) {
+	in := map[string]any{"watcher": watcher, "target": target.SessionKey, "maxRedeliver": maxRedeliver}
+	if target.AgentID != "" {
+		in["targetAgentId"] = target.AgentID
+	}
+	var res struct {
+		Watch WatchResult `json:"watch"`
+	}
+	err := c.Do(ctx, watchMutation, map[string]any{"in": in}, &res)
+	return res.Watch, err
+}
+
+const drainMutation = `mutation($w: String!) { drainNotices(watcher: $w) { ` + noticeFields + ` } }`
+
+// DrainNotices is a turn's drain on the service (RDL-1): the watcher's pending
+// notices neither snoozed nor held, with the drain recorded. One that is then neither
+// acknowledged nor released comes back, marked Redelivered, after the service's stated
+// number of the watcher's later turns or its stated time.
+func (c *Client) DrainNotices(ctx context.Context, watcher string) ([]Notice, error) {
+	var res struct {
+		DrainNotices []Notice `json:"drainNotices"`
+	}
+	err := c.Do(ctx, drainMutation, map[string]any{"w": watcher}, &res)
+	return res.DrainNotices, err
+}
+
+const releaseMutation = `mutation($w: String!, $n: [NoticeRef!]!) { releaseNotices(watcher: $w, notices: $n) { ` + noticeFields + ` } }`
+
+// ReleaseNotices hands drained notices back to the service (RDL-1): the next
+// DrainNotices hands them out, not as redeliveries.
+func (c *Client) ReleaseNotices(ctx context.Context, watcher string, notices []Notice) ([]Notice, error) {
+	refs := make([]map[string]any, 0, len(notices))
+	for _, n := range notices {
+		refs = append(refs, map[string]any{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion})
+	}
+	var res struct {
+		ReleaseNotices []Notice `json:"releaseNotices"`
+	}
+	err := c.Do(ctx, releaseMutation, map[string]any{"w": watcher, "n": refs}, &res)
+	return res.ReleaseNotices, err
+}
+
+const snoozeMutation = `mutation($w: String!, $t: String!, $a: String, $v: Int!, $u: Time!) {
+  snoozeNotice(watcher: $w, target: $t, targetAgentId: $a, notifiedVersion: $v, until: $u) { ` + noticeFields + ` } }`
+
+// SnoozeNotice hides n until until, then the service delivers it again (RDL-2).
+func (c *Client) SnoozeNotice(ctx context.Context, n Notice, until time.Time) (Notice, error) {
+	var res struct {
+		SnoozeNotice Notice `json:"snoozeNotice"`
+	}
+	err := c.Do(ctx, snoozeMutation, map[string]any{"w": n.Watcher, "t": n.Target, "a": n.TargetAgentID,
+		"v": n.NotifiedVersion, "u": until.UTC().Format(time.RFC3339Nano)}, &res)
+	return res.SnoozeNotice, err
+}
+
+const dismissMutation = `mutation($w: String!, $t: String!, $a: String, $v: Int!) {
+  dismissNotice(watcher: $w, target: $t, targetAgentId: $a, notifiedVersion: $v) {
+  watcher target targetAgentId notifiedVersion outcome dismissed followUp { ` + noticeFields + ` } pending { ` + noticeFields + ` } } }`
+
+// DismissNotice acknowledges n without reconciling (RDL-2); the answer has Dismissed
+// set.
+func (c *Client) DismissNotice(ctx context.Context, n Notice) (NoticeAck, error) {
+	var res struct {
+		DismissNotice NoticeAck `json:"dismissNotice"`
+	}
+	err := c.Do(ctx, dismissMutation, map[string]any{"w": n.Watcher, "t": n.Target, "a": n.TargetAgentID, "v": n.NotifiedVersion}, &res)
+	return res.DismissNotice, err
+}

@@ -32,6 +32,35 @@ type Notice struct {
 	OpenedAt time.Time `json:"openedAt"`
 	// Closed is set on the item that tells the notice was acknowledged or removed.
 	Closed bool `json:"closed"`
+	// Redelivered is set on a notice that came back after a drain (DrainNotices)
+	// that was neither acknowledged nor released (RDL-1).
+	Redelivered bool `json:"redelivered"`
+	// Delivery counts the times the service handed this notice out again (a
+	// redelivery, the end of a snooze; RDL-1, RDL-2).
+	Delivery int `json:"delivery"`
+	// Digest is what changed between ChangesSince and NotifiedVersion, without
+	// content (DIG-1); set only by the calls that select it (PendingDigests).
+	Digest *NoticeDigest `json:"digest,omitempty"`
+}
+
+// NoticeDigest is a notice's digest (DIG-1): the events of (ChangesSince,
+// NotifiedVersion] counted by kind and actor type, the human events, the channel of
+// the latest human event, and N. Counted + Pruned = N − L: Pruned events were removed
+// by retention before the digest was read.
+type NoticeDigest struct {
+	ByKind []struct {
+		Kind  string `json:"kind"`
+		Count int    `json:"count"`
+	} `json:"byKind"`
+	ByActorType []struct {
+		ActorType string `json:"actorType"`
+		Count     int    `json:"count"`
+	} `json:"byActorType"`
+	HumanEvents      int     `json:"humanEvents"`
+	LastHumanChannel *string `json:"lastHumanChannel"`
+	LatestVersion    int64   `json:"latestVersion"`
+	Counted          int     `json:"counted"`
+	Pruned           int     `json:"pruned"`
 }
 
 // TargetRef is the session the notice is about, to pass to Reconcile.
@@ -483,6 +512,36 @@ func (w *Watcher) Release(drained ...Notice) int {
 	return n
 }
 
+// Snooze hides a notice until until (snoozeNotice, RDL-2): the Watcher forgets it
+// (neither open nor held) and the service delivers it again when the snooze ends, with
+// a higher Delivery, which the Watcher then hands out as open.
+func (w *Watcher) Snooze(ctx context.Context, n Notice, until time.Time) error {
+	if _, err := w.c.SnoozeNotice(ctx, n, until); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	k := n.key()
+	if h := w.held[k]; h != nil && h.n.NotifiedVersion == n.NotifiedVersion {
+		delete(w.held, k)
+	}
+	if t := w.open[k]; t != nil && t.n.NotifiedVersion == n.NotifiedVersion {
+		delete(w.open, k)
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// Dismiss acknowledges a notice without reconciling (dismissNotice, RDL-2) and
+// settles it as Ack does; the answer has Dismissed set.
+func (w *Watcher) Dismiss(ctx context.Context, n Notice) (NoticeAck, error) {
+	a, err := w.c.DismissNotice(ctx, n)
+	if err != nil {
+		return a, err
+	}
+	w.settle([]NoticeAck{a})
+	return a, nil
+}
+
 // Ack acknowledges exactly the given drained notices (acknowledgeNotices, NTC-3) and
 // returns the service's outcome for each:
 //
@@ -703,6 +762,14 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 		return false
 	}
 	if h := w.held[k]; h != nil {
+		if h.n.NotifiedVersion == n.NotifiedVersion && n.Delivery > h.n.Delivery {
+			// The service handed the held notice out again (RDL-1 redelivery, the end of
+			// a snooze): it is open again, for the next Drain.
+			delete(w.held, k)
+			w.open[k] = &tracked{n: n, confirmed: fresh}
+			w.notifyLocked(n.Watcher)
+			return true
+		}
 		if h.n.NotifiedVersion >= n.NotifiedVersion {
 			h.confirmed = h.confirmed || fresh
 			w.dups++
@@ -710,7 +777,7 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 		}
 		h.gone = true // the service has a newer one pending: the held one is settled
 	}
-	if t := w.open[k]; t != nil && t.n.NotifiedVersion >= n.NotifiedVersion {
+	if t := w.open[k]; t != nil && t.n.NotifiedVersion >= n.NotifiedVersion && !(t.n.NotifiedVersion == n.NotifiedVersion && n.Delivery > t.n.Delivery) {
 		t.confirmed = t.confirmed || fresh
 		w.dups++
 		return false

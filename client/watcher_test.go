@@ -178,3 +178,42 @@ func TestWatcher_ConfirmLeavesWhatTheStreamDelivered_CLT5(t *testing.T) {
 		t.Fatalf("after the reconnect Release handed back %d: %+v, want m only", got, w.Pending())
 	}
 }
+
+// RDL-1, RDL-2 in the Watcher's states: a held notice delivered again by the service
+// (a redelivery or the end of a snooze: a higher Delivery) is open again for the next
+// Drain, marked as the service marks it; a replay of the same delivery is dropped.
+func TestWatcher_RedeliveredHeldNoticeOpensAgain_RDL1(t *testing.T) {
+	const main = "agent:main:main"
+	w := bareWatcher(main)
+	n := Notice{Watcher: main, Target: "agent:main:subagent:a", TargetAgentID: "main", NotifiedVersion: 2}
+	w.acceptForTest(n)
+	if got := w.Drain(); len(got) != 1 {
+		t.Fatalf("drain: %+v", got)
+	}
+	if w.acceptForTest(n) {
+		t.Fatal("a replay of the held notice was accepted")
+	}
+	back := n
+	back.Redelivered, back.Delivery = true, 1
+	if !w.acceptForTest(back) {
+		t.Fatal("the redelivered notice was dropped")
+	}
+	if len(w.Held()) != 0 {
+		t.Fatalf("still held after the redelivery: %+v", w.Held())
+	}
+	got := w.Drain()
+	if len(got) != 1 || !got[0].Redelivered || got[0].Delivery != 1 {
+		t.Fatalf("drain after the redelivery: %+v", got)
+	}
+	if w.acceptForTest(back) {
+		t.Fatal("a replay of the redelivery was accepted")
+	}
+	// An open notice woken again (a snooze that ended) replaces the open one.
+	w2 := bareWatcher(main)
+	w2.acceptForTest(n)
+	woke := n
+	woke.Delivery = 1
+	if !w2.acceptForTest(woke) || w2.Pending()[0].Delivery != 1 {
+		t.Fatalf("the woken notice did not replace the open one: %+v", w2.Pending())
+	}
+}

@@ -273,6 +273,17 @@ func mxOps() []mxOp {
 		{field: "Mutation.acknowledgeNotices", vars: func(_ mxCase, s mxSubject) map[string]any {
 			return map[string]any{"w": s.watcher, "n": []any{map[string]any{"target": s.target, "targetAgentId": s.agent, "notifiedVersion": 1}}}
 		}, doc: `mutation($w: String!, $n: [NoticeRef!]!) { acknowledgeNotices(watcher: $w, notices: $n) { watcher target targetAgentId outcome followUp { target } pending { target } } }`},
+		{field: "Mutation.drainNotices", vars: watcherVars,
+			doc: `mutation($w: String!) { drainNotices(watcher: $w) { watcher target targetAgentId redelivered } }`},
+		{field: "Mutation.releaseNotices", vars: func(_ mxCase, s mxSubject) map[string]any {
+			return map[string]any{"w": s.watcher, "n": []any{map[string]any{"target": s.target, "targetAgentId": s.agent, "notifiedVersion": 1}}}
+		}, doc: `mutation($w: String!, $n: [NoticeRef!]!) { releaseNotices(watcher: $w, notices: $n) { watcher target } }`},
+		{field: "Mutation.snoozeNotice", vars: func(_ mxCase, s mxSubject) map[string]any {
+			return map[string]any{"w": s.watcher, "t": s.target, "ta": s.agent, "u": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+		}, doc: `mutation($w: String!, $t: String!, $ta: String, $u: Time!) { snoozeNotice(watcher: $w, target: $t, targetAgentId: $ta, notifiedVersion: 1, until: $u) { watcher target } }`},
+		{field: "Mutation.dismissNotice", vars: func(_ mxCase, s mxSubject) map[string]any {
+			return map[string]any{"w": s.watcher, "t": s.target, "ta": s.agent}
+		}, doc: `mutation($w: String!, $t: String!, $ta: String) { dismissNotice(watcher: $w, target: $t, targetAgentId: $ta, notifiedVersion: 1) { watcher target outcome dismissed } }`},
 		{field: "Mutation.resetSession", vars: keyVars,
 			doc: `mutation($k: String!, $a: String) { resetSession(sessionKey: $k, agentId: $a) }`},
 		{field: "Mutation.deleteSession", vars: keyVars,

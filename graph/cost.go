@@ -49,6 +49,11 @@ const (
 	// 20–50 ms of CPU on SQLite), so it is priced at half of CostBudget: one per
 	// request.
 	ActivityReadCost = CostBudget / 2
+	// DigestReadCost is what a notice's digest reads (DIG-1): its range (L, N] of the
+	// target's log, counted by kind and actor type in the database, one indexed range
+	// read per notice. A range is usually a few events; 200 points covers counting a
+	// few thousand rows, and a list of notices pays it per notice it may hold.
+	DigestReadCost = 200
 	// ParseBytesPerPoint prices parsing and validating a document the query cache
 	// does not hold: a point per this many bytes.
 	ParseBytesPerPoint = 64
@@ -367,6 +372,7 @@ func budgetError(err error) *gqlerror.Error {
 //     and holds as many;
 //   - stateEvents and stateEventFeed with afterSequence replay the log: they read
 //     awareness.MaxChangesLimit, as a full sessionStatus page;
+//   - StaleNotice.digest reads DigestReadCost (per notice of the enclosing list);
 //   - recordEvents holds one element per input, ackNotices and acknowledgeNotices
 //     one per notice named;
 //   - RecordEventResult.skippedWatchers holds at most the watchers an input names
@@ -431,6 +437,8 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 		if v, ok := f.ArgumentMap(w.vars)["afterSequence"]; ok && v != nil {
 			read = awareness.MaxChangesLimit // a replay: priced as a full reconciliation page
 		}
+	case "StaleNotice.digest":
+		read = DigestReadCost
 	case "StateChanges.events":
 		elems = max(limit, 1)
 	case "SessionList.sessions":

@@ -245,6 +245,9 @@ func TestCostByWhatFieldsRead_ERR4(t *testing.T) {
 		{`subscription { stateEvents(sessionKey: "k", afterSequence: 4) { sequence } }`, nil, 1 + 200 + 1},
 		{`subscription($a: Int) { s: stateEvents(sessionKey: "k", afterSequence: $a) { sequence } }`, map[string]any{"a": nil}, 1 + 1},
 		{`subscription { stateEventFeed(sessionKey: "k", afterSequence: 0) { __typename } }`, nil, 1 + 200 + 1},
+		// A notice's digest reads its range of the log (DIG-1), per notice of the list.
+		{`query { pendingNotices(watcher: "w") { digest { humanEvents } } }`, nil, 1 + graph.DefaultListCost*(1+graph.DigestReadCost+1)},
+		{`subscription { staleNotices(watcher: "w") { digest { byKind { count } } } }`, nil, 1 + (1 + graph.DigestReadCost + (1 + graph.DefaultListCost*1))},
 		// ackNotices returns one element per notice named, else DefaultListCost.
 		{`mutation { ackNotices(watcher: "w", notices: [{target: "t", notifiedVersion: 1}, {target: "u", notifiedVersion: 2}]) { text } }`, nil, 1 + 2},
 		{`mutation { ackNotices(watcher: "w") { text } }`, nil, 1 + graph.DefaultListCost},

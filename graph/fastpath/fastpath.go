@@ -145,7 +145,7 @@ func eventColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 
 func noticeColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 	return columns(fields, "watcher", "target", "targetAgentId", "changesSince", "notifiedVersion",
-		"materialVersion", "text", "wake", "openedAt", "closed")
+		"materialVersion", "text", "wake", "openedAt", "closed", "redelivered", "delivery")
 }
 
 // columns returns the keys to write for fields, or false when one of them is not a
@@ -344,6 +344,10 @@ func writeNotice(ctx context.Context, buf *bytes.Buffer, n *awareness.Notice, co
 			writeTime(buf, n.OpenedAt)
 		case "closed":
 			buf.WriteString(strconv.FormatBool(n.Closed))
+		case "redelivered":
+			buf.WriteString(strconv.FormatBool(n.Redelivered))
+		case "delivery":
+			writeInt(buf, int64(n.Delivery))
 		}
 	}
 	buf.WriteByte('}')

@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
+	StaleNotice() StaleNoticeResolver
 	Subscription() SubscriptionResolver
 }
 
@@ -98,18 +99,23 @@ type ComplexityRoot struct {
 		AcknowledgeNotices func(childComplexity int, watcher string, notices []awareness.NoticeRef) int
 		AdoptSession       func(childComplexity int, input gqlmodel.AdoptInput) int
 		DeleteSession      func(childComplexity int, sessionKey string, agentID *string) int
+		DismissNotice      func(childComplexity int, watcher string, target string, targetAgentID *string, notifiedVersion int) int
+		DrainNotices       func(childComplexity int, watcher string) int
 		ImportSessions     func(childComplexity int, agentID string, sessionsJSON string) int
 		RecordEvent        func(childComplexity int, input gqlmodel.RecordEventInput) int
 		RecordEvents       func(childComplexity int, inputs []gqlmodel.RecordEventInput) int
 		RecordMemoryFlush  func(childComplexity int, sessionKey string, agentID *string) int
 		RecordOwnPrompt    func(childComplexity int, sessionKey string, agentID *string, text string) int
+		ReleaseNotices     func(childComplexity int, watcher string, notices []awareness.NoticeRef) int
 		ResetSession       func(childComplexity int, sessionKey string, agentID *string) int
+		SnoozeNotice       func(childComplexity int, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) int
 		Unwatch            func(childComplexity int, watcher string, target string, targetAgentID *string) int
 		UpsertSession      func(childComplexity int, input gqlmodel.SessionInput) int
 		Watch              func(childComplexity int, input gqlmodel.WatchInput) int
 	}
 
 	NoticeAck struct {
+		Dismissed       func(childComplexity int) int
 		FollowUp        func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		Outcome         func(childComplexity int) int
@@ -123,6 +129,26 @@ type ComplexityRoot struct {
 		Acknowledged func(childComplexity int) int
 		Minute       func(childComplexity int) int
 		Opened       func(childComplexity int) int
+	}
+
+	NoticeActorTypeCount struct {
+		ActorType func(childComplexity int) int
+		Count     func(childComplexity int) int
+	}
+
+	NoticeDigest struct {
+		ByActorType         func(childComplexity int) int
+		ByKind              func(childComplexity int) int
+		Counted             func(childComplexity int) int
+		HumanEvents         func(childComplexity int) int
+		LatestVersion       func(childComplexity int) int
+		OptLastHumanChannel func(childComplexity int) int
+		Pruned              func(childComplexity int) int
+	}
+
+	NoticeKindCount struct {
+		Count func(childComplexity int) int
+		Kind  func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -216,9 +242,12 @@ type ComplexityRoot struct {
 	StaleNotice struct {
 		ChangesSince    func(childComplexity int) int
 		Closed          func(childComplexity int) int
+		Delivery        func(childComplexity int) int
+		Digest          func(childComplexity int) int
 		MaterialVersion func(childComplexity int) int
 		NotifiedVersion func(childComplexity int) int
 		OpenedAt        func(childComplexity int) int
+		Redelivered     func(childComplexity int) int
 		TargetAgentID   func(childComplexity int) int
 		TargetKey       func(childComplexity int) int
 		Text            func(childComplexity int) int
@@ -309,6 +338,10 @@ type MutationResolver interface {
 	RecordMemoryFlush(ctx context.Context, sessionKey string, agentID *string) (gqlmodel.Session, error)
 	AcknowledgeNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.NoticeAck, error)
 	RecordEvents(ctx context.Context, inputs []gqlmodel.RecordEventInput) ([]gqlmodel.RecordEventsItem, error)
+	DrainNotices(ctx context.Context, watcher string) ([]awareness.Notice, error)
+	ReleaseNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.Notice, error)
+	SnoozeNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) (awareness.Notice, error)
+	DismissNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int) (awareness.NoticeAck, error)
 }
 type QueryResolver interface {
 	SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error)
@@ -322,6 +355,9 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (gqlmodel.Viewer, error)
 	AckHistory(ctx context.Context, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) (gqlmodel.AckHistoryPage, error)
 	SessionTree(ctx context.Context, agentID *string, activeMinutes *int) (gqlmodel.SessionTree, error)
+}
+type StaleNoticeResolver interface {
+	Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error)
 }
 type SubscriptionResolver interface {
 	StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error)
@@ -591,6 +627,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteSession(childComplexity, args["sessionKey"].(string), args["agentId"].(*string)), true
+	case "Mutation.dismissNotice":
+		if e.ComplexityRoot.Mutation.DismissNotice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_dismissNotice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DismissNotice(childComplexity, args["watcher"].(string), args["target"].(string), args["targetAgentId"].(*string), args["notifiedVersion"].(int)), true
+	case "Mutation.drainNotices":
+		if e.ComplexityRoot.Mutation.DrainNotices == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_drainNotices_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DrainNotices(childComplexity, args["watcher"].(string)), true
 	case "Mutation.importSessions":
 		if e.ComplexityRoot.Mutation.ImportSessions == nil {
 			break
@@ -646,6 +704,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RecordOwnPrompt(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["text"].(string)), true
+	case "Mutation.releaseNotices":
+		if e.ComplexityRoot.Mutation.ReleaseNotices == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_releaseNotices_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReleaseNotices(childComplexity, args["watcher"].(string), args["notices"].([]awareness.NoticeRef)), true
 	case "Mutation.resetSession":
 		if e.ComplexityRoot.Mutation.ResetSession == nil {
 			break
@@ -657,6 +726,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResetSession(childComplexity, args["sessionKey"].(string), args["agentId"].(*string)), true
+	case "Mutation.snoozeNotice":
+		if e.ComplexityRoot.Mutation.SnoozeNotice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_snoozeNotice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SnoozeNotice(childComplexity, args["watcher"].(string), args["target"].(string), args["targetAgentId"].(*string), args["notifiedVersion"].(int), args["until"].(time.Time)), true
 	case "Mutation.unwatch":
 		if e.ComplexityRoot.Mutation.Unwatch == nil {
 			break
@@ -691,6 +771,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
 
+	case "NoticeAck.dismissed":
+		if e.ComplexityRoot.NoticeAck.Dismissed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeAck.Dismissed(childComplexity), true
 	case "NoticeAck.followUp":
 		if e.ComplexityRoot.NoticeAck.FollowUp == nil {
 			break
@@ -752,6 +838,75 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.NoticeActivityBucket.Opened(childComplexity), true
+
+	case "NoticeActorTypeCount.actorType":
+		if e.ComplexityRoot.NoticeActorTypeCount.ActorType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActorTypeCount.ActorType(childComplexity), true
+	case "NoticeActorTypeCount.count":
+		if e.ComplexityRoot.NoticeActorTypeCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeActorTypeCount.Count(childComplexity), true
+
+	case "NoticeDigest.byActorType":
+		if e.ComplexityRoot.NoticeDigest.ByActorType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.ByActorType(childComplexity), true
+	case "NoticeDigest.byKind":
+		if e.ComplexityRoot.NoticeDigest.ByKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.ByKind(childComplexity), true
+	case "NoticeDigest.counted":
+		if e.ComplexityRoot.NoticeDigest.Counted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.Counted(childComplexity), true
+	case "NoticeDigest.humanEvents":
+		if e.ComplexityRoot.NoticeDigest.HumanEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.HumanEvents(childComplexity), true
+	case "NoticeDigest.latestVersion":
+		if e.ComplexityRoot.NoticeDigest.LatestVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.LatestVersion(childComplexity), true
+	case "NoticeDigest.lastHumanChannel":
+		if e.ComplexityRoot.NoticeDigest.OptLastHumanChannel == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.OptLastHumanChannel(childComplexity), true
+	case "NoticeDigest.pruned":
+		if e.ComplexityRoot.NoticeDigest.Pruned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeDigest.Pruned(childComplexity), true
+
+	case "NoticeKindCount.count":
+		if e.ComplexityRoot.NoticeKindCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeKindCount.Count(childComplexity), true
+	case "NoticeKindCount.kind":
+		if e.ComplexityRoot.NoticeKindCount.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NoticeKindCount.Kind(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1174,6 +1329,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.Closed(childComplexity), true
+	case "StaleNotice.delivery":
+		if e.ComplexityRoot.StaleNotice.Delivery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Delivery(childComplexity), true
+	case "StaleNotice.digest":
+		if e.ComplexityRoot.StaleNotice.Digest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Digest(childComplexity), true
 	case "StaleNotice.materialVersion":
 		if e.ComplexityRoot.StaleNotice.MaterialVersion == nil {
 			break
@@ -1192,6 +1359,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.OpenedAt(childComplexity), true
+	case "StaleNotice.redelivered":
+		if e.ComplexityRoot.StaleNotice.Redelivered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.Redelivered(childComplexity), true
 	case "StaleNotice.targetAgentId":
 		if e.ComplexityRoot.StaleNotice.TargetAgentID == nil {
 			break
@@ -2516,6 +2689,109 @@ extend type Subscription {
     afterSequence: Int
   ): StateEventFeedItem!
 }
+
+# ---------------------------------------------------------------------------------
+# Notice digests (DIG-1).
+# ---------------------------------------------------------------------------------
+
+"How many events of one kind a notice's range of the log holds (DIG-1)."
+type NoticeKindCount {
+  "The kind."
+  kind: EventKind!
+  "How many events of that kind."
+  count: Int!
+}
+
+"How many events of one actor type a notice's range of the log holds (DIG-1)."
+type NoticeActorTypeCount {
+  "The actor type."
+  actorType: ActorType!
+  "How many events of that actor type."
+  count: Int!
+}
+
+"DIG-1. What changed between changesSince (L) and notifiedVersion (N), without content: the events of (L, N] counted from the log. The same, byte for byte, for the same (L, N) while the range is retained. Events at the start of the range that retention pruned are not counted: pruned says how many (counted + pruned = N − L)."
+type NoticeDigest {
+  "Counts by kind, in the schema's order of EventKind; kinds with no event are left out."
+  byKind: [NoticeKindCount!]!
+  "Counts by actor type, in the schema's order of ActorType; actor types with no event are left out."
+  byActorType: [NoticeActorTypeCount!]!
+  "How many of the counted events a person caused (actorType human)."
+  humanEvents: Int!
+  "The channel of the latest human event of the range; null when it names none or no human event is counted."
+  lastHumanChannel: String
+  "N: the last sequence the digest covers (the notice's notifiedVersion)."
+  latestVersion: Int!
+  "How many events of the range are in the log and counted."
+  counted: Int!
+  "How many events of the range retention pruned before the digest was read (not counted)."
+  pruned: Int!
+}
+
+extend type StaleNotice {
+  "DIG-1. The digest of the log between changesSince and notifiedVersion, read from the log when selected (one indexed range read per notice). The text does not change."
+  digest: NoticeDigest!
+}
+
+# ---------------------------------------------------------------------------------
+# Redelivery, snooze and dismissal (RDL-1, RDL-2).
+# ---------------------------------------------------------------------------------
+
+extend type StaleNotice {
+  "RDL-1. True on a notice that came back after a drain (drainNotices) that was neither acknowledged nor released, until it is acknowledged."
+  redelivered: Boolean!
+  "RDL-1, RDL-2. How many times this notice (this opening) was handed out again: by a redelivery or the end of a snooze. A client holding the notice with a lower delivery has it back."
+  delivery: Int!
+}
+
+extend input WatchInput {
+  "RDL-1. How often one opening of this pair's notice may come back after a drain that was neither acknowledged nor released (0 to 100; default 1). Kept until the next watch that names it."
+  maxRedeliver: Int
+}
+
+extend type NoticeAck {
+  "RDL-2. True when dismissNotice acknowledged the notice without reconciling."
+  dismissed: Boolean!
+}
+
+extend type Mutation {
+  "RDL-1. The drain of a turn: the watcher's pending notices to put into the prompt now (oldest first), neither snoozed nor held, and the drain recorded. A drained notice that is neither acknowledged (acknowledgeNotices) nor released (releaseNotices) is held, then comes back once, marked redelivered, after the server's --redeliver-turns later turns of the watcher (acknowledgements that do not name it) or --redeliver-after, whichever comes first; at most the watch's maxRedeliver times per opening. A notice whose redeliveries are used up is handed out by every drain until acknowledged."
+  drainNotices(
+    "The watching session's key."
+    watcher: String!
+  ): [StaleNotice!]!
+  "RDL-1. Hands drained notices back: each named notice held after a drain is handed out by the next drain, not as a redelivery. Returns the notices released."
+  releaseNotices(
+    "The watching session's key."
+    watcher: String!
+    "The drained notices, each by target, targetAgentId and notifiedVersion."
+    notices: [NoticeRef!]!
+  ): [StaleNotice!]!
+  "RDL-2. Hides the watcher's pending notice (named by its notifiedVersion) until until, then delivers it again (pendingNotices, drains and the subscriptions, which get it anew). until must be in the future and at most --max-snooze ahead (INVALID_ARGUMENT); a notice that is not pending is NOT_FOUND. Nothing is written when refused."
+  snoozeNotice(
+    "The watching session's key."
+    watcher: String!
+    "The notice's target."
+    target: String!
+    "The target's agent as the notice names it."
+    targetAgentId: String
+    "The notice's notifiedVersion."
+    notifiedVersion: Int!
+    "When the notice is delivered again."
+    until: Time!
+  ): StaleNotice!
+  "RDL-2. Acknowledges the watcher's pending notice (named by its notifiedVersion) without reconciling, as acknowledgeNotices does (a follow-up opens for what came after it), and records that it was dismissed: the answer has dismissed true. A notice that is not pending is NOT_FOUND, nothing written."
+  dismissNotice(
+    "The watching session's key."
+    watcher: String!
+    "The notice's target."
+    target: String!
+    "The target's agent as the notice names it."
+    targetAgentId: String
+    "The notice's notifiedVersion."
+    notifiedVersion: Int!
+  ): NoticeAck!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2624,6 +2900,8 @@ func (ec *executionContext) childFields_NoticeAck(ctx context.Context, field gra
 		return ec.fieldContext_NoticeAck_followUp(ctx, field)
 	case "pending":
 		return ec.fieldContext_NoticeAck_pending(ctx, field)
+	case "dismissed":
+		return ec.fieldContext_NoticeAck_dismissed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NoticeAck", field.Name)
 }
@@ -2638,6 +2916,46 @@ func (ec *executionContext) childFields_NoticeActivityBucket(ctx context.Context
 		return ec.fieldContext_NoticeActivityBucket_acknowledged(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NoticeActivityBucket", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeActorTypeCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "actorType":
+		return ec.fieldContext_NoticeActorTypeCount_actorType(ctx, field)
+	case "count":
+		return ec.fieldContext_NoticeActorTypeCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeActorTypeCount", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeDigest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "byKind":
+		return ec.fieldContext_NoticeDigest_byKind(ctx, field)
+	case "byActorType":
+		return ec.fieldContext_NoticeDigest_byActorType(ctx, field)
+	case "humanEvents":
+		return ec.fieldContext_NoticeDigest_humanEvents(ctx, field)
+	case "lastHumanChannel":
+		return ec.fieldContext_NoticeDigest_lastHumanChannel(ctx, field)
+	case "latestVersion":
+		return ec.fieldContext_NoticeDigest_latestVersion(ctx, field)
+	case "counted":
+		return ec.fieldContext_NoticeDigest_counted(ctx, field)
+	case "pruned":
+		return ec.fieldContext_NoticeDigest_pruned(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeDigest", field.Name)
+}
+
+func (ec *executionContext) childFields_NoticeKindCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_NoticeKindCount_kind(ctx, field)
+	case "count":
+		return ec.fieldContext_NoticeKindCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NoticeKindCount", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2810,6 +3128,12 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_openedAt(ctx, field)
 	case "closed":
 		return ec.fieldContext_StaleNotice_closed(ctx, field)
+	case "digest":
+		return ec.fieldContext_StaleNotice_digest(ctx, field)
+	case "redelivered":
+		return ec.fieldContext_StaleNotice_redelivered(ctx, field)
+	case "delivery":
+		return ec.fieldContext_StaleNotice_delivery(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -3140,6 +3464,58 @@ func (ec *executionContext) field_Mutation_deleteSession_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_dismissNotice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "notifiedVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notifiedVersion"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_drainNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_importSessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3242,6 +3618,28 @@ func (ec *executionContext) field_Mutation_recordOwnPrompt_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_releaseNotices_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "notices",
+		func(ctx context.Context, v any) ([]awareness.NoticeRef, error) {
+			return ec.unmarshalNNoticeRef2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeRefᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notices"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resetSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3261,6 +3659,52 @@ func (ec *executionContext) field_Mutation_resetSession_args(ctx context.Context
 		return nil, err
 	}
 	args["agentId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_snoozeNotice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "watcher",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["watcher"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "targetAgentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targetAgentId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "notifiedVersion",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["notifiedVersion"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "until",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["until"] = arg4
 	return args, nil
 }
 
@@ -5148,6 +5592,182 @@ func (ec *executionContext) fieldContext_Mutation_recordEvents(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_drainNotices(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_drainNotices(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DrainNotices(ctx, fc.Args["watcher"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_drainNotices(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_drainNotices_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_releaseNotices(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_releaseNotices(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReleaseNotices(ctx, fc.Args["watcher"].(string), fc.Args["notices"].([]awareness.NoticeRef))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_releaseNotices(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_releaseNotices_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_snoozeNotice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_snoozeNotice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SnoozeNotice(ctx, fc.Args["watcher"].(string), fc.Args["target"].(string), fc.Args["targetAgentId"].(*string), fc.Args["notifiedVersion"].(int), fc.Args["until"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.Notice) graphql.Marshaler {
+			return ec.marshalNStaleNotice2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNotice(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_snoozeNotice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StaleNotice(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_snoozeNotice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_dismissNotice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_dismissNotice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DismissNotice(ctx, fc.Args["watcher"].(string), fc.Args["target"].(string), fc.Args["targetAgentId"].(*string), fc.Args["notifiedVersion"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.NoticeAck) graphql.Marshaler {
+			return ec.marshalNNoticeAck2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAck(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_dismissNotice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeAck(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_dismissNotice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _NoticeAck_watcher(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5327,6 +5947,29 @@ func (ec *executionContext) fieldContext_NoticeAck_pending(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _NoticeAck_dismissed(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeAck) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeAck_dismissed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dismissed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeAck_dismissed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeAck", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _NoticeActivityBucket_minute(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeActivityBucket) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5394,6 +6037,277 @@ func (ec *executionContext) _NoticeActivityBucket_acknowledged(ctx context.Conte
 }
 func (ec *executionContext) fieldContext_NoticeActivityBucket_acknowledged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("NoticeActivityBucket", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeActorTypeCount_actorType(ctx context.Context, field graphql.CollectedField, obj *awareness.ActorTypeCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActorTypeCount_actorType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.ActorType) graphql.Marshaler {
+			return ec.marshalNActorType2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActorTypeCount_actorType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActorTypeCount", field, false, false, "ActorType")
+}
+
+func (ec *executionContext) _NoticeActorTypeCount_count(ctx context.Context, field graphql.CollectedField, obj *awareness.ActorTypeCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeActorTypeCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeActorTypeCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeActorTypeCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_byKind(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_byKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.KindCount) graphql.Marshaler {
+			return ec.marshalNNoticeKindCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_byKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeDigest",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeKindCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeDigest_byActorType(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_byActorType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByActorType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.ActorTypeCount) graphql.Marshaler {
+			return ec.marshalNNoticeActorTypeCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_byActorType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NoticeDigest",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeActorTypeCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NoticeDigest_humanEvents(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_humanEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HumanEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_humanEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_lastHumanChannel(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_lastHumanChannel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptLastHumanChannel(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_lastHumanChannel(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, true, false, "String")
+}
+
+func (ec *executionContext) _NoticeDigest_latestVersion(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_latestVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LatestVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_latestVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_counted(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_counted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_counted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeDigest_pruned(ctx context.Context, field graphql.CollectedField, obj *awareness.NoticeDigest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeDigest_pruned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pruned, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeDigest_pruned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeDigest", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NoticeKindCount_kind(ctx context.Context, field graphql.CollectedField, obj *awareness.KindCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeKindCount_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeKindCount_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeKindCount", field, false, false, "EventKind")
+}
+
+func (ec *executionContext) _NoticeKindCount_count(ctx context.Context, field graphql.CollectedField, obj *awareness.KindCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NoticeKindCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NoticeKindCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NoticeKindCount", field, false, false, "Int")
 }
 
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PageInfo) (ret graphql.Marshaler) {
@@ -7334,6 +8248,84 @@ func (ec *executionContext) _StaleNotice_closed(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_StaleNotice_closed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _StaleNotice_digest(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_digest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.StaleNotice().Digest(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.NoticeDigest) graphql.Marshaler {
+			return ec.marshalNNoticeDigest2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeDigest(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StaleNotice",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NoticeDigest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StaleNotice_redelivered(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_redelivered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Redelivered, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_redelivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _StaleNotice_delivery(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_delivery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delivery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_delivery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Int")
 }
 
 func (ec *executionContext) _StateChanges_events(ctx context.Context, field graphql.CollectedField, obj *awareness.StatusChanges) (ret graphql.Marshaler) {
@@ -9938,7 +10930,7 @@ func (ec *executionContext) unmarshalInputWatchInput(ctx context.Context, obj an
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"watcher", "target", "targetAgentId"}
+	fieldsInOrder := [...]string{"watcher", "target", "targetAgentId", "maxRedeliver"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9966,6 +10958,13 @@ func (ec *executionContext) unmarshalInputWatchInput(ctx context.Context, obj an
 				return it, err
 			}
 			it.TargetAgentID = data
+		case "maxRedeliver":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRedeliver"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRedeliver = data
 		}
 	}
 	return it, nil
@@ -10525,6 +11524,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "drainNotices":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_drainNotices(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseNotices":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_releaseNotices(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "snoozeNotice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_snoozeNotice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dismissNotice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_dismissNotice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10588,6 +11615,11 @@ func (ec *executionContext) _NoticeAck(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "dismissed":
+			out.Values[i] = ec._NoticeAck_dismissed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10628,6 +11660,145 @@ func (ec *executionContext) _NoticeActivityBucket(ctx context.Context, sel ast.S
 			}
 		case "acknowledged":
 			out.Values[i] = ec._NoticeActivityBucket_acknowledged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeActorTypeCountImplementors = []string{"NoticeActorTypeCount"}
+
+func (ec *executionContext) _NoticeActorTypeCount(ctx context.Context, sel ast.SelectionSet, obj *awareness.ActorTypeCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeActorTypeCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeActorTypeCount")
+		case "actorType":
+			out.Values[i] = ec._NoticeActorTypeCount_actorType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._NoticeActorTypeCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeDigestImplementors = []string{"NoticeDigest"}
+
+func (ec *executionContext) _NoticeDigest(ctx context.Context, sel ast.SelectionSet, obj *awareness.NoticeDigest) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeDigestImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeDigest")
+		case "byKind":
+			out.Values[i] = ec._NoticeDigest_byKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "byActorType":
+			out.Values[i] = ec._NoticeDigest_byActorType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "humanEvents":
+			out.Values[i] = ec._NoticeDigest_humanEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastHumanChannel":
+			out.Values[i] = ec._NoticeDigest_lastHumanChannel(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "latestVersion":
+			out.Values[i] = ec._NoticeDigest_latestVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counted":
+			out.Values[i] = ec._NoticeDigest_counted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pruned":
+			out.Values[i] = ec._NoticeDigest_pruned(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var noticeKindCountImplementors = []string{"NoticeKindCount"}
+
+func (ec *executionContext) _NoticeKindCount(ctx context.Context, sel ast.SelectionSet, obj *awareness.KindCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, noticeKindCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NoticeKindCount")
+		case "kind":
+			out.Values[i] = ec._NoticeKindCount_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._NoticeKindCount_count(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -11265,52 +12436,68 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 		case "watcher":
 			out.Values[i] = ec._StaleNotice_watcher(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "target":
 			out.Values[i] = ec._StaleNotice_target(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "targetAgentId":
 			out.Values[i] = ec._StaleNotice_targetAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "changesSince":
 			out.Values[i] = ec._StaleNotice_changesSince(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "notifiedVersion":
 			out.Values[i] = ec._StaleNotice_notifiedVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "materialVersion":
 			out.Values[i] = ec._StaleNotice_materialVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "text":
 			out.Values[i] = ec._StaleNotice_text(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "wake":
 			out.Values[i] = ec._StaleNotice_wake(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "openedAt":
 			out.Values[i] = ec._StaleNotice_openedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "closed":
 			out.Values[i] = ec._StaleNotice_closed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "digest":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._StaleNotice_digest(ctx, field, obj)
+				})
+		case "redelivered":
+			out.Values[i] = ec._StaleNotice_redelivered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "delivery":
+			out.Values[i] = ec._StaleNotice_delivery(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -12328,6 +13515,50 @@ func (ec *executionContext) marshalNNoticeActivityBucket2ᚕgithubᚗcomᚋaware
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNNoticeActivityBucket2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeActivityBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNoticeActorTypeCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCount(ctx context.Context, sel ast.SelectionSet, v awareness.ActorTypeCount) graphql.Marshaler {
+	return ec._NoticeActorTypeCount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeActorTypeCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCountᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.ActorTypeCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeActorTypeCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐActorTypeCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNoticeDigest2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeDigest(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeDigest) graphql.Marshaler {
+	return ec._NoticeDigest(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeKindCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCount(ctx context.Context, sel ast.SelectionSet, v awareness.KindCount) graphql.Marshaler {
+	return ec._NoticeKindCount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNoticeKindCount2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCountᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.KindCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNoticeKindCount2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindCount(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

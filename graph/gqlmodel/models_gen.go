@@ -361,6 +361,8 @@ type WatchInput struct {
 	Target string `json:"target"`
 	// The agent of a bare target key; default: the agent of a canonical key, else main.
 	TargetAgentID *string `json:"targetAgentId,omitempty"`
+	// RDL-1. How often one opening of this pair's notice may come back after a drain that was neither acknowledged nor released (0 to 100; default 1). Kept until the next watch that names it.
+	MaxRedeliver *int `json:"maxRedeliver,omitempty"`
 }
 
 // What watch did.

@@ -7,6 +7,7 @@ package resolvers
 
 import (
 	"context"
+	"time"
 
 	"github.com/awareness/awareness/graph/generated"
 	"github.com/awareness/awareness/graph/gqlmodel"
@@ -22,7 +23,7 @@ func (r *mutationResolver) RecordEvent(ctx context.Context, input gqlmodel.Recor
 }
 
 func (r *mutationResolver) Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error) {
-	res, err := r.Service.Watch(ctx, input.Watcher, input.Target, input.TargetAgentID)
+	res, err := r.Service.WatchRedeliver(ctx, input.Watcher, input.Target, input.TargetAgentID, input.MaxRedeliver)
 	if err != nil {
 		return gqlmodel.WatchResult{}, err
 	}
@@ -79,6 +80,22 @@ func (r *mutationResolver) RecordEvents(ctx context.Context, inputs []gqlmodel.R
 		return nil, err
 	}
 	return recordEventsItems(items), nil
+}
+
+func (r *mutationResolver) DrainNotices(ctx context.Context, watcher string) ([]awareness.Notice, error) {
+	return r.Service.DrainNotices(ctx, watcher)
+}
+
+func (r *mutationResolver) ReleaseNotices(ctx context.Context, watcher string, notices []awareness.NoticeRef) ([]awareness.Notice, error) {
+	return r.Service.ReleaseNotices(ctx, watcher, notices)
+}
+
+func (r *mutationResolver) SnoozeNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) (awareness.Notice, error) {
+	return r.Service.SnoozeNotice(ctx, watcher, awareness.NoticeRef{Target: target, TargetAgentID: targetAgentID, NotifiedVersion: int64(notifiedVersion)}, until)
+}
+
+func (r *mutationResolver) DismissNotice(ctx context.Context, watcher string, target string, targetAgentID *string, notifiedVersion int) (awareness.NoticeAck, error) {
+	return r.Service.DismissNotice(ctx, watcher, awareness.NoticeRef{Target: target, TargetAgentID: targetAgentID, NotifiedVersion: int64(notifiedVersion)})
 }
 
 func (r *queryResolver) SessionStatus(ctx context.Context, sessionKey string, agentID *string, changesSince *int, limit *int) (gqlmodel.SessionStatus, error) {
@@ -149,6 +166,14 @@ func (r *queryResolver) SessionTree(ctx context.Context, agentID *string, active
 	return sessionTree(t), nil
 }
 
+func (r *staleNoticeResolver) Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error) {
+	ds, err := r.Service.NoticeDigests(ctx, []awareness.Notice{*obj})
+	if err != nil {
+		return awareness.NoticeDigest{}, err
+	}
+	return ds[0], nil
+}
+
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
 	subscribe := func(sink awareness.Sink[awareness.Notice]) (func(), error) {
@@ -211,10 +236,13 @@ func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResol
 
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
+func (r *Resolver) StaleNotice() generated.StaleNoticeResolver { return &staleNoticeResolver{r} }
+
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
 type (
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
+	staleNoticeResolver  struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
 )

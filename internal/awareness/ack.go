@@ -38,6 +38,9 @@ type NoticeAck struct {
 	// Pending is, with AckAlreadyAcknowledged or AckSuperseded, the pair's pending
 	// notice after the call; nil when none.
 	Pending *Notice
+	// Dismissed is true when dismissNotice acknowledged the notice without
+	// reconciling (RDL-2).
+	Dismissed bool
 }
 
 // TargetKey and TargetAgentID spell the target as the API does (see Event.OptActorID).

@@ -45,6 +45,7 @@ type memDB struct {
 	eventCount int64
 	acks       []awareness.AckRecord // the acknowledgement history, ascending IDs
 	ackID      int64
+	holds      map[memPair]awareness.NoticeHold // RDL-1, RDL-2
 }
 
 // memSession is a session row: head and registry entry in one, kept when deleted.
@@ -643,6 +644,11 @@ func (s *memStore) Prune(ctx context.Context, p awareness.RetentionPolicy, now t
 		res.CursorsExpired, res.Closed = db.deleteCursors(func(c awareness.Cursor) bool {
 			return c.UpdatedAt.Before(now.Add(-p.CursorTTL))
 		})
+		for p := range db.holds { // the holds of pairs without a cursor go with the expiry
+			if _, ok := db.cursors[p]; !ok {
+				delete(db.holds, p)
+			}
+		}
 		db.lastExpiry = now
 	}
 	db.lastPrune = now
@@ -711,6 +717,22 @@ func (s *memStore) Activity(ctx context.Context, q awareness.ActivityQuery) ([]a
 	slices.SortFunc(out, func(a, b awareness.ActivityBucket) int {
 		return cmp.Or(a.Minute.Compare(b.Minute), strings.Compare(string(a.Kind), string(b.Kind)))
 	})
+	return out, nil
+}
+
+func (s *memStore) Digests(ctx context.Context, ranges []awareness.DigestRange) ([]awareness.NoticeDigest, error) {
+	if err := awareness.CheckDigestRanges(ranges); err != nil {
+		return nil, err
+	}
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	out := make([]awareness.NoticeDigest, len(ranges))
+	for i, r := range ranges {
+		out[i] = awareness.DigestOf(r, db.events[r.Target])
+	}
 	return out, nil
 }
 
@@ -963,4 +985,73 @@ func (s *memStore) OwnPrompts(ctx context.Context, ref awareness.SessionRef) ([]
 	}
 	defer db.mu.Unlock()
 	return slices.Clone(db.prompts[ref]), nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Notice holds (RDL-1, RDL-2)
+
+var _ awareness.HoldStore = (*memStore)(nil)
+
+func (s *memStore) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func([]awareness.HoldView) ([]awareness.NoticeHold, error)) error {
+	db, err := s.write(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.mu.Unlock()
+	if db.holds == nil {
+		db.holds = map[memPair]awareness.NoticeHold{}
+	}
+	var vs []awareness.HoldView
+	seen := map[memPair]bool{}
+	view := func(p memPair, h awareness.NoticeHold) {
+		v := awareness.HoldView{Hold: h}
+		if c, ok := db.cursors[p]; ok {
+			v.Cursor = &c
+		}
+		vs = append(vs, v)
+		seen[p] = true
+	}
+	for p, h := range db.holds {
+		if q.Watcher != "" && p.watcher == q.Watcher || q.Watcher == "" && !h.DueAt.IsZero() && !h.DueAt.After(q.DueBy) {
+			view(p, h)
+		}
+	}
+	if q.Watcher != "" {
+		for p, c := range db.cursors {
+			if p.watcher == q.Watcher && c.Pending() && !seen[p] {
+				view(p, awareness.NoticeHold{Watcher: p.watcher, Target: p.target, MaxRedeliver: awareness.DefaultMaxRedeliver})
+			}
+		}
+	}
+	slices.SortFunc(vs, func(a, b awareness.HoldView) int {
+		return cmp.Or(strings.Compare(a.Hold.Watcher, b.Hold.Watcher), refOrder(a.Hold.Target, b.Hold.Target))
+	})
+	write, err := fn(vs)
+	if err != nil {
+		return err
+	}
+	for _, h := range write {
+		h.DrainedAt, h.SnoozedUntil, h.DueAt = norm(h.DrainedAt), norm(h.SnoozedUntil), norm(h.DueAt)
+		db.holds[memPair{h.Watcher, h.Target}] = h
+	}
+	return nil
+}
+
+func (s *memStore) Holds(ctx context.Context, watcher string) ([]awareness.NoticeHold, error) {
+	db, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.mu.Unlock()
+	var out []awareness.NoticeHold
+	for p, h := range db.holds {
+		c, ok := db.cursors[p]
+		if (watcher == "" || p.watcher == watcher) && h.N != 0 && ok && c.N == h.N && c.Pending() {
+			out = append(out, h)
+		}
+	}
+	slices.SortFunc(out, func(a, b awareness.NoticeHold) int {
+		return cmp.Or(strings.Compare(a.Watcher, b.Watcher), refOrder(a.Target, b.Target))
+	})
+	return out, nil
 }

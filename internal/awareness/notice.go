@@ -20,6 +20,13 @@ type Notice struct {
 	// (SubscribeNotices with includeClosed) that this notice was acknowledged or its
 	// cursor removed. Stores and queries only ever return open notices.
 	Closed bool
+	// Redelivered is true on a notice that came back after a drain that was neither
+	// acknowledged nor released (RDL-1), until it is acknowledged.
+	Redelivered bool
+	// Delivery counts the times this opening was handed out again (a redelivery, the
+	// end of a snooze; RDL-1, RDL-2): part of its ID, so that a subscriber that had it
+	// gets it again.
+	Delivery int
 }
 
 // DefaultNoticeTool is the reconcile tool a notice's text names unless a deployment
@@ -133,6 +140,9 @@ func ClosedNotice(n Notice) Notice {
 func (n Notice) ID() string {
 	id := n.Watcher + "\x00" + n.Target.AgentID + "\x00" + n.Target.Key + "\x00" +
 		strconv.FormatInt(n.ChangesSince, 10) + "\x00" + strconv.FormatInt(n.OpenedAt.UnixMilli(), 10)
+	if n.Delivery > 0 {
+		id += "\x00d" + strconv.Itoa(n.Delivery)
+	}
 	if n.Closed {
 		id += "\x00closed"
 	}

@@ -39,6 +39,9 @@ type Config struct {
 	// Streams admits every subscription (SubscribeNotices, SubscribeEvents and their
 	// push forms) of its caller, or refuses it (ERR-4); nil admits every one.
 	Streams StreamAdmission
+	// Holds is the redelivery and snooze policy (RDL-1, RDL-2); the zero value is
+	// DefaultHoldPolicy.
+	Holds HoldPolicy
 }
 
 // StreamAdmission bounds the subscriptions a caller holds open at once (a budget per
@@ -67,6 +70,10 @@ type Service struct {
 	tally noticeTally
 	// streams admits subscriptions; nil admits every one.
 	streams StreamAdmission
+	// holds are the store's notice holds (RDL-1, RDL-2); nil when it keeps none.
+	holds HoldStore
+	// hold is the redelivery and snooze policy.
+	hold HoldPolicy
 }
 
 // NewService returns a service over cfg.Store. It starts no goroutine.
@@ -82,6 +89,11 @@ func NewService(cfg Config) *Service {
 		s.now = time.Now
 	}
 	s.ups.init(cfg.Catalogs)
+	s.holds, _ = cfg.Store.(HoldStore)
+	s.hold = cfg.Holds
+	if s.hold == (HoldPolicy{}) {
+		s.hold = DefaultHoldPolicy
+	}
 	s.commit = newCommitter(s.store, MaxGroupCommit, s.obs)
 	s.pub = newPublisher(s.hub)
 	return s
@@ -445,6 +457,22 @@ type WatchResult struct {
 // that cannot watch gets Watched=false and a reason, not an error; a malformed target
 // is an error.
 func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgentID *string) (WatchResult, error) {
+	return s.WatchRedeliver(ctx, watcher, target, targetAgentID, nil)
+}
+
+// WatchRedeliver is Watch that also sets the watch's maxRedeliver (RDL-1) when it is
+// not nil: how often one opening of the pair's notice may come back after a drain
+// neither acknowledged nor released (default DefaultMaxRedeliver). A value outside
+// [0, MaxMaxRedeliver] is INVALID_ARGUMENT, nothing written.
+func (s *Service) WatchRedeliver(ctx context.Context, watcher, target string, targetAgentID *string, maxRedeliver *int) (WatchResult, error) {
+	if maxRedeliver != nil {
+		if err := CheckMaxRedeliver(*maxRedeliver); err != nil {
+			return WatchResult{}, err
+		}
+		if err := s.checkHolds(); err != nil {
+			return WatchResult{}, err
+		}
+	}
 	t, err := ResolveSession(target, targetAgentID)
 	if err != nil {
 		return WatchResult{}, err
@@ -465,6 +493,11 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 	c, _, err := s.store.Watch(ctx, w.Key, t, s.Now())
 	if err != nil {
 		return WatchResult{}, err
+	}
+	if maxRedeliver != nil {
+		if err := s.setMaxRedeliver(ctx, w.Key, t, *maxRedeliver); err != nil {
+			return WatchResult{}, err
+		}
 	}
 	return WatchResult{Watched: true, Cursor: &c}, nil
 }
@@ -626,6 +659,7 @@ func (s *Service) ack(ctx context.Context, w SessionRef, req AckRequest) (AckRes
 	s.pub.publish(nil, append(slices.Clip(res.Closed), res.Opened...))
 	s.tally.add(req.Now, res.Closed, true)
 	s.tally.add(req.Now, res.Opened, false)
+	s.turn(ctx, req)
 	return res, nil
 }
 
@@ -642,6 +676,9 @@ func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice,
 		return nil, err
 	}
 	ns, err := s.store.Pending(ctx, w.Key)
+	if err == nil {
+		ns, err = s.applyHolds(ctx, w.Key, ns)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -917,6 +954,9 @@ func (s *Service) readPending(ctx context.Context, watcher string) ([]Notice, er
 		defer close(done)
 		defer func() { failed = recover() }() // re-raised on the caller's goroutine
 		pending, err = s.store.Pending(ctx, watcher)
+		if err == nil {
+			pending, err = s.applyHolds(ctx, watcher, pending)
+		}
 	}()
 	<-done
 	if failed != nil {
@@ -946,6 +986,7 @@ type noticePair struct{ watcher, agentID, key string }
 // noticeStamp is what tells two notices of one pair apart (see Notice.ID).
 type noticeStamp struct {
 	changesSince, openedMs int64
+	delivery               int
 	closed                 bool
 }
 
@@ -962,7 +1003,7 @@ type pairSent struct {
 
 func (f *repeatFilter) accept(n *Notice) bool {
 	sent := f.lookup(noticePair{n.Watcher, n.Target.AgentID, n.Target.Key})
-	stamp := noticeStamp{n.ChangesSince, n.OpenedAt.UnixMilli(), n.Closed}
+	stamp := noticeStamp{n.ChangesSince, n.OpenedAt.UnixMilli(), n.Delivery, n.Closed}
 	if slices.Contains(sent.stamps[:sent.n], stamp) {
 		return false
 	}

@@ -302,6 +302,12 @@ type Store interface {
 	// before now−MaxAge, and the oldest beyond MaxRows records.
 	Prune(ctx context.Context, p RetentionPolicy, now time.Time) (PruneResult, error)
 
+	// Digests returns the digest of each range (DIG-1), in their order, in one read
+	// transaction: each range is one indexed read of its target's log (the events of
+	// (After, Through] grouped by kind and actor type, and the latest human event's
+	// channel). A range CheckDigestRanges refuses is INVALID_ARGUMENT, nothing read.
+	Digests(ctx context.Context, ranges []DigestRange) ([]NoticeDigest, error)
+
 	// Stats summarises the database.
 	Stats(ctx context.Context) (Stats, error)
 	// Activity counts the events selected by q per minute (of occurredAt) and kind,

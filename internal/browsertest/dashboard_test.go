@@ -576,6 +576,13 @@ func TestLinksFiltersCopyAndTitle(t *testing.T) {
 	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(card+` button.copy`)))
 	b.waitJS(t, 2*time.Second, `document.querySelector(`+js(card+` button.copy`)+`).dataset.copied === '1'`)
 
+	// What changed: the notice's digest (DIG-1), read when asked for.
+	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(card+` button.digest`)))
+	b.waitJS(t, 5*time.Second, `document.querySelector(`+js(card+` [data-digest]`)+`).textContent.includes('human_direct_message 1')`)
+	if got := b.text(t, card+` [data-digest]`); got != "1 event up to 2: human_direct_message 1; human 1; last human channel telegram" {
+		t.Errorf("digest line = %q", got)
+	}
+
 	// Filter the activity by kind.
 	b.waitJS(t, 5*time.Second, `document.querySelectorAll('#activity li[data-seq]').length >= 5`)
 	b.do(t, 5*time.Second, chromedp.SetValue(chromedp.CSS(`#af-kind`), "child_spawned"),

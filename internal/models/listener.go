@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -652,27 +654,69 @@ func (l *Listener) loadEvents(ctx context.Context, e eventSpan) error {
 	return nil
 }
 
+// The listener reads pending notices with their holds (RDL-1, RDL-2) in one
+// statement, so that it publishes them as the service marks them: a snoozed notice
+// not at all, a redelivered or woken one with its delivery (a new ID, which the
+// listener's dedupe then publishes).
+var (
+	heldNoticesSQL = strings.Replace(cursorSelect, " FROM cursors ",
+		", ho.redeliveries, ho.deliveries, ho.snoozed_until FROM cursors LEFT JOIN notice_holds ho ON "+
+			"ho.watcher_key = cursors.watcher_key AND ho.target_agent_id = cursors.target_agent_id AND "+
+			"ho.target_key = cursors.target_key AND ho.n = cursors.n ", 1) + " WHERE "
+	heldNoticesOrder = " ORDER BY cursors.opened_at, cursors.watcher_key, cursors.target_agent_id, cursors.target_key"
+)
+
+// heldNotice is a pending notice with its hold's marks as read.
+type heldNotice struct {
+	n       awareness.Notice
+	ok      bool
+	snoozed time.Time
+}
+
+func (s *Store) scanHeldNotice(rows *sql.Rows) (heldNotice, error) {
+	var (
+		r                      CursorRow
+		redeliveries, delivers sql.NullInt64
+		snoozed                sql.NullInt64
+	)
+	if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt,
+		&redeliveries, &delivers, &snoozed); err != nil {
+		return heldNotice{}, err
+	}
+	n, ok := s.notices.Notice(r.cursor())
+	n.Redelivered, n.Delivery = redeliveries.Int64 > 0, int(delivers.Int64)
+	return heldNotice{n: n, ok: ok, snoozed: nullTime(snoozed)}, nil
+}
+
+// markedNotices keeps the notices that are pending and not snoozed now.
+func markedNotices(hs []heldNotice) []awareness.Notice {
+	now := time.Now()
+	out := make([]awareness.Notice, 0, len(hs))
+	for _, h := range hs {
+		if h.ok && !now.Before(h.snoozed) {
+			out = append(out, h.n)
+		}
+	}
+	return out
+}
+
 // pendingOf lists the pending notices of the given watchers (every watcher when nil).
 func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.Notice, error) {
-	if watchers == nil {
-		return s.Pending(ctx, "")
-	}
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)
+	}
+	if watchers == nil {
+		out, err := scanAll(s.reader(ctx), s.scanHeldNotice, heldNoticesSQL+"cursors.n > cursors.l"+heldNoticesOrder)
+		return markedNotices(out), s.wrapErr(err)
 	}
 	var out []awareness.Notice
 	for i := 0; i < len(watchers); i += 500 {
 		chunk := watchers[i:min(i+500, len(watchers))]
-		curs, err := s.reader(ctx).findCursors("watcher_key IN ? AND n > l", []any{chunk},
-			"opened_at, watcher_key, target_agent_id, target_key", "")
+		ns, err := scanAll(s.reader(ctx), s.scanHeldNotice, heldNoticesSQL+"cursors.watcher_key IN ? AND cursors.n > cursors.l"+heldNoticesOrder, chunk)
 		if err != nil {
 			return nil, s.wrapErr(err)
 		}
-		for _, c := range curs {
-			if n, ok := s.notices.Notice(c); ok {
-				out = append(out, n)
-			}
-		}
+		out = append(out, markedNotices(ns)...)
 	}
 	return out, nil
 }

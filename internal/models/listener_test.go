@@ -332,3 +332,31 @@ func TestListener_CrossProcessClosedNotices_NTC3(t *testing.T) {
 	case <-time.After(lsQuiet):
 	}
 }
+
+// RDL-2 across processes: a notice snoozed and woken by process B reaches A's
+// subscriber again, with its new delivery, through A's listener (the wake's hint names
+// the watcher, and the read takes the holds with the cursors: the safety poll is an
+// hour here), and not while it is snoozed.
+func TestListener_CrossProcessSnoozeWakes_RDL2(t *testing.T) {
+	r := newListenerRig(t, time.Hour)
+	r.record(r.svcB, "agent:main:subagent:snz")
+	n := r.nextNotice()
+	if n.Delivery != 0 {
+		t.Fatalf("first delivery %+v", n)
+	}
+	ref := awareness.NoticeRef{Target: n.Target.Key, TargetAgentID: &n.Target.AgentID, NotifiedVersion: n.NotifiedVersion}
+	until := time.Now().Add(1500 * time.Millisecond)
+	if _, err := r.svcB.SnoozeNotice(context.Background(), lsWatcher, ref, until); err != nil {
+		t.Fatal(err)
+	}
+	r.noNotice()
+	time.Sleep(time.Until(until))
+	if woke, err := r.svcB.WakeHolds(context.Background()); err != nil || woke != 1 {
+		t.Fatalf("WakeHolds on B: %d, %v", woke, err)
+	}
+	got := r.nextNotice()
+	if got.Target != n.Target || got.NotifiedVersion != n.NotifiedVersion || got.Delivery != 1 || got.Text != n.Text {
+		t.Fatalf("woken notice on A: %+v", got)
+	}
+	r.noNotice()
+}

@@ -240,3 +240,67 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// RDL-1 across a restart: a drained notice stays held (the drain is stored), comes
+// back once, redelivered, after the stated turns counted across the restart, and the
+// pair still has its one pending notice.
+func TestSQLiteDrainSurvivesRestart_RDL1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "awareness.db")
+	ctx := t.Context()
+	pol := awareness.HoldPolicy{RedeliverTurns: 2, RedeliverAfter: time.Hour, MaxSnooze: time.Hour}
+	open := func() (*Store, *awareness.Service) {
+		s := mustOpenAt(t, path)
+		return s, awareness.NewService(awareness.Config{Store: s, Holds: pol})
+	}
+	const w = "agent:main:main"
+	s, svc := open()
+	for _, k := range []string{"agent:main:direct:a", "agent:main:direct:b"} {
+		if _, err := svc.Watch(ctx, w, k, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.RecordEvent(ctx, awareness.RecordInput{SessionKey: k, Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := svc.DrainNotices(ctx, w)
+	if err != nil || len(d) != 2 {
+		t.Fatalf("drain: %+v, %v", d, err)
+	}
+	var a, b awareness.Notice
+	for _, n := range d {
+		if n.Target.Key == "agent:main:direct:a" {
+			a = n
+		} else {
+			b = n
+		}
+	}
+	refOf := func(n awareness.Notice) awareness.NoticeRef {
+		return awareness.NoticeRef{Target: n.Target.Key, TargetAgentID: &n.Target.AgentID, NotifiedVersion: n.NotifiedVersion}
+	}
+	// A turn acknowledges b only: one turn for a. Then the service restarts.
+	if _, err := svc.AcknowledgeNotices(ctx, w, []awareness.NoticeRef{refOf(b)}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Flush()
+	s.Close()
+	s, svc = open()
+	defer s.Close()
+	if got, _ := svc.DrainNotices(ctx, w); len(got) != 0 {
+		t.Fatalf("after the restart a held notice was drained again: %+v", got)
+	}
+	// A second turn (an exact ack naming nothing of a) brings a back, redelivered.
+	if _, err := svc.AcknowledgeNotices(ctx, w, []awareness.NoticeRef{refOf(b)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.DrainNotices(ctx, w)
+	if err != nil || len(got) != 1 || got[0].Target != a.Target || got[0].NotifiedVersion != a.NotifiedVersion || !got[0].Redelivered || got[0].Delivery != 1 {
+		t.Fatalf("after two turns: %+v, %v; want a, redelivered", got, err)
+	}
+	if ns, _ := s.Pending(ctx, w); len(ns) != 1 {
+		t.Fatalf("pending: %+v, want one notice", ns)
+	}
+	// maxRedeliver 1 is used up: a failed turn again does not hide it.
+	if again, _ := svc.DrainNotices(ctx, w); len(again) != 1 {
+		t.Fatalf("a notice whose redeliveries are used up was held: %+v", again)
+	}
+}

@@ -1491,6 +1491,11 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 				}
 				res.CursorsExpired, res.Closed = n, closed
 				h.addClosed(closed...)
+				// The notice holds of pairs without a cursor (unwatched, reset, deleted,
+				// expired) go with the expiry (RDL-1, RDL-2).
+				if _, err := t.exec(pruneHoldsSQL); err != nil {
+					return err
+				}
 				if _, err := t.exec("UPDATE meta SET last_expiry_at = ? WHERE id = 1", nanos(now)); err != nil {
 					return err
 				}

@@ -76,6 +76,23 @@ export interface Notice {
   openedAt: string;
   /** Set on the item that tells the notice was acknowledged or removed. */
   closed?: boolean;
+  /** RDL-1: set on a notice that came back after a drain (drainNotices) neither acknowledged nor released. */
+  redelivered?: boolean;
+  /** RDL-1, RDL-2: how many times the service handed this notice out again (a redelivery, the end of a snooze). */
+  delivery?: number;
+  /** DIG-1: what changed between changesSince and notifiedVersion, without content (pendingDigests only). */
+  digest?: NoticeDigest;
+}
+
+/** A notice's digest (DIG-1): the events of (changesSince, notifiedVersion] counted; counted + pruned = N − L. */
+export interface NoticeDigest {
+  byKind: { kind: string; count: number }[];
+  byActorType: { actorType: string; count: number }[];
+  humanEvents: number;
+  lastHumanChannel: string | null;
+  latestVersion: number;
+  counted: number;
+  pruned: number;
 }
 
 /** One notice to acknowledge: as the notice names it (NTC-3). */
@@ -99,6 +116,8 @@ export interface NoticeAck {
   followUp: Notice | null;
   /** With alreadyAcknowledged or superseded: the pair's pending notice now, if any. */
   pending: Notice | null;
+  /** RDL-2: set on the answer of dismissNotice. */
+  dismissed?: boolean;
 }
 
 /** A (watcher, target) cursor (the GraphQL WatchCursor, WAT-1). */
@@ -138,7 +157,8 @@ export interface RecordEventsItem {
   error: { code: string; message: string } | null;
 }
 
-export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt';
+export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt redelivered delivery';
+const DIGEST_FIELDS = 'digest { byKind { kind count } byActorType { actorType count } humanEvents lastHumanChannel latestVersion counted pruned }';
 const CURSOR_FIELDS = 'watcher target targetAgentId lastAcked notified material pending updatedAt';
 const RESULT_FIELDS = 'recorded stateVersion noticesOpened event { sequence } skippedWatchers { watcher reason }';
 
@@ -147,6 +167,14 @@ const unwatchMutation = `mutation($w: String!, $t: String!, $a: String) { unwatc
 const pendingQuery = `query($w: String!) { pendingNotices(watcher: $w) { ${NOTICE_FIELDS} } }`;
 const acknowledgeMutation = `mutation($w: String!, $n: [NoticeRef!]!) { acknowledgeNotices(watcher: $w, notices: $n) {
   watcher target targetAgentId notifiedVersion outcome followUp { ${NOTICE_FIELDS} } pending { ${NOTICE_FIELDS} } } }`;
+const pendingDigestsQuery = `query($w: String!) { pendingNotices(watcher: $w) { ${NOTICE_FIELDS} ${DIGEST_FIELDS} } }`;
+const drainMutation = `mutation($w: String!) { drainNotices(watcher: $w) { ${NOTICE_FIELDS} } }`;
+const releaseMutation = `mutation($w: String!, $n: [NoticeRef!]!) { releaseNotices(watcher: $w, notices: $n) { ${NOTICE_FIELDS} } }`;
+const snoozeMutation = `mutation($w: String!, $t: String!, $a: String, $v: Int!, $u: Time!) {
+  snoozeNotice(watcher: $w, target: $t, targetAgentId: $a, notifiedVersion: $v, until: $u) { ${NOTICE_FIELDS} } }`;
+const dismissMutation = `mutation($w: String!, $t: String!, $a: String, $v: Int!) {
+  dismissNotice(watcher: $w, target: $t, targetAgentId: $a, notifiedVersion: $v) {
+  watcher target targetAgentId notifiedVersion outcome dismissed followUp { ${NOTICE_FIELDS} } pending { ${NOTICE_FIELDS} } } }`;
 const recordMutation = `mutation($in: RecordEventInput!) { recordEvent(input: $in) { ${RESULT_FIELDS} } }`;
 const recordEventsMutation = `mutation($in: [RecordEventInput!]!) { recordEvents(inputs: $in) { index result { ${RESULT_FIELDS} } error { code message } } }`;
 
@@ -244,6 +272,36 @@ export class Client {
   async acknowledgeNotices(watcher: string, notices: NoticeRef[], signal?: AbortSignal): Promise<NoticeAck[]> {
     const n = notices.map((r) => ({ target: r.target, targetAgentId: r.targetAgentId, notifiedVersion: r.notifiedVersion }));
     return (await this.request(acknowledgeMutation, { w: watcher, n }, signal)).acknowledgeNotices;
+  }
+
+  /** The watcher's pending notices with each one's digest (DIG-1), read from the log by the service. */
+  async pendingDigests(watcher: string, signal?: AbortSignal): Promise<Notice[]> {
+    return (await this.request(pendingDigestsQuery, { w: watcher }, signal)).pendingNotices;
+  }
+
+  /**
+   * A turn's drain on the service (RDL-1): the pending notices neither snoozed nor held, with the drain
+   * recorded. One then neither acknowledged nor released comes back, marked redelivered, after the
+   * service's --redeliver-turns later turns of the watcher or --redeliver-after, whichever comes first.
+   */
+  async drainNotices(watcher: string, signal?: AbortSignal): Promise<Notice[]> {
+    return (await this.request(drainMutation, { w: watcher }, signal)).drainNotices;
+  }
+
+  /** Hands drained notices back (RDL-1): the next drainNotices hands them out, not as redeliveries. */
+  async releaseNotices(watcher: string, notices: NoticeRef[], signal?: AbortSignal): Promise<Notice[]> {
+    const n = notices.map((r) => ({ target: r.target, targetAgentId: r.targetAgentId, notifiedVersion: r.notifiedVersion }));
+    return (await this.request(releaseMutation, { w: watcher, n }, signal)).releaseNotices;
+  }
+
+  /** Hides a pending notice until `until`, then the service delivers it again (RDL-2). */
+  async snoozeNotice(watcher: string, notice: NoticeRef, until: Date, signal?: AbortSignal): Promise<Notice> {
+    return (await this.request(snoozeMutation, { w: watcher, t: notice.target, a: notice.targetAgentId, v: notice.notifiedVersion, u: until.toISOString() }, signal)).snoozeNotice;
+  }
+
+  /** Acknowledges a pending notice without reconciling (RDL-2); the answer has dismissed: true. */
+  async dismissNotice(watcher: string, notice: NoticeRef, signal?: AbortSignal): Promise<NoticeAck> {
+    return (await this.request(dismissMutation, { w: watcher, t: notice.target, a: notice.targetAgentId, v: notice.notifiedVersion }, signal)).dismissNotice;
   }
 
   /** Appends one event now, without an outbox (a Recorder is the durable way). */

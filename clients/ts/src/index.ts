@@ -6,7 +6,7 @@
  */
 export {
   Client, AwarenessError, Codes, MAX_BATCH,
-  type ClientOptions, type Logger, type Notice, type NoticeRef, type NoticeAck, type AckOutcome,
+  type ClientOptions, type Logger, type Notice, type NoticeRef, type NoticeAck, type AckOutcome, type NoticeDigest,
   type WatchCursor, type WatchResult, type RecordEventResult, type RecordEventsItem,
 } from './client.js';
 export { Recorder, OutboxFullError, RecordTimeoutError, DeliveryError, type Event, type Delivery, type RecorderOptions } from './recorder.js';

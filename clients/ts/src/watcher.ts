@@ -477,13 +477,17 @@ export class Watcher extends EventEmitter {
     }
     if ((this.#done.get(k) ?? 0) >= n.notifiedVersion) { this.duplicates++; return; }
     const h = this.#held.get(k);
-    if (h) {
+    const again = (o: Notice) => o.notifiedVersion === n.notifiedVersion && (n.delivery ?? 0) > (o.delivery ?? 0);
+    if (h && again(h.n)) {
+      // The service handed the held notice out again (RDL-1 redelivery, the end of a snooze): open again.
+      this.#held.delete(k);
+    } else if (h) {
       // In the caller's hands: ack() settles it, release() hands it back.
       if (h.n.notifiedVersion >= n.notifiedVersion) { this.duplicates++; return; }
       h.gone = true; // the service has a newer one pending
     }
     const t = this.#open.get(k);
-    if (t && t.n.notifiedVersion >= n.notifiedVersion) { t.confirmed ||= fresh; this.duplicates++; return; }
+    if (t && t.n.notifiedVersion >= n.notifiedVersion && !again(t.n)) { t.confirmed ||= fresh; this.duplicates++; return; }
     this.#open.set(k, { n, confirmed: fresh });
     this.emit('change', n);
     this.emit('notice', n.watcher);

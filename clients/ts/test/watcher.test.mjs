@@ -400,3 +400,57 @@ test('Watcher: reconcile reads the delta a notice names (REC-1)', async () => {
     await s.kill();
   }
 });
+
+test('Client: digest, drain, release, snooze and dismiss against the real binary (DIG-1, RDL-1, RDL-2)', async () => {
+  const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort());
+  const child = 'agent:main:subagent:rdl';
+  try {
+    await s.spawn(child, W);
+    await s.human(child);
+    const c = new Client(s.endpoint);
+    const [p] = await c.pendingDigests(W);
+    assert.equal(p.digest.humanEvents, 1);
+    assert.equal(p.digest.latestVersion, p.notifiedVersion);
+    assert.equal(p.digest.counted + p.digest.pruned, p.notifiedVersion - p.changesSince);
+    const d = await c.drainNotices(W);
+    assert.equal(d.length, 1);
+    assert.equal(d[0].redelivered, false);
+    assert.deepEqual(await c.drainNotices(W), [], 'a drained notice is held');
+    assert.equal((await c.releaseNotices(W, d)).length, 1);
+    const sn = await c.snoozeNotice(W, d[0], new Date(Date.now() + 3600_000));
+    assert.equal(sn.notifiedVersion, d[0].notifiedVersion);
+    assert.deepEqual(await c.pendingNotices(W), [], 'a snoozed notice is hidden');
+    await assert.rejects(c.snoozeNotice(W, d[0], new Date(Date.now() - 1000)), (e) => e.code === 'INVALID_ARGUMENT');
+    const a = await c.dismissNotice(W, d[0]);
+    assert.equal(a.outcome, 'acknowledged');
+    assert.equal(a.dismissed, true);
+    await assert.rejects(c.dismissNotice(W, d[0]), (e) => e.code === 'NOT_FOUND');
+  } finally {
+    await s.kill();
+  }
+});
+
+test('Watcher: a notice drained on the service and lost by a failed turn comes back, redelivered, after the stated turns, and drain() hands it out again (RDL-1)', async () => {
+  const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort(), ['--redeliver-turns', '1']);
+  const [a, b] = ['agent:main:subagent:rdla', 'agent:main:subagent:rdlb'];
+  try {
+    await s.spawn(a, W);
+    await s.spawn(b, W);
+    await s.human(a);
+    await s.human(b);
+    const c = new Client(s.endpoint);
+    const w = new Watcher(c, [W], fast);
+    const local = await drainWait(w, 2, W);
+    assert.equal((await c.drainNotices(W)).length, 2, 'the service records the drain');
+    // The turn acknowledges b only: one turn for a, which comes back redelivered.
+    await w.ack(local.filter((n) => n.target === b));
+    const [back] = await drainWait(w, 1, W);
+    assert.equal(back.target, a);
+    assert.equal(back.redelivered, true);
+    assert.equal(back.delivery, 1);
+    await w.ack([back]);
+    await w.close();
+  } finally {
+    await s.kill();
+  }
+});

@@ -13,8 +13,10 @@ package modeltest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +63,10 @@ func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
 			"delete":          m.delete,
 			"prune":           m.prune,
 			"restart":         m.restart,
+			"digest":          m.digest,
+			"snooze":          m.snooze,
+			"drainService":    m.drainService,
+			"wake":            m.wake,
 			"":                m.check,
 		}
 		if o.OtherProcess {
@@ -101,6 +107,14 @@ type model struct {
 	// closed during the cursor's life: a drain must never hand one out again. A new
 	// cursor of the pair (after unwatch, reset, delete or expiry) starts afresh.
 	closed map[pair]map[int64]bool
+	// snoozed holds, per pair, the notice snoozed (its N) and until when (RDL-2): it
+	// is hidden while the pair's pending notice is that one and until is ahead.
+	snoozed map[pair]snooze
+}
+
+type snooze struct {
+	n     int64
+	until time.Time
 }
 
 // closeNotice records that c's pending notice was acknowledged.
@@ -138,7 +152,8 @@ type machine struct {
 func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
 	mc := &machine{t: t, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		m: model{heads: map[string]int64{}, pruned: map[string]int64{},
-			dedupe: map[string]bool{}, cursors: map[pair]*cur{}, closed: map[pair]map[int64]bool{}}}
+			dedupe: map[string]bool{}, cursors: map[pair]*cur{}, closed: map[pair]map[int64]bool{},
+			snoozed: map[pair]snooze{}}}
 	mc.open(rt)
 	return mc
 }
@@ -198,6 +213,10 @@ func (mc *machine) record(rt *rapid.T) {
 			in.ActorType = awareness.ActorAgent
 		} else {
 			in.ActorType = awareness.ActorHuman
+			// The channel of the latest human event is in the digest (DIG-1).
+			if c := rapid.SampledFrom([]string{"", "telegram", "slack"}).Draw(rt, "channel"); c != "" {
+				in.Channel = &c
+			}
 		}
 	}
 	res, err := mc.svc.RecordEvent(ctx(), in)
@@ -663,6 +682,7 @@ func (mc *machine) check(rt *rapid.T) {
 	if d := cmp.Diff(wantN, gotN); d != "" {
 		rt.Fatalf("pending notices differ from the model (-want +got):\n%s", d)
 	}
+	logs := map[awareness.SessionRef][]awareness.Event{}
 	for _, k := range targets {
 		st, err := mc.svc.SessionStatus(ctx(), k, nil, ptr(int64(0)), nil)
 		if err != nil {
@@ -685,6 +705,150 @@ func (mc *machine) check(rt *rapid.T) {
 		}
 		if d := cmp.Diff(wantSeqs, gotSeqs); d != "" {
 			rt.Fatalf("retained events of %s differ (-want +got):\n%s", k, d)
+		}
+		logs[st.Ref] = st.Changes.Events
+	}
+	mc.checkDigests(rt, pend, logs)
+	mc.checkVisible(rt)
+}
+
+// digest checks the digest of a drawn range (L, N] of a drawn session's log against
+// the log, counted here (DIG-1), whether or not a notice covers it.
+func (mc *machine) digest(rt *rapid.T) {
+	k := rapid.SampledFrom(targets).Draw(rt, "session")
+	head := mc.m.heads[k]
+	after := rapid.Int64Range(0, head).Draw(rt, "after")
+	through := rapid.Int64Range(after+1, head+2).Draw(rt, "through")
+	st, err := mc.svc.SessionStatus(ctx(), k, nil, ptr(int64(0)), nil)
+	if err != nil {
+		rt.Fatalf("status %s: %v", k, err)
+	}
+	n := awareness.Notice{Watcher: "agent:main:main", Target: st.Ref, ChangesSince: after, NotifiedVersion: through}
+	mc.checkDigests(rt, []awareness.Notice{n}, map[awareness.SessionRef][]awareness.Event{st.Ref: st.Changes.Events})
+}
+
+// hidden reports whether the model hides the pending notice of p (N n) now: it is
+// snoozed until later (RDL-2).
+func (mc *machine) hidden(p pair, n int64) bool {
+	sn, ok := mc.m.snoozed[p]
+	return ok && sn.n == n && mc.now.Before(sn.until)
+}
+
+// snooze snoozes a drawn pending notice for a drawn time (RDL-2).
+func (mc *machine) snooze(rt *rapid.T) {
+	var ps []pair
+	for p, c := range mc.m.cursors {
+		if c.N > c.L {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		rt.Skip("nothing pending")
+	}
+	slices.SortFunc(ps, func(a, b pair) int { return strings.Compare(a.w+"\x00"+a.t, b.w+"\x00"+b.t) })
+	p := rapid.SampledFrom(ps).Draw(rt, "pair")
+	c := mc.m.cursors[p]
+	until := mc.now.Add(time.Duration(rapid.IntRange(1, 180).Draw(rt, "minutes")) * time.Minute)
+	if _, err := mc.svc.SnoozeNotice(ctx(), p.w, awareness.NoticeRef{Target: p.t, NotifiedVersion: c.N}, until); err != nil {
+		rt.Fatalf("RDL-2: snooze %s→%s N=%d: %v", p.w, p.t, c.N, err)
+	}
+	mc.m.snoozed[p] = snooze{n: c.N, until: until}
+}
+
+// drainService drains a watcher on the service (RDL-1): it hands out only pending
+// notices that are not snoozed, never one an acknowledgement closed.
+func (mc *machine) drainService(rt *rapid.T) {
+	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
+	ns, err := mc.svc.DrainNotices(ctx(), w)
+	if err != nil {
+		rt.Fatalf("drainNotices %s: %v", w, err)
+	}
+	for _, n := range ns {
+		p := pair{w, n.Target.Key}
+		c := mc.m.cursors[p]
+		if c == nil || c.N <= c.L || c.N != n.NotifiedVersion || mc.hidden(p, c.N) || mc.m.closed[p][n.ChangesSince] {
+			rt.Fatalf("RDL-1: drainNotices handed out %s→%s (%d, %d], which the model does not have pending and visible",
+				w, n.Target.Key, n.ChangesSince, n.NotifiedVersion)
+		}
+	}
+}
+
+// wake moves the clock and wakes the due holds (RDL-1, RDL-2).
+func (mc *machine) wake(rt *rapid.T) {
+	mc.tick(time.Duration(rapid.IntRange(0, 240).Draw(rt, "minutes")) * time.Minute)
+	if _, err := mc.svc.WakeHolds(ctx()); err != nil {
+		rt.Fatalf("wake holds: %v", err)
+	}
+}
+
+// checkVisible checks every watcher's pendingNotices against the model: its pending
+// notices but the snoozed ones (RDL-2, NTC-7).
+func (mc *machine) checkVisible(rt *rapid.T) {
+	for _, w := range qualified {
+		ns, err := mc.svc.PendingNotices(ctx(), w)
+		if err != nil {
+			rt.Fatalf("pendingNotices %s: %v", w, err)
+		}
+		var got, want []string
+		for _, n := range ns {
+			got = append(got, fmt.Sprintf("%s %d", n.Target.Key, n.NotifiedVersion))
+		}
+		for p, c := range mc.m.cursors {
+			if p.w == w && c.N > c.L && !mc.hidden(p, c.N) {
+				want = append(want, fmt.Sprintf("%s %d", p.t, c.N))
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if d := cmp.Diff(want, got); d != "" {
+			rt.Fatalf("RDL-2: pendingNotices of %s differ from the model's visible notices (-want +got):\n%s", w, d)
+		}
+	}
+}
+
+// checkDigests checks every pending notice's digest against its range of the
+// retained log, counted here (DIG-1): counts by kind and actor type, the human
+// events, the latest human event's channel, N, and what pruning removed.
+func (mc *machine) checkDigests(rt *rapid.T, pend []awareness.Notice, logs map[awareness.SessionRef][]awareness.Event) {
+	if len(pend) == 0 {
+		return
+	}
+	rs := make([]awareness.DigestRange, len(pend))
+	for i, n := range pend {
+		rs[i] = awareness.RangeOf(n)
+	}
+	ds, err := mc.store.Digests(ctx(), rs)
+	if err != nil {
+		rt.Fatalf("DIG-1: digests: %v", err)
+	}
+	for i, n := range pend {
+		d := ds[i]
+		kinds, actors := map[awareness.EventKind]int{}, map[awareness.ActorType]int{}
+		humans, channel, counted := 0, "", 0
+		for _, e := range logs[n.Target] {
+			if e.Sequence <= n.ChangesSince || e.Sequence > n.NotifiedVersion {
+				continue
+			}
+			counted++
+			kinds[e.Kind]++
+			actors[e.ActorType]++
+			if e.ActorType == awareness.ActorHuman {
+				humans++
+				channel = e.Payload.Channel
+			}
+		}
+		gotKinds, gotActors := map[awareness.EventKind]int{}, map[awareness.ActorType]int{}
+		for _, c := range d.ByKind {
+			gotKinds[c.Kind] += c.Count
+		}
+		for _, c := range d.ByActorType {
+			gotActors[c.ActorType] += c.Count
+		}
+		if !cmp.Equal(kinds, gotKinds) || !cmp.Equal(actors, gotActors) || d.HumanEvents != humans ||
+			d.LastHumanChannel != channel || d.LatestVersion != n.NotifiedVersion || d.Counted != counted ||
+			d.Pruned != n.NotifiedVersion-n.ChangesSince-int64(counted) {
+			rt.Fatalf("DIG-1: digest of %s→%s (%d, %d] is %+v; the log counts kinds %v, actors %v, %d human (channel %q), %d counted",
+				n.Watcher, n.Target.Key, n.ChangesSince, n.NotifiedVersion, d, kinds, actors, humans, channel, counted)
 		}
 	}
 }

@@ -5,6 +5,29 @@ import { h, fill, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf,
 import { gql, errorText } from '../gql.js';
 import { pairKey } from '../notices.js';
 
+/**
+ * noticeDigest reads the digest of notice n (DIG-1) when asked for: the events of
+ * (changesSince, notifiedVersion] counted by the service, without content. The feed
+ * never selects it (a read of the log per notice).
+ */
+export async function noticeDigest(n) {
+  const d = await gql(`query($w: String!) { pendingNotices(watcher: $w) { target targetAgentId notifiedVersion
+    digest { byKind { kind count } byActorType { actorType count } humanEvents lastHumanChannel latestVersion counted pruned } } }`, { w: n.watcher });
+  const p = d.pendingNotices.find((x) => x.target === n.target && x.targetAgentId === n.targetAgentId && x.notifiedVersion === n.notifiedVersion);
+  return p ? p.digest : null;
+}
+
+/** digestText is a digest in one line: "2 events: human_direct_message 1, goal_changed 1; human 1, agent 1; last human channel telegram". */
+export function digestText(d) {
+  if (!d) return 'This notice is no longer pending.';
+  const kinds = d.byKind.map((k) => `${k.kind} ${k.count}`).join(', ');
+  const actors = d.byActorType.map((a) => `${a.actorType} ${a.count}`).join(', ');
+  let s = `${d.counted} event${d.counted === 1 ? '' : 's'} up to ${d.latestVersion}: ${kinds || 'none retained'}; ${actors || '—'}`;
+  if (d.lastHumanChannel) s += `; last human channel ${d.lastHumanChannel}`;
+  if (d.pruned) s += `; ${d.pruned} pruned before it was read`;
+  return s;
+}
+
 /** copyText puts text on the clipboard (the Clipboard API, else a selected textarea). */
 export async function copyText(text) {
   try {
@@ -60,6 +83,8 @@ export function noticeCard(n, store, opts = {}) {
     'aria-label': queued ? `Cancel the queued acknowledgement of ${n.watcher} about ${n.target}` : `Acknowledge the notice of ${n.watcher} about ${n.target}`,
   }, queued ? 'Cancel queued' : 'Acknowledge');
   const copyBtn = h('button', { type: 'button', class: 'copy', 'aria-label': `Copy the notice text of ${n.watcher} about ${n.target}` }, 'Copy text');
+  const digestBtn = h('button', { type: 'button', class: 'digest', 'aria-label': `What changed for ${n.watcher} about ${n.target}` }, 'What changed');
+  const digestOut = h('p', { class: 'notice-digest small muted', 'aria-live': 'polite', dataset: { digest: '' } });
   const box = opts.select ? h('input', { type: 'checkbox', class: 'pick', 'aria-label': `Select the notice about ${n.target}` }) : null;
   const card = h('article', {
     class: `notice${n.fresh ? ' fresh' : ''}${queued ? ' queued' : ''}`,
@@ -77,6 +102,7 @@ export function noticeCard(n, store, opts = {}) {
       : h('span', { class: 'badge', title: 'Sub-agent watcher: it sees the notice on its next turn (NTC-6)' }, 'no wake'),
     queued ? h('span', { class: 'badge info queued-badge', role: 'status' }, 'acknowledgement queued: sent when the server is back') : null),
   h('pre', { class: 'notice-text', 'aria-label': 'Notice text' }, n.text),
+  digestOut,
   h('dl', { class: 'lnm' },
     h('div', { title: 'L: last acknowledged; reconcile with changesSince L' }, h('dt', null, 'L'), h('dd', null, n.changesSince)),
     h('div', { title: 'N: the frozen watermark this notice covers' }, h('dt', null, 'N'), h('dd', null, n.notifiedVersion)),
@@ -86,10 +112,18 @@ export function noticeCard(n, store, opts = {}) {
   h('div', { class: 'notice-foot' },
     h('span', null, 'opened ', timeEl(n.openedAt)),
     h('span', { class: 'actions' },
+      digestBtn,
       copyBtn,
       opts.noReconcile ? null : h('a', { class: 'btn reconcile', href: sessionHref(n.targetAgentId, n.target, { since: n.changesSince, watcher: n.watcher }) }, 'Reconcile'),
       ackBtn)));
   if (n.fresh) setTimeout(() => card.classList.remove('fresh'), 2500);
+  digestBtn.addEventListener('click', async () => {
+    try {
+      fill(digestOut, digestText(await noticeDigest(n)));
+    } catch (err) {
+      fill(digestOut, `The digest could not be read: ${errorText(err)}`);
+    }
+  });
   copyBtn.addEventListener('click', async () => {
     const ok = await copyText(n.text);
     fill(copyBtn, ok ? 'Copied' : 'Copy failed');
