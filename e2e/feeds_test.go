@@ -246,7 +246,25 @@ type resumer struct {
 	attempts    int
 	maxBacklog  int
 	plainResume int // stateEvents subscriptions
+	limited     int // subscriptions refused with RATE_LIMITED and asked again
 }
+
+// retryLimited runs call until it is not refused with RATE_LIMITED.
+func retryLimited(call func() error) error {
+	for {
+		err := call()
+		if err == nil || !strings.Contains(err.Error(), "RATE_LIMITED") {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// rateLimited is an attempt the service refused for the caller's budget (ERR-4): the
+// resumer waits retryAfterMs and subscribes again, as a client does.
+type rateLimited struct{ wait time.Duration }
+
+func (e rateLimited) Error() string { return fmt.Sprintf("RATE_LIMITED, retry after %v", e.wait) }
 
 // open subscribes once, resuming after r.last: a WebSocket passes afterSequence; SSE
 // sends the first request's body again (afterSequence 0) with Last-Event-ID, as a
@@ -292,6 +310,17 @@ func (r *resumer) attempt(feed bool, want int, done func() bool) error {
 			return fmt.Errorf("attempt %d (after %d): %w", r.attempts, r.last, err)
 		}
 		if it.err != nil {
+			if code, _ := it.err.Extensions["code"].(string); code == "RATE_LIMITED" && synced == !feed && backlog == 0 && live == 0 {
+				// Refused before its first item: not an attempt; asked again after the wait.
+				r.attempts--
+				if feed {
+					r.feeds--
+				} else {
+					r.plainResume--
+				}
+				ms, _ := it.err.Extensions["retryAfterMs"].(float64)
+				return rateLimited{time.Duration(ms) * time.Millisecond}
+			}
 			return fmt.Errorf("attempt %d (after %d): refused: %+v", r.attempts, r.last, *it.err)
 		}
 		switch it.typename {
@@ -354,14 +383,22 @@ func testForcedDisconnects(t *testing.T, servers []*server, n int) {
 			for range 1 + rand.IntN(3) {
 				ins = append(ins, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"})
 			}
-			if _, err := servers[0].gql(`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`,
-				map[string]any{"ins": ins}); err != nil {
+			// The writer shares the address's query budget with the resumers (ERR-4):
+			// a refused batch, which wrote nothing, is sent again after a moment.
+			if err := retryLimited(func() error {
+				_, err := servers[0].gql(`mutation($ins: [RecordEventInput!]!) { recordEvents(inputs: $ins) { index } }`,
+					map[string]any{"ins": ins})
+				return err
+			}); err != nil {
 				werr = err
 				return
 			}
 			writes.Add(int64(len(ins)))
 			// Another session's events, which no resumer may see.
-			if _, err := servers[0].record(map[string]any{"sessionKey": "agent:main:subagent:other", "kind": "run_completed", "actorType": "agent"}); err != nil {
+			if err := retryLimited(func() error {
+				_, err := servers[0].record(map[string]any{"sessionKey": "agent:main:subagent:other", "kind": "run_completed", "actorType": "agent"})
+				return err
+			}); err != nil {
 				werr = err
 				return
 			}
@@ -376,11 +413,18 @@ func testForcedDisconnects(t *testing.T, servers []*server, n int) {
 	var wg sync.WaitGroup
 	for i, r := range resumers {
 		wg.Go(func() {
-			for a := range n {
-				if err := r.attempt(a%5 != 4, rand.IntN(4), stop.Load); err != nil {
+			for a := 0; a < n; {
+				err := r.attempt(a%5 != 4, rand.IntN(4), stop.Load)
+				if rl, ok := errors.AsType[rateLimited](err); ok {
+					r.limited++
+					time.Sleep(rl.wait)
+					continue
+				}
+				if err != nil {
 					errs[i] = fmt.Errorf("%s: %w", r.transport, err)
 					return
 				}
+				a++
 			}
 		})
 	}
@@ -403,8 +447,16 @@ func testForcedDisconnects(t *testing.T, servers []*server, n int) {
 	}
 	for _, r := range resumers {
 		// Catch up: the replay ends at the head.
-		if err := r.attempt(true, 0, func() bool { return true }); err != nil {
-			t.Fatalf("%s: catching up: %v", r.transport, err)
+		for {
+			err := r.attempt(true, 0, func() bool { return true })
+			if rl, ok := errors.AsType[rateLimited](err); ok {
+				time.Sleep(rl.wait)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: catching up: %v", r.transport, err)
+			}
+			break
 		}
 		if r.last != head || r.received != head {
 			t.Errorf("%s: received %d events up to %d, the head is %d", r.transport, r.received, r.last, head)
@@ -412,8 +464,8 @@ func testForcedDisconnects(t *testing.T, servers []*server, n int) {
 		if r.synced != r.feeds {
 			t.Errorf("%s: %d of %d feed subscriptions sent FeedSynced", r.transport, r.synced, r.feeds)
 		}
-		t.Logf("%s: %d forced disconnects (%d stateEventFeed, %d stateEvents), %d events, 0 lost, 0 twice, the longest replay %d events",
-			r.transport, r.attempts-1, r.feeds, r.plainResume, r.received, r.maxBacklog)
+		t.Logf("%s: %d forced disconnects (%d stateEventFeed, %d stateEvents), %d events, 0 lost, 0 twice, the longest replay %d events; %d subscriptions refused with RATE_LIMITED and asked again after retryAfterMs",
+			r.transport, r.attempts-1, r.feeds, r.plainResume, r.received, r.maxBacklog, r.limited)
 	}
 	// Every cut subscription ended on the server.
 	for _, s := range servers {
