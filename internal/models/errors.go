@@ -32,6 +32,17 @@ func (s *Store) wrapErr(err error) error {
 	return awareness.Internal(err)
 }
 
+// causeOf is err, or the context's error when the context ended before it: a caller
+// that went away (a subscription cut during its replay) closes the rows under the
+// scan, whose "sql: Rows are closed" is not the store's failure.
+func causeOf(ctx context.Context, err error) error {
+	var ae *awareness.Error
+	if err != nil && ctx.Err() != nil && !errors.As(err, &ae) {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
 // transient reports failures that are retryable whatever the database.
 func transient(err error) bool {
 	return errors.Is(err, errClosed) ||

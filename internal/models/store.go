@@ -265,7 +265,7 @@ func (s *Store) read(ctx context.Context, name string, fn func(t *tx) error) (er
 		return s.wrapErr(err)
 	}
 	defer t.rollback() // read-only: nothing to commit
-	return s.wrapErr(fn(t))
+	return s.wrapErr(causeOf(ctx, fn(t)))
 }
 
 func checkNow(what string, now time.Time) error {
