@@ -27,6 +27,7 @@ func TestMemStoreSweepConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.mu.Unlock()
+		c.TargetGeneration, c.WatcherGeneration = max(c.TargetGeneration, 1), max(c.WatcherGeneration, 1)
 		db.save(c)
 	})
 }
