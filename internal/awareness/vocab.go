@@ -343,5 +343,8 @@ func CheckWatchKinds(kinds []string) (KindSelection, error) {
 	return KindSelection(strings.Join(out, ",")), nil
 }
 
+// SelectedKinds lists the kinds that open a notice for the cursor (LIF-3).
+func (c Cursor) SelectedKinds() []EventKind { return c.Kinds.List() }
+
 // Selects reports whether an event of kind k opens a notice for the cursor (LIF-3).
 func (c Cursor) Selects(k EventKind) bool { return c.Kinds.Has(k) }
