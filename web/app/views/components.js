@@ -252,7 +252,7 @@ function linkHealth(l) {
 
 // The event kinds in chart order, with their colours (see style.css .c-<kind>).
 export const EVENT_KINDS = ['human_direct_message', 'upstream_missing', 'goal_changed', 'child_spawned',
-  'run_completed', 'run_failed', 'compacted', 'adopted'];
+  'run_completed', 'run_failed', 'compacted', 'adopted', 'created', 'reset', 'deleted'];
 
 // The chart's time ranges: the window in minutes and the width of one bar. Wider
 // windows fold the per-minute buckets of the queries into wider bars.
