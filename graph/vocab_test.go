@@ -69,6 +69,7 @@ func TestVocabulariesMatchTheSchema(t *testing.T) {
 			{k.Notifies(), "Notifies watchers."},
 			{k.Role() == awareness.LogOnly, "Kept in the log only"},
 			{k.SeedsWatchers(), "(WAT-2)"},
+			{k.StartsIncarnation(), "(LIF-2)"},
 			{k.CountsCompaction(), "(REG-3)"},
 			{k.TakesOutcome(), "outcome"},
 		} {
