@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"Stats_and_ping", testStatsAndPing},
 		{"ERR-1_closed_store_unavailable", testClosed},
 	}
+	tests = append(tests, lifecycleTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
