@@ -573,7 +573,7 @@ var typeFields = map[string][]string{
 	"StateEvent": {"sequence", "kind", "actorType", "actorId", "summary", "occurredAt", "runId", "payload",
 		"sessionKey", "agentId", "__typename"},
 	"StaleNotice": {"watcher", "target", "targetAgentId", "changesSince", "notifiedVersion", "materialVersion",
-		"text", "wake", "openedAt", "closed", "__typename"},
+		"text", "wake", "openedAt", "targetGeneration", "watcherGeneration", "closed", "__typename"},
 }
 
 // selection generates the selection sets of one merged object (its response keys are

@@ -177,21 +177,19 @@ func (s *Service) appended(now time.Time, ops ...*AppendOp) {
 		evs     []Event
 		notices []Notice
 	)
-	var closed []Notice
 	for _, op := range ops {
 		s.observeAppend(op)
 		if op.Recorded {
 			evs = append(evs, op.Event)
 			// A lifecycle event's closed notices come before the notices it opened
-			// (LIF-2: a reset closes the old incarnation's, then opens one).
+			// (LIF-2: a reset closes the old incarnation's, then opens one). They
+			// were removed, not acknowledged: the tally counts the opened ones only.
 			notices = append(notices, op.Closed...)
 			notices = append(notices, op.Opened...)
-			closed = append(closed, op.Closed...)
 		}
 	}
 	if len(evs) > 0 {
 		s.pub.publish(evs, notices)
-		s.tally.add(now, closed, true)
 		s.tally.add(now, openedOf(notices), false)
 	}
 }
@@ -793,7 +791,6 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	}
 	if op == nil {
 		s.pub.publish(nil, closed)
-		s.tally.add(now, closed, true)
 		return false, nil
 	}
 	s.appended(now, op)
