@@ -1127,11 +1127,10 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 	if err := checkNow("DeleteSession", now); err != nil {
 		return nil, nil, err
 	}
-	op, err := awareness.LifecycleOp(ref, awareness.Deleted, now)
+	op, err := awareness.LifecycleOp(ref, awareness.Deleted, normTime(now))
 	if err != nil {
 		return nil, nil, err
 	}
-	now = normTime(now)
 	var (
 		live   bool
 		closed []awareness.Notice
