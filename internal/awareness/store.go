@@ -274,14 +274,17 @@ type Stats struct {
 //
 // Every method that writes does so in one transaction, and every state transition of a
 // cursor uses the pure functions of this package (SeedCursor, ApplyMaterial, AckCursor,
-// AckNamed, SweepCursor, WatchCursor). Errors are *Error values: storage failures map to
+// AckNamed, SweepCursor, WatchCursor, ResetCursor). Errors are *Error values: storage failures map to
 // UNAVAILABLE or INTERNAL, never leaking SQL or paths.
 type Store interface {
 	// Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2). For
 	// each op it assigns the next dense sequence under the session's head row, or returns
 	// the existing event for a known dedupe key; seeds cursors for child_spawned; applies
-	// notifying events to every cursor on the target and to producer-passed watchers.
-	// Either every op commits or none does.
+	// notifying events to every cursor on the target that selects their kind (LIF-3) and
+	// to producer-passed watchers; applies a reset (a new generation, ResetCursor over
+	// the cursors on the session, the cursors it holds deleted: LIF-2) and, after a
+	// deleted event notified, retires the cursors on the session and deletes the rest of
+	// it (LIF-1). Either every op commits or none does.
 	Append(ctx context.Context, ops []*AppendOp) error
 
 	// ReadChanges returns the head and up to limit events after `after`, in one read
