@@ -139,6 +139,10 @@ func TestTargetResetAndDelete_LIF1_LIF2(t *testing.T) {
 			t.Fatalf("pending before the reset: %+v", got)
 		}
 		e.mustPost(t, `mutation($k: String!) { resetSession(sessionKey: $k) }`, map[string]any{"k": lifTarget})
+		if got := string(e.mustPost(t, `query($k: String!) { sessionStatus(sessionKey: $k) { stateVersion generation } }`,
+			map[string]any{"k": lifTarget})); got != `{"sessionStatus":{"stateVersion":2,"generation":2}}` {
+			t.Errorf("sessionStatus after the reset: %s, want version 2, generation 2", got)
+		}
 		if got := lifPending(t, e, lifWatcher); len(got) != 0 {
 			t.Errorf("the default selection after the target's reset: %+v, want nothing pending", got)
 		}

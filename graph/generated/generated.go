@@ -186,6 +186,7 @@ type ComplexityRoot struct {
 
 	SessionStatus struct {
 		AgentID      func(childComplexity int) int
+		Generation   func(childComplexity int) int
 		Session      func(childComplexity int) int
 		SessionKey   func(childComplexity int) int
 		StateChanges func(childComplexity int) int
@@ -1068,6 +1069,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionStatus.AgentID(childComplexity), true
+	case "SessionStatus.generation":
+		if e.ComplexityRoot.SessionStatus.Generation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Generation(childComplexity), true
 	case "SessionStatus.session":
 		if e.ComplexityRoot.SessionStatus.Session == nil {
 			break
@@ -2604,6 +2611,11 @@ extend type WatchCursor {
   "LIF-3. The kinds that open a notice for this cursor."
   kinds: [EventKind!]!
 }
+
+extend type SessionStatus {
+  "LIF-2. The session's generation: 1, one more per reset (a new incarnation of the same key); 1 for a session without a log."
+  generation: Int!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2830,6 +2842,8 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 		return ec.fieldContext_SessionStatus_stateChanges(ctx, field)
 	case "session":
 		return ec.fieldContext_SessionStatus_session(ctx, field)
+	case "generation":
+		return ec.fieldContext_SessionStatus_generation(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
@@ -6927,6 +6941,29 @@ func (ec *executionContext) fieldContext_SessionStatus_session(_ context.Context
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _SessionStatus_generation(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_generation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Generation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_generation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
 }
 
 func (ec *executionContext) _SessionTree_nodes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTree) (ret graphql.Marshaler) {
@@ -11341,6 +11378,11 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 		case "session":
 			out.Values[i] = ec._SessionStatus_session(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "generation":
+			out.Values[i] = ec._SessionStatus_generation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

@@ -366,10 +366,11 @@ func (s *memStore) ReadStatus(ctx context.Context, ref awareness.SessionRef, aft
 		return awareness.Changes{}, nil, err
 	}
 	defer db.mu.Unlock()
-	ch := awareness.Changes{Head: awareness.Head{Session: ref}, Events: []awareness.Event{}}
+	ch := awareness.Changes{Head: awareness.Head{Session: ref, Generation: 1}, Events: []awareness.Event{}}
 	row := db.sessions[ref]
 	if row != nil {
 		ch.Head.Version, ch.Head.PrunedThrough, ch.Head.UpdatedAt = row.StateVersion, row.PrunedThrough, row.UpdatedAt
+		ch.Head.Generation = row.generation
 	}
 	ch.Earliest = ch.Head.PrunedThrough + 1
 	evs := db.events[ref]

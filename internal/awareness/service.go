@@ -289,8 +289,10 @@ type StatusChanges struct {
 type Status struct {
 	Ref          SessionRef
 	StateVersion int64
-	Changes      *StatusChanges
-	Session      *Session
+	// Generation is the session's generation (LIF-2).
+	Generation int64
+	Changes    *StatusChanges
+	Session    *Session
 }
 
 // SessionStatus answers reconciliation (REC-1..4). changesSince nil returns the version
@@ -325,7 +327,7 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Ref: ref, StateVersion: ch.Head.Version}
+	st := Status{Ref: ref, StateVersion: ch.Head.Version, Generation: max(ch.Head.Generation, 1)}
 	if sess != nil && sess.Registered {
 		st.Session = sess
 	}

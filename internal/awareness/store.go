@@ -16,6 +16,9 @@ type Head struct {
 	// removed. changesSince < PrunedThrough has a history gap (REC-2).
 	PrunedThrough int64
 	UpdatedAt     time.Time
+	// Generation is the session's incarnation (LIF-2): 1, one more per reset; 1 for a
+	// session without a head.
+	Generation int64
 }
 
 // AppendOp is one append inside a (possibly shared) write transaction, built by

@@ -811,6 +811,9 @@ func (mc *machine) check(rt *rapid.T) {
 		if st.StateVersion != mc.m.heads[k] {
 			rt.Fatalf("SIG-3: %s stateVersion %d, model %d", k, st.StateVersion, mc.m.heads[k])
 		}
+		if st.Generation != mc.m.genOf(k) {
+			rt.Fatalf("LIF-2: %s generation %d, model %d", k, st.Generation, mc.m.genOf(k))
+		}
 		if want := mc.m.pruned[k] > 0; st.Changes.HistoryGap != want {
 			rt.Fatalf("REC-2: %s historyGap %v, model pruned through %d", k, st.Changes.HistoryGap, mc.m.pruned[k])
 		}

@@ -96,6 +96,12 @@ func testTargetReset(t *testing.T, f *fixture) {
 	if c := f.mustCursor(parentKey, target); c.TargetGeneration != 3 || c.Pending() {
 		t.Errorf("after a second reset: %+v, want generation 3, nothing pending", c)
 	}
+	if ch, _ := f.status(target, 0, 10); ch.Head.Generation != 3 {
+		t.Errorf("the head's generation after two resets: %d, want 3", ch.Head.Generation)
+	}
+	if ch, _ := f.status(ref(t, "agent:main:subagent:never"), 0, 10); ch.Head.Generation != 1 {
+		t.Errorf("the generation of a session without a head: %d, want 1", ch.Head.Generation)
+	}
 }
 
 // testWatcherReset: a reset of the watcher deletes the cursors it holds (their
