@@ -183,7 +183,7 @@ func TestSessionPageRefreshesAfterDelete_WAT5_REC2(t *testing.T) {
 
 // TestNoticeShowsGenerations_LIF2: a notice whose target was reset shows the pair's
 // generations (target, watcher); one of a pair still in its first generations shows
-// none.
+// none; the reset session's page names its generation.
 func TestNoticeShowsGenerations_LIF2(t *testing.T) {
 	b := newBrowser(t)
 	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "awareness.db"))
@@ -201,6 +201,12 @@ func TestNoticeShowsGenerations_LIF2(t *testing.T) {
 	b.do(t, noticeWithin, chromedp.WaitVisible(chromedp.CSS(card+` .badge.generation`)))
 	if got := b.text(t, card+` .badge.generation`); got != "gen 2/1" {
 		t.Errorf("generation badge = %q, want gen 2/1", got)
+	}
+	// The session page names the generation of a reset session.
+	b.do(t, 20*time.Second, chromedp.Navigate(srv.URL+"/#/session/main/"+worker),
+		chromedp.WaitVisible(chromedp.CSS(`[data-fact="generation"] dd`)))
+	if got := b.text(t, `[data-fact="generation"] dd`); got != "2" {
+		t.Errorf("the session page's generation = %q, want 2", got)
 	}
 }
 
