@@ -717,7 +717,8 @@ func TestCheckWatchKinds_LIF3(t *testing.T) {
 		{nil, "", false},
 		{[]string{}, "", true},
 		{[]string{"deleted", "goal_changed", "goal_changed"}, "goal_changed,deleted", false},
-		{[]string{"human_direct_message", "upstream_missing", "goal_changed", "deleted"}, "", false}, // the default
+		// The default list, given, stays a selection of its own (its M in its row).
+		{[]string{"deleted", "human_direct_message", "upstream_missing", "goal_changed"}, "human_direct_message,upstream_missing,goal_changed,deleted", false},
 		{[]string{"reset"}, "reset", false},
 		{[]string{"created"}, "", true},
 		{[]string{"run_completed"}, "", true},

@@ -315,7 +315,9 @@ func (s KindSelection) Has(k EventKind) bool {
 // CheckWatchKinds checks a watch's selection of kinds (LIF-3) and returns it as
 // stored; nil is "" (the default, or, for an existing cursor, its selection kept). An
 // empty selection, or a kind that is unknown or cannot open a notice, is
-// INVALID_ARGUMENT. A selection equal to the default is stored as the default.
+// INVALID_ARGUMENT. A selection equal to the default is kept as given, not stored as
+// "": a cursor with a selection of its own keeps its M in its row, and one that went
+// back to "" would take the head's derived M, which counts kinds it did not select.
 func CheckWatchKinds(kinds []string) (KindSelection, error) {
 	if kinds == nil {
 		return "", nil
@@ -336,9 +338,6 @@ func CheckWatchKinds(kinds []string) (KindSelection, error) {
 		if sel[k] {
 			out = append(out, string(k))
 		}
-	}
-	if slices.Equal(out, column(DefaultWatchKinds, func(k EventKind) string { return string(k) })) {
-		return "", nil
 	}
 	return KindSelection(strings.Join(out, ",")), nil
 }
