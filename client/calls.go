@@ -65,7 +65,7 @@ func (c *Client) UnwatchTarget(ctx context.Context, watcher string, target Targe
 	return res.Unwatch, err
 }
 
-const noticeFields = `watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt closed redelivered delivery`
+const noticeFields = `watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt targetGeneration watcherGeneration closed redelivered delivery`
 
 const pendingQuery = `query($w: String!) { pendingNotices(watcher: $w) { ` + noticeFields + ` } }`
 
@@ -134,7 +134,11 @@ func (c *Client) AcknowledgeNotices(ctx context.Context, watcher string, notices
 	for chunk := range slices.Chunk(notices, maxAckNotices) {
 		refs := make([]map[string]any, 0, len(chunk))
 		for _, n := range chunk {
-			refs = append(refs, map[string]any{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion})
+			ref := map[string]any{"target": n.Target, "targetAgentId": n.TargetAgentID, "notifiedVersion": n.NotifiedVersion}
+			if n.WatcherGeneration > 0 {
+				ref["watcherGeneration"] = n.WatcherGeneration // LIF-2
+			}
+			refs = append(refs, ref)
 		}
 		var res struct {
 			AcknowledgeNotices []NoticeAck `json:"acknowledgeNotices"`

@@ -61,6 +61,10 @@ const (
 	CodeInternal        = "INTERNAL"
 	CodeRateLimited     = "RATE_LIMITED"
 	CodeComplexity      = "COMPLEXITY_LIMIT_EXCEEDED"
+	// CodeStaleGeneration refuses an exact acknowledgement of notices drained by an
+	// earlier generation of their watcher (LIF-2): the watcher session was reset
+	// since; nothing was acknowledged. The notices stay held, to release.
+	CodeStaleGeneration = "STALE_GENERATION"
 )
 
 // DefaultTimeout bounds one HTTP request to the service.

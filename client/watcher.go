@@ -30,6 +30,12 @@ type Notice struct {
 	// notice on its next turn.
 	Wake     bool      `json:"wake"`
 	OpenedAt time.Time `json:"openedAt"`
+	// TargetGeneration and WatcherGeneration are the generations (1, one more per
+	// reset) of the target and of the watcher the notice was opened for (LIF-2). Ack
+	// names WatcherGeneration, so a notice drained before the watcher's reset is never
+	// acknowledged for its new incarnation (CodeStaleGeneration).
+	TargetGeneration  int64 `json:"targetGeneration"`
+	WatcherGeneration int64 `json:"watcherGeneration"`
 	// Closed is set on the item that tells the notice was acknowledged or removed.
 	Closed bool `json:"closed"`
 	// Redelivered is set on a notice that came back after a drain (DrainNotices)

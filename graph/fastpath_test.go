@@ -140,7 +140,7 @@ func TestEventPageStreamsMatchGqlgen(t *testing.T) {
 
 	subs := map[string]string{
 		"notices": `subscription { staleNotices { watcher target targetAgentId changesSince notifiedVersion
-  materialVersion text wake openedAt __typename } }`,
+  materialVersion text wake openedAt targetGeneration watcherGeneration __typename } }`,
 		"notices aliased":     `subscription { n: staleNotices(watcher: "agent:main:main") { t: text w: wake ... on StaleNotice { openedAt } } }`,
 		"notices with closed": `subscription { staleNotices(includeClosed: true) { watcher target notifiedVersion closed c2: closed text } }`,
 		"events": `subscription { stateEvents { sequence kind actorType actorId summary occurredAt runId payload

@@ -145,7 +145,7 @@ func eventColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 
 func noticeColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 	return columns(fields, "watcher", "target", "targetAgentId", "changesSince", "notifiedVersion",
-		"materialVersion", "text", "wake", "openedAt", "closed", "redelivered", "delivery")
+		"materialVersion", "text", "wake", "openedAt", "targetGeneration", "watcherGeneration", "closed", "redelivered", "delivery")
 }
 
 // columns returns the keys to write for fields, or false when one of them is not a
@@ -342,6 +342,10 @@ func writeNotice(ctx context.Context, buf *bytes.Buffer, n *awareness.Notice, co
 			buf.WriteString(strconv.FormatBool(n.Wake))
 		case "openedAt":
 			writeTime(buf, n.OpenedAt)
+		case "targetGeneration":
+			writeInt(buf, n.TargetGeneration)
+		case "watcherGeneration":
+			writeInt(buf, n.WatcherGeneration)
 		case "closed":
 			buf.WriteString(strconv.FormatBool(n.Closed))
 		case "redelivered":

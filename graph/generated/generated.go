@@ -111,7 +111,7 @@ type ComplexityRoot struct {
 		SnoozeNotice       func(childComplexity int, watcher string, target string, targetAgentID *string, notifiedVersion int, until time.Time) int
 		Unwatch            func(childComplexity int, watcher string, target string, targetAgentID *string) int
 		UpsertSession      func(childComplexity int, input gqlmodel.SessionInput) int
-		Watch              func(childComplexity int, input gqlmodel.WatchInput) int
+		Watch              func(childComplexity int, input gqlmodel.WatchInput, kinds []awareness.EventKind) int
 	}
 
 	NoticeAck struct {
@@ -212,6 +212,7 @@ type ComplexityRoot struct {
 
 	SessionStatus struct {
 		AgentID      func(childComplexity int) int
+		Generation   func(childComplexity int) int
 		Session      func(childComplexity int) int
 		SessionKey   func(childComplexity int) int
 		StateChanges func(childComplexity int) int
@@ -240,19 +241,21 @@ type ComplexityRoot struct {
 	}
 
 	StaleNotice struct {
-		ChangesSince    func(childComplexity int) int
-		Closed          func(childComplexity int) int
-		Delivery        func(childComplexity int) int
-		Digest          func(childComplexity int) int
-		MaterialVersion func(childComplexity int) int
-		NotifiedVersion func(childComplexity int) int
-		OpenedAt        func(childComplexity int) int
-		Redelivered     func(childComplexity int) int
-		TargetAgentID   func(childComplexity int) int
-		TargetKey       func(childComplexity int) int
-		Text            func(childComplexity int) int
-		Wake            func(childComplexity int) int
-		Watcher         func(childComplexity int) int
+		ChangesSince      func(childComplexity int) int
+		Closed            func(childComplexity int) int
+		Delivery          func(childComplexity int) int
+		Digest            func(childComplexity int) int
+		MaterialVersion   func(childComplexity int) int
+		NotifiedVersion   func(childComplexity int) int
+		OpenedAt          func(childComplexity int) int
+		Redelivered       func(childComplexity int) int
+		TargetAgentID     func(childComplexity int) int
+		TargetGeneration  func(childComplexity int) int
+		TargetKey         func(childComplexity int) int
+		Text              func(childComplexity int) int
+		Wake              func(childComplexity int) int
+		Watcher           func(childComplexity int) int
+		WatcherGeneration func(childComplexity int) int
 	}
 
 	StateChanges struct {
@@ -303,14 +306,18 @@ type ComplexityRoot struct {
 	}
 
 	WatchCursor struct {
-		L             func(childComplexity int) int
-		M             func(childComplexity int) int
-		N             func(childComplexity int) int
-		Pending       func(childComplexity int) int
-		TargetAgentID func(childComplexity int) int
-		TargetKey     func(childComplexity int) int
-		UpdatedAt     func(childComplexity int) int
-		Watcher       func(childComplexity int) int
+		L                 func(childComplexity int) int
+		M                 func(childComplexity int) int
+		N                 func(childComplexity int) int
+		Pending           func(childComplexity int) int
+		Retired           func(childComplexity int) int
+		SelectedKinds     func(childComplexity int) int
+		TargetAgentID     func(childComplexity int) int
+		TargetGeneration  func(childComplexity int) int
+		TargetKey         func(childComplexity int) int
+		UpdatedAt         func(childComplexity int) int
+		Watcher           func(childComplexity int) int
+		WatcherGeneration func(childComplexity int) int
 	}
 
 	WatchResult struct {
@@ -326,7 +333,7 @@ type ComplexityRoot struct {
 
 type MutationResolver interface {
 	RecordEvent(ctx context.Context, input gqlmodel.RecordEventInput) (gqlmodel.RecordEventResult, error)
-	Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error)
+	Watch(ctx context.Context, input gqlmodel.WatchInput, kinds []awareness.EventKind) (gqlmodel.WatchResult, error)
 	Unwatch(ctx context.Context, watcher string, target string, targetAgentID *string) (bool, error)
 	AckNotices(ctx context.Context, watcher string, targets []string, targetAgentID *string, notices []awareness.NoticeRef) ([]awareness.Notice, error)
 	ResetSession(ctx context.Context, sessionKey string, agentID *string) (bool, error)
@@ -769,7 +776,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput)), true
+		return e.ComplexityRoot.Mutation.Watch(childComplexity, args["input"].(gqlmodel.WatchInput), args["kinds"].([]awareness.EventKind)), true
 
 	case "NoticeAck.dismissed":
 		if e.ComplexityRoot.NoticeAck.Dismissed == nil {
@@ -1217,6 +1224,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionStatus.AgentID(childComplexity), true
+	case "SessionStatus.generation":
+		if e.ComplexityRoot.SessionStatus.Generation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Generation(childComplexity), true
 	case "SessionStatus.session":
 		if e.ComplexityRoot.SessionStatus.Session == nil {
 			break
@@ -1371,6 +1384,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.TargetAgentID(childComplexity), true
+	case "StaleNotice.targetGeneration":
+		if e.ComplexityRoot.StaleNotice.TargetGeneration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.TargetGeneration(childComplexity), true
 	case "StaleNotice.target":
 		if e.ComplexityRoot.StaleNotice.TargetKey == nil {
 			break
@@ -1395,6 +1414,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StaleNotice.Watcher(childComplexity), true
+	case "StaleNotice.watcherGeneration":
+		if e.ComplexityRoot.StaleNotice.WatcherGeneration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StaleNotice.WatcherGeneration(childComplexity), true
 
 	case "StateChanges.earliestAvailableSequence":
 		if e.ComplexityRoot.StateChanges.Earliest == nil {
@@ -1637,12 +1662,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WatchCursor.Pending(childComplexity), true
+	case "WatchCursor.retired":
+		if e.ComplexityRoot.WatchCursor.Retired == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WatchCursor.Retired(childComplexity), true
+	case "WatchCursor.kinds":
+		if e.ComplexityRoot.WatchCursor.SelectedKinds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WatchCursor.SelectedKinds(childComplexity), true
 	case "WatchCursor.targetAgentId":
 		if e.ComplexityRoot.WatchCursor.TargetAgentID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.WatchCursor.TargetAgentID(childComplexity), true
+	case "WatchCursor.targetGeneration":
+		if e.ComplexityRoot.WatchCursor.TargetGeneration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WatchCursor.TargetGeneration(childComplexity), true
 	case "WatchCursor.target":
 		if e.ComplexityRoot.WatchCursor.TargetKey == nil {
 			break
@@ -1661,6 +1704,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WatchCursor.Watcher(childComplexity), true
+	case "WatchCursor.watcherGeneration":
+		if e.ComplexityRoot.WatchCursor.WatcherGeneration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WatchCursor.WatcherGeneration(childComplexity), true
 
 	case "WatchResult.cursor":
 		if e.ComplexityRoot.WatchResult.Cursor == nil {
@@ -2235,6 +2284,8 @@ type Mutation {
   watch(
     "The watcher and the target."
     input: WatchInput!
+    "LIF-3. The kinds that open a notice for this cursor: notifying kinds and reset. Omitted: the default (the notifying kinds, deleted among them), or, re-watching, the cursor's selection kept. A kind outside the selection moves nothing for the cursor. An empty list or a kind that cannot open a notice is INVALID_ARGUMENT, nothing written."
+    kinds: [EventKind!]
   ): WatchResult!
   "Stop watching (WAT-5). True when a cursor was removed."
   unwatch(
@@ -2792,6 +2843,55 @@ extend type Mutation {
     notifiedVersion: Int!
   ): NoticeAck!
 }
+
+# ---------------------------------------------------------------------------------------
+# Lifecycle, generations and kind selection (LIF-1, LIF-2, LIF-3).
+
+extend enum EventKind {
+  "LIF-1. The session came into being. Kept in the log only: seeds nothing, notifies nobody."
+  created
+  "LIF-1. A new incarnation of the session (resetSession records it): its generation moves up by one, the cursors it holds are dropped and the notices on it close; a watcher that selects reset gets one notice for the new incarnation (LIF-2)."
+  reset
+  "LIF-1. The session is gone (deleteSession records it). Notifies watchers. Each watcher once; their cursors are then retired, and go once nothing is pending. The session's earlier events are deleted."
+  deleted
+}
+
+extend enum RunOutcome {
+  "LIF-1. The run ran out of time (timeout stays accepted)."
+  timed_out
+  "LIF-1. The run could not go on (e.g. waiting on an approval that never came)."
+  blocked
+  "LIF-1. The run was lost (its process went away without an end)."
+  lost
+}
+
+extend type StaleNotice {
+  "LIF-2. The target's generation (1, one more per reset) the notice was opened for."
+  targetGeneration: Int!
+  "LIF-2. The watcher's generation the notice was opened for; name it in an exact acknowledgement (NoticeRef.watcherGeneration)."
+  watcherGeneration: Int!
+}
+
+extend input NoticeRef {
+  "LIF-2. The watcher's generation the notice was drained in (its watcherGeneration). An earlier generation than the watcher's is refused with STALE_GENERATION, and nothing is acknowledged. Omitted: not checked."
+  watcherGeneration: Int
+}
+
+extend type WatchCursor {
+  "LIF-2. The target's generation the cursor follows."
+  targetGeneration: Int!
+  "LIF-2. The watcher's generation that holds the cursor."
+  watcherGeneration: Int!
+  "LIF-1. True for a cursor on a deleted target: it takes no further event and goes once nothing is pending."
+  retired: Boolean!
+  "LIF-3. The kinds that open a notice for this cursor."
+  kinds: [EventKind!]!
+}
+
+extend type SessionStatus {
+  "LIF-2. The session's generation: 1, one more per reset (a new incarnation of the same key); 1 for a session without a log."
+  generation: Int!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -3060,6 +3160,8 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 		return ec.fieldContext_SessionStatus_stateChanges(ctx, field)
 	case "session":
 		return ec.fieldContext_SessionStatus_session(ctx, field)
+	case "generation":
+		return ec.fieldContext_SessionStatus_generation(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
@@ -3134,6 +3236,10 @@ func (ec *executionContext) childFields_StaleNotice(ctx context.Context, field g
 		return ec.fieldContext_StaleNotice_redelivered(ctx, field)
 	case "delivery":
 		return ec.fieldContext_StaleNotice_delivery(ctx, field)
+	case "targetGeneration":
+		return ec.fieldContext_StaleNotice_targetGeneration(ctx, field)
+	case "watcherGeneration":
+		return ec.fieldContext_StaleNotice_watcherGeneration(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type StaleNotice", field.Name)
 }
@@ -3236,6 +3342,14 @@ func (ec *executionContext) childFields_WatchCursor(ctx context.Context, field g
 		return ec.fieldContext_WatchCursor_pending(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WatchCursor_updatedAt(ctx, field)
+	case "targetGeneration":
+		return ec.fieldContext_WatchCursor_targetGeneration(ctx, field)
+	case "watcherGeneration":
+		return ec.fieldContext_WatchCursor_watcherGeneration(ctx, field)
+	case "retired":
+		return ec.fieldContext_WatchCursor_retired(ctx, field)
+	case "kinds":
+		return ec.fieldContext_WatchCursor_kinds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WatchCursor", field.Name)
 }
@@ -3763,6 +3877,14 @@ func (ec *executionContext) field_Mutation_watch_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["input"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "kinds",
+		func(ctx context.Context, v any) ([]awareness.EventKind, error) {
+			return ec.unmarshalOEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["kinds"] = arg1
 	return args, nil
 }
 
@@ -5074,7 +5196,7 @@ func (ec *executionContext) _Mutation_watch(ctx context.Context, field graphql.C
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().Watch(ctx, fc.Args["input"].(gqlmodel.WatchInput))
+			return ec.Resolvers.Mutation().Watch(ctx, fc.Args["input"].(gqlmodel.WatchInput), fc.Args["kinds"].([]awareness.EventKind))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.WatchResult) graphql.Marshaler {
@@ -7735,6 +7857,29 @@ func (ec *executionContext) fieldContext_SessionStatus_session(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _SessionStatus_generation(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_generation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Generation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_generation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
+}
+
 func (ec *executionContext) _SessionTree_nodes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.SessionTree) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8325,6 +8470,52 @@ func (ec *executionContext) _StaleNotice_delivery(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_StaleNotice_delivery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StaleNotice_targetGeneration(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_targetGeneration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetGeneration, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_targetGeneration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StaleNotice_watcherGeneration(ctx context.Context, field graphql.CollectedField, obj *awareness.Notice) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StaleNotice_watcherGeneration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WatcherGeneration, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StaleNotice_watcherGeneration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("StaleNotice", field, false, false, "Int")
 }
 
@@ -9339,6 +9530,98 @@ func (ec *executionContext) _WatchCursor_updatedAt(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_WatchCursor_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WatchCursor", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WatchCursor_targetGeneration(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WatchCursor_targetGeneration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetGeneration, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WatchCursor_targetGeneration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WatchCursor", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WatchCursor_watcherGeneration(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WatchCursor_watcherGeneration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WatcherGeneration, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WatchCursor_watcherGeneration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WatchCursor", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WatchCursor_retired(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WatchCursor_retired(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retired, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WatchCursor_retired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WatchCursor", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _WatchCursor_kinds(ctx context.Context, field graphql.CollectedField, obj *awareness.Cursor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WatchCursor_kinds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SelectedKinds(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WatchCursor_kinds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WatchCursor", field, true, false, "EventKind")
 }
 
 func (ec *executionContext) _WatchResult_watched(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WatchResult) (ret graphql.Marshaler) {
@@ -10566,7 +10849,7 @@ func (ec *executionContext) unmarshalInputNoticeRef(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"target", "targetAgentId", "notifiedVersion"}
+	fieldsInOrder := [...]string{"target", "targetAgentId", "notifiedVersion", "watcherGeneration"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10594,6 +10877,13 @@ func (ec *executionContext) unmarshalInputNoticeRef(ctx context.Context, obj any
 				return it, err
 			}
 			it.NotifiedVersion = data
+		case "watcherGeneration":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("watcherGeneration"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.WatcherGeneration = data
 		}
 	}
 	return it, nil
@@ -12261,6 +12551,11 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "generation":
+			out.Values[i] = ec._SessionStatus_generation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12496,6 +12791,16 @@ func (ec *executionContext) _StaleNotice(ctx context.Context, sel ast.SelectionS
 			}
 		case "delivery":
 			out.Values[i] = ec._StaleNotice_delivery(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "targetGeneration":
+			out.Values[i] = ec._StaleNotice_targetGeneration(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "watcherGeneration":
+			out.Values[i] = ec._StaleNotice_watcherGeneration(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -12842,6 +13147,26 @@ func (ec *executionContext) _WatchCursor(ctx context.Context, sel ast.SelectionS
 			}
 		case "updatedAt":
 			out.Values[i] = ec._WatchCursor_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetGeneration":
+			out.Values[i] = ec._WatchCursor_targetGeneration(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "watcherGeneration":
+			out.Values[i] = ec._WatchCursor_watcherGeneration(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retired":
+			out.Values[i] = ec._WatchCursor_retired(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kinds":
+			out.Values[i] = ec._WatchCursor_kinds(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -13445,6 +13770,9 @@ var (
 		"run_failed":           awareness.RunFailed,
 		"compacted":            awareness.Compacted,
 		"adopted":              awareness.Adopted,
+		"created":              awareness.Created,
+		"reset":                awareness.Reset,
+		"deleted":              awareness.Deleted,
 	}
 	marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind = map[awareness.EventKind]string{
 		awareness.HumanDirectMessage: "human_direct_message",
@@ -13455,8 +13783,41 @@ var (
 		awareness.RunFailed:          "run_failed",
 		awareness.Compacted:          "compacted",
 		awareness.Adopted:            "adopted",
+		awareness.Created:            "created",
+		awareness.Reset:              "reset",
+		awareness.Deleted:            "deleted",
 	}
 )
+
+func (ec *executionContext) unmarshalNEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx context.Context, v any) ([]awareness.EventKind, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]awareness.EventKind, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.EventKind) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
 	res, err := scalar.UnmarshalInt(v)
@@ -14078,6 +14439,42 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) unmarshalOEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx context.Context, v any) ([]awareness.EventKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]awareness.EventKind, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.EventKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalOInputError2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋgraphᚋgqlmodelᚐInputError(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.InputError) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -14100,6 +14497,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := scalar.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := scalar.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := scalar.MarshalInt64(*v)
 	return res
 }
 
@@ -14181,11 +14596,17 @@ var (
 		"cancelled": awareness.OutcomeCancelled,
 		"timeout":   awareness.OutcomeTimeout,
 		"error":     awareness.OutcomeError,
+		"timed_out": awareness.OutcomeTimedOut,
+		"blocked":   awareness.OutcomeBlocked,
+		"lost":      awareness.OutcomeLost,
 	}
 	marshalORunOutcome2ᚖgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐRunOutcome = map[awareness.RunOutcome]string{
 		awareness.OutcomeCancelled: "cancelled",
 		awareness.OutcomeTimeout:   "timeout",
 		awareness.OutcomeError:     "error",
+		awareness.OutcomeTimedOut:  "timed_out",
+		awareness.OutcomeBlocked:   "blocked",
+		awareness.OutcomeLost:      "lost",
 	}
 )
 

@@ -285,6 +285,8 @@ type SessionStatus struct {
 	StateChanges *awareness.StatusChanges `json:"stateChanges,omitempty"`
 	// The registry entry; null when the session is not registered.
 	Session *Session `json:"session,omitempty"`
+	// LIF-2. The session's generation: 1, one more per reset (a new incarnation of the same key); 1 for a session without a log.
+	Generation int `json:"generation"`
 }
 
 // The manager → sub-agent forest of sessionTree.

@@ -63,6 +63,7 @@ func sessionStatus(st awareness.Status) gqlmodel.SessionStatus {
 		AgentID:      st.Ref.AgentID,
 		StateVersion: int(st.StateVersion),
 		StateChanges: st.Changes,
+		Generation:   int(st.Generation),
 	}
 	if st.Session != nil {
 		s := session(*st.Session)

@@ -22,8 +22,16 @@ func (r *mutationResolver) RecordEvent(ctx context.Context, input gqlmodel.Recor
 	return recordEventResult(res), nil
 }
 
-func (r *mutationResolver) Watch(ctx context.Context, input gqlmodel.WatchInput) (gqlmodel.WatchResult, error) {
-	res, err := r.Service.WatchRedeliver(ctx, input.Watcher, input.Target, input.TargetAgentID, input.MaxRedeliver)
+func (r *mutationResolver) Watch(ctx context.Context, input gqlmodel.WatchInput, kinds []awareness.EventKind) (gqlmodel.WatchResult, error) {
+	var names []string
+	if kinds != nil {
+		names = make([]string, len(kinds))
+		for i, k := range kinds {
+			names[i] = string(k)
+		}
+	}
+	res, err := r.Service.WatchWith(ctx, input.Watcher, input.Target, input.TargetAgentID,
+		awareness.WatchOptions{Kinds: names, MaxRedeliver: input.MaxRedeliver})
 	if err != nil {
 		return gqlmodel.WatchResult{}, err
 	}

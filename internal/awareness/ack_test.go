@@ -203,8 +203,25 @@ func TestRemovalsPublishClosedNotices_NTC7_WAT5(t *testing.T) {
 	if ok, err := w.svc.DeleteSession(w.ctx, ackTarget, nil); err != nil || !ok {
 		t.Fatalf("DeleteSession: %v %v", ok, err)
 	}
-	if got := itemOf(next(t, closedMain)); got != (item{"main/" + ackTarget, 0, 1, true}) {
-		t.Errorf("delete: %+v", got)
+	// The deletion (LIF-1) moved the pending notice's M and retired the cursor: its
+	// acknowledgement opens the deletion's notice, whose acknowledgement removes it.
+	w.svc.Flush()
+	none(t, closedMain)
+	if _, err := w.svc.AcknowledgeNotices(w.ctx, ackWatcher, []awareness.NoticeRef{exact(ackTarget, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	got = []item{itemOf(next(t, closedMain)), itemOf(next(t, closedMain)), itemOf(next(t, plainMain))}
+	if diff := cmp.Diff([]item{{"main/" + ackTarget, 0, 1, true}, {"main/" + ackTarget, 1, 2, false}, {"main/" + ackTarget, 1, 2, false}}, got); diff != "" {
+		t.Errorf("delete (-want +got):\n%s", diff)
+	}
+	if _, err := w.svc.AcknowledgeNotices(w.ctx, ackWatcher, []awareness.NoticeRef{exact(ackTarget, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := itemOf(next(t, closedMain)); got != (item{"main/" + ackTarget, 1, 2, true}) {
+		t.Errorf("the deletion's notice acknowledged: %+v", got)
+	}
+	if cs, err := w.svc.Watches(w.ctx, ptr(ackWatcher), ptr(ackTarget), nil); err != nil || len(cs) != 0 {
+		t.Errorf("retired cursor after its acknowledgement: %v %v", cs, err)
 	}
 	w.now = w.now.Add(31 * 24 * time.Hour)
 	p := awareness.NewPruner(awareness.PrunerConfig{Store: w.store, Publish: w.svc.PublishCommitted, Now: func() time.Time { return w.now },

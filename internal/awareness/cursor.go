@@ -19,6 +19,20 @@ type Cursor struct {
 	L, N, M   int64
 	OpenedAt  time.Time // when the pending notice opened; zero when none is pending
 	UpdatedAt time.Time
+	// TargetGeneration is the target's generation the cursor follows, WatcherGeneration
+	// the watcher's generation that holds it (LIF-2); both start at 1. The transitions
+	// below keep them; a store sets them when it creates a cursor (0 stands for 1
+	// until then), and a reset of the target moves TargetGeneration (ResetCursor).
+	// A reset of the watcher deletes its cursors (WAT-5), so WatcherGeneration never
+	// changes on a stored cursor.
+	TargetGeneration, WatcherGeneration int64
+	// Retired is set on the cursors of a deleted target (LIF-1): a retired cursor
+	// takes no further event; its pending notice (the deletion's) stays until it is
+	// acknowledged, and the cursor is deleted once nothing is pending.
+	Retired bool
+	// Kinds is the selection of kinds that open a notice for this cursor (LIF-3);
+	// "" is the default selection (DefaultWatchKinds).
+	Kinds KindSelection
 }
 
 // Pending reports whether a notice is pending (N > L).
@@ -132,6 +146,30 @@ func WatchCursor(cur *Cursor, watcher string, target SessionRef, head int64, now
 		return *cur, false
 	}
 	return Cursor{Watcher: watcher, Target: target, L: head, N: head, M: head, UpdatedAt: now}, true
+}
+
+// ResetCursor applies a reset of the target at sequence s (LIF-2): the target's new
+// incarnation has generation gen. A pending notice closes (closed is true: the caller
+// reports the cursor as it was, closed). When the watcher selects reset (LIF-3) and is
+// not the event's actor, the cursor opens one notice for the new incarnation, the
+// reset itself (L := s−1, N = M := s); otherwise it moves to the event with nothing
+// pending (L = N = M := s). A retired cursor is left alone.
+func ResetCursor(cur Cursor, s int64, actorID string, gen int64, now time.Time) (next Cursor, closed, opened bool) {
+	if cur.Retired || s <= cur.L {
+		return cur, false, false
+	}
+	next = cur
+	closed = cur.Pending()
+	next.TargetGeneration = gen
+	next.UpdatedAt = now
+	next.OpenedAt = time.Time{}
+	next.L, next.N, next.M = s, s, s
+	if (actorID == "" || actorID != cur.Watcher) && cur.Selects(Reset) {
+		next.L = s - 1
+		next.OpenedAt = now
+		opened = true
+	}
+	return next, closed, opened
 }
 
 // TargetKey and TargetAgentID spell the target as the API does (see Event.OptActorID).

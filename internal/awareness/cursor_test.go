@@ -667,3 +667,76 @@ func TestAckExactNeverAcknowledgesALaterNotice_NTC3(t *testing.T) {
 		})
 	})
 }
+
+// TestResetCursor_LIF2: a reset of the target closes a pending notice and moves the
+// cursor to the reset at the new generation; a cursor that selects reset opens one
+// notice for it (changesSince s−1), unless its watcher caused the reset; a retired
+// cursor, or a reset at or below L, is left alone.
+func TestResetCursor_LIF2(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	pending := Cursor{Watcher: testWatcher, Target: testTarget, L: 2, N: 4, M: 5, OpenedAt: now.Add(-time.Hour),
+		TargetGeneration: 1, WatcherGeneration: 1}
+	selecting := pending
+	selecting.Kinds = "human_direct_message,reset"
+	tests := []struct {
+		name           string
+		cur            Cursor
+		actor          string
+		want           Cursor
+		closed, opened bool
+	}{
+		{"default selection, pending", pending, "", Cursor{Watcher: testWatcher, Target: testTarget, L: 6, N: 6, M: 6,
+			UpdatedAt: now, TargetGeneration: 2, WatcherGeneration: 1}, true, false},
+		{"selects reset", selecting, "", Cursor{Watcher: testWatcher, Target: testTarget, L: 5, N: 6, M: 6, OpenedAt: now,
+			UpdatedAt: now, TargetGeneration: 2, WatcherGeneration: 1, Kinds: selecting.Kinds}, true, true},
+		{"selects reset, its own reset", selecting, testWatcher, Cursor{Watcher: testWatcher, Target: testTarget, L: 6, N: 6, M: 6,
+			UpdatedAt: now, TargetGeneration: 2, WatcherGeneration: 1, Kinds: selecting.Kinds}, true, false},
+		{"retired", Cursor{Watcher: testWatcher, Target: testTarget, L: 2, N: 4, M: 5, Retired: true}, "",
+			Cursor{Watcher: testWatcher, Target: testTarget, L: 2, N: 4, M: 5, Retired: true}, false, false},
+		{"at or below L", Cursor{Watcher: testWatcher, Target: testTarget, L: 6, N: 6, M: 6}, "",
+			Cursor{Watcher: testWatcher, Target: testTarget, L: 6, N: 6, M: 6}, false, false},
+	}
+	for _, tt := range tests {
+		next, closed, opened := ResetCursor(tt.cur, 6, tt.actor, 2, now)
+		if diff := cmp.Diff(tt.want, next); diff != "" || closed != tt.closed || opened != tt.opened {
+			t.Errorf("%s: closed %v opened %v, want %v %v (-want +got):\n%s", tt.name, closed, opened, tt.closed, tt.opened, diff)
+		}
+		if !next.Valid() {
+			t.Errorf("%s: %+v breaks L <= N <= M", tt.name, next)
+		}
+	}
+}
+
+// TestCheckWatchKinds_LIF3 and the generation check of an exact acknowledgement (LIF-2).
+func TestCheckWatchKinds_LIF3(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want KindSelection
+		err  bool
+	}{
+		{nil, "", false},
+		{[]string{}, "", true},
+		{[]string{"deleted", "goal_changed", "goal_changed"}, "goal_changed,deleted", false},
+		// The default list, given, stays a selection of its own (its M in its row).
+		{[]string{"deleted", "human_direct_message", "upstream_missing", "goal_changed"}, "human_direct_message,upstream_missing,goal_changed,deleted", false},
+		{[]string{"reset"}, "reset", false},
+		{[]string{"created"}, "", true},
+		{[]string{"run_completed"}, "", true},
+		{[]string{"child_spawned"}, "", true},
+		{[]string{"bogus"}, "", true},
+	} {
+		got, err := CheckWatchKinds(c.in)
+		if (err != nil) != c.err || got != c.want || (err != nil && ErrorCode(err) != EINVALID) {
+			t.Errorf("CheckWatchKinds(%q) = %q, %v; want %q, error %v", c.in, got, err, c.want, c.err)
+		}
+	}
+	if (Cursor{}).Selects(Reset) || !(Cursor{}).Selects(Deleted) || (Cursor{Kinds: "reset"}).Selects(HumanDirectMessage) {
+		t.Error("Selects: the default selection is the notifying kinds, a selection its kinds")
+	}
+	exact := []AckTarget{{NotifiedVersion: 3}, {NotifiedVersion: 4, WatcherGeneration: 2}}
+	for gen, code := range map[int64]string{2: "", 3: ESTALEGENERATION, 1: EINVALID} {
+		if got := ErrorCode(CheckAckGeneration(exact, gen)); got != code {
+			t.Errorf("CheckAckGeneration at generation %d: %q, want %q", gen, got, code)
+		}
+	}
+}

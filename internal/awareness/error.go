@@ -25,6 +25,9 @@ const (
 	// ERATELIMITED: the caller sent more mutations or subscriptions than its rate
 	// allows (ERR-4); retry later.
 	ERATELIMITED = "RATE_LIMITED"
+	// ESTALEGENERATION: an exact acknowledgement named an earlier generation of its
+	// watcher (LIF-2); nothing was acknowledged.
+	ESTALEGENERATION = "STALE_GENERATION"
 )
 
 // Error is the one error type of the domain. Message is meant for the caller and

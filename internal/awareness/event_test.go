@@ -23,6 +23,11 @@ func TestEventKinds_SIG1_NTC4(t *testing.T) {
 		RunFailed:          false,
 		Compacted:          false,
 		Adopted:            false,
+		// The lifecycle kinds (LIF-1): deleted notifies, created and reset do not
+		// (reset closes and reopens by ResetCursor, not as a notifying kind).
+		Created: false,
+		Reset:   false,
+		Deleted: true,
 	}
 	if got := len(AllEventKinds); got != len(want) {
 		t.Fatalf("len(AllEventKinds) = %d, want %d", got, len(want))
@@ -40,7 +45,7 @@ func TestEventKinds_SIG1_NTC4(t *testing.T) {
 			t.Errorf("%q.Notifies() = %v, want %v", k, got, w)
 		}
 	}
-	for _, k := range []EventKind{"", "created", "HUMAN_DIRECT_MESSAGE"} {
+	for _, k := range []EventKind{"", "spawned", "HUMAN_DIRECT_MESSAGE"} {
 		if k.Valid() {
 			t.Errorf("%q.Valid() = true, want false", k)
 		}
@@ -80,9 +85,18 @@ func TestValidateRecord_CanonicalSummaries_SIG2(t *testing.T) {
 				OutcomeError:     "child run failed",
 				OutcomeTimeout:   "child run timed out",
 				OutcomeCancelled: "child run cancelled",
+				OutcomeTimedOut:  "child run timed out",
+				OutcomeBlocked:   "child run blocked",
+				OutcomeLost:      "child run lost",
 			}[*c.outcome]
 		case Compacted:
 			return "session compacted"
+		case Created:
+			return "session created"
+		case Reset:
+			return "session reset"
+		case Deleted:
+			return "session deleted"
 		case Adopted:
 			return "session adopted via " + ch
 		}
@@ -94,14 +108,15 @@ func TestValidateRecord_CanonicalSummaries_SIG2(t *testing.T) {
 		for _, ch := range []*string{nil, ptr("  Telegram ")} {
 			outcomes := []*RunOutcome{nil}
 			if k == RunFailed {
-				outcomes = append(outcomes, ptr(OutcomeError), ptr(OutcomeTimeout), ptr(OutcomeCancelled))
+				outcomes = append(outcomes, ptr(OutcomeError), ptr(OutcomeTimeout), ptr(OutcomeCancelled),
+					ptr(OutcomeTimedOut), ptr(OutcomeBlocked), ptr(OutcomeLost)) // LIF-1 widens them
 			}
 			for _, o := range outcomes {
 				combos = append(combos, combo{k, o, ch})
 			}
 		}
 	}
-	if got, want := len(combos), 8*2+3*2; got != want {
+	if got, want := len(combos), 11*2+6*2; got != want {
 		t.Fatalf("built %d combinations, want %d", got, want)
 	}
 	for _, c := range combos {
@@ -178,7 +193,7 @@ func TestValidateRecord_SIG2(t *testing.T) {
 			e.Session = SessionRef{"ops", "global"}
 		}), SessionKind: KindGlobal}},
 		{name: "malformed key", mod: func(in *RecordInput) { in.SessionKey = "agent:main:" }, wantErr: true},
-		{name: "unknown kind", mod: func(in *RecordInput) { in.Kind = "created" }, wantErr: true},
+		{name: "unknown kind", mod: func(in *RecordInput) { in.Kind = "spawned" }, wantErr: true},
 		{name: "empty kind", mod: func(in *RecordInput) { in.Kind = "" }, wantErr: true},
 		{name: "unknown actor type", mod: func(in *RecordInput) { in.ActorType = "robot" }, wantErr: true},
 		{name: "empty actor type", mod: func(in *RecordInput) { in.ActorType = "" }, wantErr: true},

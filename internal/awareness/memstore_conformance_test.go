@@ -22,6 +22,7 @@ func TestMemStoreConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.mu.Unlock()
+		c.TargetGeneration, c.WatcherGeneration = max(c.TargetGeneration, 1), max(c.WatcherGeneration, 1)
 		db.save(c)
 	})
 }

@@ -52,6 +52,8 @@ type memDB struct {
 type memSession struct {
 	awareness.Session
 	deleted bool
+	// generation is the session's incarnation (LIF-2): 1, one more per reset.
+	generation int64
 }
 
 type memPair struct {
@@ -158,6 +160,34 @@ func (db *memDB) deleteCursors(keep func(awareness.Cursor) bool) (int64, []aware
 	return int64(len(gone)), closed
 }
 
+// gen is a session's generation (LIF-2): 1 for a session without a row.
+func (db *memDB) gen(ref awareness.SessionRef) int64 {
+	if r := db.sessions[ref]; r != nil {
+		return r.generation
+	}
+	return 1
+}
+
+// watcherGen is the generation of the watcher session key names.
+func (db *memDB) watcherGen(key string) int64 {
+	w, err := awareness.ResolveWatcher(key)
+	if err != nil {
+		return 1
+	}
+	return db.gen(w)
+}
+
+// born gives a cursor the store creates its generations (LIF-2).
+func (db *memDB) born(c awareness.Cursor) awareness.Cursor {
+	if c.TargetGeneration == 0 {
+		c.TargetGeneration = db.gen(c.Target)
+	}
+	if c.WatcherGeneration == 0 {
+		c.WatcherGeneration = db.watcherGen(c.Watcher)
+	}
+	return c
+}
+
 func (db *memDB) head(ref awareness.SessionRef) int64 {
 	if r := db.sessions[ref]; r != nil {
 		return r.StateVersion
@@ -171,7 +201,7 @@ func (db *memDB) head(ref awareness.SessionRef) int64 {
 func (s *memStore) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	for _, op := range ops {
 		if op != nil {
-			op.Event, op.Recorded, op.Version, op.Opened = awareness.Event{}, false, 0, nil
+			op.Event, op.Recorded, op.Version, op.Opened, op.Closed = awareness.Event{}, false, 0, nil, nil
 		}
 	}
 	if len(ops) == 0 {
@@ -205,7 +235,7 @@ func (db *memDB) append(op *awareness.AppendOp) {
 	}
 	row := db.sessions[ref]
 	if row == nil {
-		row = &memSession{Session: awareness.Session{Ref: ref, CreatedAt: now}}
+		row = &memSession{Session: awareness.Session{Ref: ref, CreatedAt: now}, generation: 1}
 		db.sessions[ref] = row
 	} else if row.deleted {
 		row.deleted, row.CreatedAt = false, now // revived (WAT-5)
@@ -224,7 +254,28 @@ func (db *memDB) append(op *awareness.AppendOp) {
 	case ev.Kind.SeedsWatchers():
 		for _, w := range op.New.Watchers {
 			if next, changed := awareness.SeedCursor(db.cursor(w.Key, ref), w.Key, ref, ev.Sequence, now); changed {
-				db.save(next)
+				db.save(db.born(next))
+			}
+		}
+	case ev.Kind.StartsIncarnation():
+		// A new incarnation (LIF-2): the generation moves up, the cursors the
+		// session holds are dropped (WAT-5) and those on it move to the reset.
+		row.generation++
+		if ref.Qualified() {
+			_, closed := db.deleteCursors(func(c awareness.Cursor) bool { return c.Watcher == ref.Key })
+			op.Closed = append(op.Closed, closed...)
+		}
+		for _, c := range db.sortedCursors(func(c awareness.Cursor) bool { return c.Target == ref }) {
+			next, closed, opened := awareness.ResetCursor(c, ev.Sequence, ev.ActorID, row.generation, now)
+			if next == c {
+				continue
+			}
+			db.save(next)
+			if n, ok := awareness.NoticeOf(c); ok && closed {
+				op.Closed = append(op.Closed, awareness.ClosedNotice(n))
+			}
+			if n, ok := awareness.NoticeOf(next); ok && opened {
+				op.Opened = append(op.Opened, n)
 			}
 		}
 	case ev.Kind.Notifies():
@@ -233,22 +284,69 @@ func (db *memDB) append(op *awareness.AppendOp) {
 		// have been written by a watch (the target itself, a bare key) is not notified,
 		// as the SQL stores' statement does not notify it.
 		onTarget := db.sortedCursors(func(c awareness.Cursor) bool {
-			return c.Target == ref && c.Watcher != ref.Key && strings.HasPrefix(c.Watcher, "agent:")
+			return c.Target == ref && c.Watcher != ref.Key && strings.HasPrefix(c.Watcher, "agent:") && !c.Retired
 		})
 		for _, c := range onTarget {
 			db.material(op, &c, c.Watcher, now)
 		}
 		for _, w := range op.New.Watchers {
-			db.material(op, db.cursor(w.Key, ref), w.Key, now)
+			if c := db.cursor(w.Key, ref); c == nil || !c.Retired {
+				db.material(op, c, w.Key, now)
+			}
+		}
+		if ev.Kind.Retires() {
+			db.deleteSession(op, now)
 		}
 	}
+}
+
+// deleteSession is what follows a deleted event once it notified (LIF-1): the cursors
+// the session holds are deleted, those on it retired (deleted at once when nothing is
+// pending), its earlier events, link, prompts, acknowledgement records and registry
+// entry are deleted, and the head stays marked deleted.
+func (db *memDB) deleteSession(op *awareness.AppendOp, now time.Time) {
+	ref, s := op.Event.Session, op.Event.Sequence
+	if ref.Qualified() {
+		_, closed := db.deleteCursors(func(c awareness.Cursor) bool { return c.Watcher == ref.Key })
+		op.Closed = append(op.Closed, closed...)
+	}
+	for _, c := range db.sortedCursors(func(c awareness.Cursor) bool { return c.Target == ref }) {
+		if !c.Pending() {
+			delete(db.cursors, memPair{c.Watcher, c.Target})
+			continue
+		}
+		c.Retired = true
+		db.save(c)
+	}
+	db.dropSession(ref)
+	evs := db.events[ref]
+	db.eventCount -= int64(len(evs) - 1)
+	db.events[ref] = []awareness.Event{evs[len(evs)-1]}
+	row := db.sessions[ref]
+	row.PrunedThrough, row.CompactionCount, row.Registered = s-1, 0, false
+	row.Entry, row.UpdatedAt, row.deleted = awareness.SessionEntry{}, now, true
+}
+
+// dropSession deletes a session's upstream link, prompts and acknowledgement records
+// (as target, and as watcher for an agent-qualified key).
+func (db *memDB) dropSession(ref awareness.SessionRef) {
+	qualified := ref.Qualified()
+	delete(db.links, ref)
+	delete(db.prompts, ref)
+	db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool {
+		return r.Target == ref || qualified && r.Watcher == ref.Key
+	})
 }
 
 // material applies op's notifying event to one watcher's cursor (NTC-2).
 func (db *memDB) material(op *awareness.AppendOp, cur *awareness.Cursor, watcher string, now time.Time) {
 	ev := op.Event
+	if cur != nil && !cur.Selects(ev.Kind) {
+		return // outside the cursor's selection: moves nothing (LIF-3)
+	}
 	next, changed, opened := awareness.ApplyMaterial(cur, watcher, ev.Session, ev.Sequence, ev.ActorID, now)
 	if changed {
+		next = db.born(next)
 		db.save(next)
 	}
 	if opened {
@@ -269,10 +367,11 @@ func (s *memStore) ReadStatus(ctx context.Context, ref awareness.SessionRef, aft
 		return awareness.Changes{}, nil, err
 	}
 	defer db.mu.Unlock()
-	ch := awareness.Changes{Head: awareness.Head{Session: ref}, Events: []awareness.Event{}}
+	ch := awareness.Changes{Head: awareness.Head{Session: ref, Generation: 1}, Events: []awareness.Event{}}
 	row := db.sessions[ref]
 	if row != nil {
 		ch.Head.Version, ch.Head.PrunedThrough, ch.Head.UpdatedAt = row.StateVersion, row.PrunedThrough, row.UpdatedAt
+		ch.Head.Generation = row.generation
 	}
 	ch.Earliest = ch.Head.PrunedThrough + 1
 	evs := db.events[ref]
@@ -347,39 +446,35 @@ func (s *memStore) ListSessions(ctx context.Context, q awareness.SessionQuery) (
 	return out, nil
 }
 
-func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (bool, []awareness.Notice, error) {
+func (s *memStore) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (*awareness.AppendOp, []awareness.Notice, error) {
 	if err := awareness.CheckClock("DeleteSession", now); err != nil {
-		return false, nil, err
+		return nil, nil, err
+	}
+	op, err := awareness.LifecycleOp(ref, awareness.Deleted, now)
+	if err != nil {
+		return nil, nil, err
 	}
 	db, err := s.write(ctx)
 	if err != nil {
-		return false, nil, err
+		return nil, nil, err
 	}
 	defer db.mu.Unlock()
+	if row := db.sessions[ref]; row != nil && !row.deleted {
+		db.append(op) // the deleted event's append does the rest (LIF-1)
+		return op, nil, nil
+	}
 	qualified := ref.Qualified()
 	_, closed := db.deleteCursors(func(c awareness.Cursor) bool {
 		return c.Target == ref || qualified && c.Watcher == ref.Key
 	})
-	delete(db.links, ref)
-	delete(db.prompts, ref)
-	db.acks = slices.DeleteFunc(db.acks, func(r awareness.AckRecord) bool {
-		return r.Target == ref || qualified && r.Watcher == ref.Key
-	})
-	row := db.sessions[ref]
-	if row == nil || row.deleted {
-		return false, closed, nil
-	}
-	db.eventCount -= int64(len(db.events[ref]))
-	delete(db.events, ref)
-	row.PrunedThrough, row.CompactionCount, row.Registered = row.StateVersion, 0, false
-	row.Entry, row.UpdatedAt, row.deleted = awareness.SessionEntry{}, norm(now), true
-	return true, closed, nil
+	db.dropSession(ref)
+	return nil, closed, nil
 }
 
 // ---------------------------------------------------------------------------------------
 // Cursors
 
-func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.SessionRef, now time.Time) (awareness.Cursor, bool, error) {
+func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.SessionRef, kinds awareness.KindSelection, now time.Time) (awareness.Cursor, bool, error) {
 	if err := awareness.CheckClock("Watch", now); err != nil {
 		return awareness.Cursor{}, false, err
 	}
@@ -390,6 +485,12 @@ func (s *memStore) Watch(ctx context.Context, watcher string, target awareness.S
 	defer db.mu.Unlock()
 	c, created := awareness.WatchCursor(db.cursor(watcher, target), watcher, target, db.head(target), norm(now))
 	if created {
+		c = db.born(c)
+	}
+	if kinds != "" {
+		c.Kinds = kinds
+	}
+	if created || kinds != "" {
 		db.save(c)
 	}
 	return c, created, nil
@@ -415,7 +516,11 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 	}
 	defer db.mu.Unlock()
 	now := norm(req.Now)
+	defer db.dropRetired(req.Watcher)
 	if req.Exact != nil {
+		if err := awareness.CheckAckGeneration(req.Exact, db.watcherGen(req.Watcher)); err != nil {
+			return awareness.AckResult{}, err
+		}
 		named := map[awareness.SessionRef]bool{}
 		for _, e := range req.Exact {
 			named[e.Target] = true
@@ -446,6 +551,13 @@ func (s *memStore) Ack(ctx context.Context, req awareness.AckRequest) (awareness
 	}
 	db.addAcks(req, res)
 	return res, nil
+}
+
+// dropRetired deletes the watcher's retired cursors with nothing pending (LIF-1).
+func (db *memDB) dropRetired(watcher string) {
+	for _, c := range db.sortedCursors(func(c awareness.Cursor) bool { return c.Watcher == watcher && c.Retired && !c.Pending() }) {
+		delete(db.cursors, memPair{c.Watcher, c.Target})
+	}
 }
 
 // addAcks adds an acknowledgement's records to the history.

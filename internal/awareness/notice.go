@@ -16,6 +16,10 @@ type Notice struct {
 	Text            string
 	Wake            bool
 	OpenedAt        time.Time
+	// TargetGeneration and WatcherGeneration are the generations of the target and of
+	// the watcher the notice was opened for (LIF-2): an exact acknowledgement naming an
+	// earlier generation of the watcher is refused (STALE_GENERATION).
+	TargetGeneration, WatcherGeneration int64
 	// Closed is true on the item that tells a subscriber asking for closed notices
 	// (SubscribeNotices with includeClosed) that this notice was acknowledged or its
 	// cursor removed. Stores and queries only ever return open notices.
@@ -97,6 +101,9 @@ func (t NoticeTool) Notice(c Cursor) (n Notice, ok bool) {
 		Text:            t.Text(c.Target, c.L),
 		Wake:            WakeFor(c.Watcher),
 		OpenedAt:        c.OpenedAt,
+
+		TargetGeneration:  c.TargetGeneration,
+		WatcherGeneration: c.WatcherGeneration,
 	}, true
 }
 

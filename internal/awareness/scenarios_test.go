@@ -644,7 +644,8 @@ func TestScenarioD27_BareGlobalWatcherNeverWatches(t *testing.T) {
 }
 
 // D28: a watcher reset removes its cursors and keeps the targets' events. Deleting the
-// target removes its events and the cursors on it. Unlike OpenClaw (head -> 0), the
+// target removes its earlier events and retires the cursors on it, which go once their
+// notices (the deletion's last) are acknowledged (LIF-1). Unlike OpenClaw (head -> 0), the
 // head stays (SIG-3: versions never regress) and the delta reports a history gap.
 func TestScenarioD28_ResetAndDelete(t *testing.T) {
 	w := newWorld(t)
@@ -673,12 +674,28 @@ func TestScenarioD28_ResetAndDelete(t *testing.T) {
 	if ok, err := w.svc.DeleteSession(w.ctx, child, nil); err != nil || !ok {
 		t.Fatalf("DeleteSession = %v, %v", ok, err)
 	}
-	if _, ok := w.findCursor(mainW, child); ok {
-		t.Fatal("cursor survived the target's deletion")
+	// LIF-1: the deleted event (4) is logged, the watcher's pending notice (3) keeps
+	// its text and takes the deletion as material; the cursor is retired.
+	c, ok := w.findCursor(mainW, child)
+	if !ok || !c.Retired || c.N != 3 || c.M != 4 {
+		t.Fatalf("cursor after the target's deletion: %+v %v; want retired, N 3, M 4", c, ok)
 	}
 	st, err = w.svc.SessionStatus(w.ctx, child, nil, &zero, nil)
-	if err != nil || st.StateVersion != 3 || len(st.Changes.Events) != 0 || !st.Changes.HistoryGap {
-		t.Fatalf("deleted target: version %d events %d gap %v err %v; want 3, 0, true", st.StateVersion, len(st.Changes.Events), st.Changes != nil && st.Changes.HistoryGap, err)
+	if err != nil || st.StateVersion != 4 || len(st.Changes.Events) != 1 || st.Changes.Events[0].Kind != awareness.Deleted || !st.Changes.HistoryGap {
+		t.Fatalf("deleted target: %+v, %v; want version 4, the deleted event, a history gap", st, err)
+	}
+	// Acknowledging drains the old notice, then the deletion's; then the cursor is gone.
+	for _, n := range []int64{3, 4} {
+		p := w.pending(mainW)
+		if len(p) != 1 || p[0].NotifiedVersion != n {
+			t.Fatalf("pending = %+v, want one notice at %d", p, n)
+		}
+		if _, err := w.svc.AcknowledgeNotices(w.ctx, mainW, []awareness.NoticeRef{{Target: child, NotifiedVersion: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := w.findCursor(mainW, child); ok {
+		t.Fatal("retired cursor survived its last acknowledgement")
 	}
 	if p := w.pending(mainW); len(p) != 0 {
 		t.Fatalf("pending after delete = %d", len(p))

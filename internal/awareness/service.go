@@ -193,13 +193,28 @@ func (s *Service) appended(now time.Time, ops ...*AppendOp) {
 		s.observeAppend(op)
 		if op.Recorded {
 			evs = append(evs, op.Event)
+			// A lifecycle event's closed notices come before the notices it opened
+			// (LIF-2: a reset closes the old incarnation's, then opens one). They
+			// were removed, not acknowledged: the tally counts the opened ones only.
+			notices = append(notices, op.Closed...)
 			notices = append(notices, op.Opened...)
 		}
 	}
 	if len(evs) > 0 {
 		s.pub.publish(evs, notices)
-		s.tally.add(now, notices, false)
+		s.tally.add(now, openedOf(notices), false)
 	}
+}
+
+// openedOf returns the notices of ns that are not closed items.
+func openedOf(ns []Notice) []Notice {
+	out := ns[:0:0]
+	for _, n := range ns {
+		if !n.Closed {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func recordResult(op *AppendOp) RecordResult {
@@ -286,8 +301,10 @@ type StatusChanges struct {
 type Status struct {
 	Ref          SessionRef
 	StateVersion int64
-	Changes      *StatusChanges
-	Session      *Session
+	// Generation is the session's generation (LIF-2).
+	Generation int64
+	Changes    *StatusChanges
+	Session    *Session
 }
 
 // SessionStatus answers reconciliation (REC-1..4). changesSince nil returns the version
@@ -322,7 +339,7 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Ref: ref, StateVersion: ch.Head.Version}
+	st := Status{Ref: ref, StateVersion: ch.Head.Version, Generation: max(ch.Head.Generation, 1)}
 	if sess != nil && sess.Registered {
 		st.Session = sess
 	}
@@ -457,14 +474,25 @@ type WatchResult struct {
 // that cannot watch gets Watched=false and a reason, not an error; a malformed target
 // is an error.
 func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgentID *string) (WatchResult, error) {
-	return s.WatchRedeliver(ctx, watcher, target, targetAgentID, nil)
+	return s.WatchWith(ctx, watcher, target, targetAgentID, WatchOptions{})
 }
 
-// WatchRedeliver is Watch that also sets the watch's maxRedeliver (RDL-1) when it is
-// not nil: how often one opening of the pair's notice may come back after a drain
-// neither acknowledged nor released (default DefaultMaxRedeliver). A value outside
-// [0, MaxMaxRedeliver] is INVALID_ARGUMENT, nothing written.
-func (s *Service) WatchRedeliver(ctx context.Context, watcher, target string, targetAgentID *string, maxRedeliver *int) (WatchResult, error) {
+// WatchOptions is what a watch sets besides its pair.
+type WatchOptions struct {
+	// Kinds selects the notifying kinds that open a notice for the cursor (LIF-3): nil
+	// keeps an existing cursor's selection (the default for a new one,
+	// DefaultWatchKinds); a kind a watch cannot select is INVALID_ARGUMENT.
+	Kinds []string
+	// MaxRedeliver, when set, is how often one opening of the pair's notice may come
+	// back after a drain neither acknowledged nor released (RDL-1; default
+	// DefaultMaxRedeliver); outside [0, MaxMaxRedeliver] it is INVALID_ARGUMENT.
+	MaxRedeliver *int
+}
+
+// WatchWith is Watch with options. Whatever it refuses writes nothing; an existing
+// cursor keeps its watermarks and takes the new options.
+func (s *Service) WatchWith(ctx context.Context, watcher, target string, targetAgentID *string, opts WatchOptions) (WatchResult, error) {
+	maxRedeliver := opts.MaxRedeliver
 	if maxRedeliver != nil {
 		if err := CheckMaxRedeliver(*maxRedeliver); err != nil {
 			return WatchResult{}, err
@@ -474,6 +502,10 @@ func (s *Service) WatchRedeliver(ctx context.Context, watcher, target string, ta
 		}
 	}
 	t, err := ResolveSession(target, targetAgentID)
+	if err != nil {
+		return WatchResult{}, err
+	}
+	kinds, err := CheckWatchKinds(opts.Kinds)
 	if err != nil {
 		return WatchResult{}, err
 	}
@@ -490,7 +522,7 @@ func (s *Service) WatchRedeliver(ctx context.Context, watcher, target string, ta
 	if err := writing(ctx); err != nil {
 		return WatchResult{}, err
 	}
-	c, _, err := s.store.Watch(ctx, w.Key, t, s.Now())
+	c, _, err := s.store.Watch(ctx, w.Key, t, kinds, s.Now())
 	if err != nil {
 		return WatchResult{}, err
 	}
@@ -534,6 +566,10 @@ type NoticeRef struct {
 	Target          string
 	TargetAgentID   *string
 	NotifiedVersion int64
+	// WatcherGeneration is the watcher's generation the notice was drained in, when
+	// the caller names it (LIF-2): an earlier one than the watcher's is refused with
+	// STALE_GENERATION.
+	WatcherGeneration *int64
 }
 
 // AckNotices acknowledges the watcher's pending notices and publishes, after the
@@ -632,7 +668,13 @@ func exactAcks(notices []NoticeRef) ([]AckTarget, error) {
 		if n.NotifiedVersion < 1 {
 			return nil, Errorf(EINVALID, "notices[%d]: notifiedVersion must be positive, got %d", i, n.NotifiedVersion)
 		}
-		out = append(out, AckTarget{Target: ref, NotifiedVersion: n.NotifiedVersion})
+		var gen int64
+		if n.WatcherGeneration != nil {
+			if gen = *n.WatcherGeneration; gen < 1 {
+				return nil, Errorf(EINVALID, "notices[%d]: watcherGeneration must be positive, got %d", i, gen)
+			}
+		}
+		out = append(out, AckTarget{Target: ref, NotifiedVersion: n.NotifiedVersion, WatcherGeneration: gen})
 	}
 	return out, nil
 }
@@ -738,8 +780,12 @@ func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *s
 	return cs, nil
 }
 
-// ResetSession drops the cursors the session holds as a watcher (WAT-5): a new
-// incarnation starts without assumptions. The targets' history is kept.
+// ResetSession records a reset of the session (LIF-1): a new incarnation. It is the
+// reset event's append, the one path of a reset (RecordEvent with kind reset does the
+// same): the session's generation moves up by one (LIF-2), the cursors it holds as a
+// watcher are dropped (WAT-5), and the pending notices on it close, a watcher that
+// selects reset (LIF-3) getting one notice for the new incarnation. The targets'
+// history is kept. It reports true once the reset is recorded.
 func (s *Service) ResetSession(ctx context.Context, key string, agentID *string) (bool, error) {
 	ref, err := ResolveSession(key, agentID)
 	if err != nil {
@@ -748,22 +794,27 @@ func (s *Service) ResetSession(ctx context.Context, key string, agentID *string)
 	if err := s.authorize(ctx, ref.AgentID); err != nil {
 		return false, err
 	}
-	if !ref.Qualified() {
-		return false, nil
-	}
 	if err := writing(ctx); err != nil {
 		return false, err
 	}
-	n, closed, err := s.store.ResetWatcher(ctx, ref.Key)
+	now := s.Now()
+	op, err := LifecycleOp(ref, Reset, now)
 	if err != nil {
 		return false, err
 	}
-	s.pub.publish(nil, closed)
-	return n > 0, nil
+	if err := s.commit.append(ctx, op); err != nil {
+		s.obs.AppendFailed(ErrorCode(err))
+		return false, err
+	}
+	s.appended(now, op)
+	return op.Recorded, nil
 }
 
-// DeleteSession deletes a session's log, cursors and registry entry; its head stays so
-// versions never regress (WAT-5, REC-2).
+// DeleteSession records the deletion of a session (LIF-1): the deleted event notifies
+// every watcher of the session once, their cursors are retired, and the session's log,
+// the cursors it holds and its registry entry are deleted; its head stays so versions
+// never regress (WAT-5, REC-2). A session that does not exist only loses the cursors
+// in both directions, and the answer is false.
 func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string) (bool, error) {
 	ref, err := ResolveSession(key, agentID)
 	if err != nil {
@@ -775,12 +826,17 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	if err := writing(ctx); err != nil {
 		return false, err
 	}
-	ok, closed, err := s.store.DeleteSession(ctx, ref, s.Now())
+	now := s.Now()
+	op, closed, err := s.store.DeleteSession(ctx, ref, now)
 	if err != nil {
 		return false, err
 	}
-	s.pub.publish(nil, closed)
-	return ok, nil
+	if op == nil {
+		s.pub.publish(nil, closed)
+		return false, nil
+	}
+	s.appended(now, op)
+	return true, nil
 }
 
 // Sweep is the startup sweep (NTC-5). Pending notices survive a restart unchanged

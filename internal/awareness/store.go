@@ -16,6 +16,9 @@ type Head struct {
 	// removed. changesSince < PrunedThrough has a history gap (REC-2).
 	PrunedThrough int64
 	UpdatedAt     time.Time
+	// Generation is the session's incarnation (LIF-2): 1, one more per reset; 1 for a
+	// session without a head.
+	Generation int64
 }
 
 // AppendOp is one append inside a (possibly shared) write transaction, built by
@@ -34,6 +37,10 @@ type AppendOp struct {
 	Recorded bool     // false when deduplicated
 	Version  int64    // the session's head after this op
 	Opened   []Notice // notices opened by this append, to publish after commit
+	// Closed are the pending notices a lifecycle event closed (Closed set): a reset's
+	// on the session's targets and watchers (LIF-2), a deletion's on the cursors it
+	// held. Published after commit, before Opened.
+	Closed []Notice
 }
 
 // NewAppendOp returns the op that appends ne at now, with the registry effects of its
@@ -49,6 +56,18 @@ func compactionsOf(k EventKind) int64 {
 		return 1
 	}
 	return 0
+}
+
+// LifecycleOp is the op that records a lifecycle event of kind k (LIF-1) on ref at now,
+// by the system, with its canonical summary: what resetSession and deleteSession
+// record.
+func LifecycleOp(ref SessionRef, k EventKind, now time.Time) (*AppendOp, error) {
+	agent := ref.AgentID
+	ne, err := ValidateRecord(RecordInput{SessionKey: ref.Key, AgentID: &agent, Kind: k, ActorType: ActorSystem}, now)
+	if err != nil {
+		return nil, err
+	}
+	return NewAppendOp(ne, now), nil
 }
 
 // CheckAppendOps refuses, with INVALID_ARGUMENT, a batch with an op that ValidateRecord
@@ -159,6 +178,27 @@ type CursorQuery struct {
 type AckTarget struct {
 	Target          SessionRef
 	NotifiedVersion int64
+	// WatcherGeneration is the watcher's generation the notice was drained in (LIF-2);
+	// 0 when the acknowledgement does not name one.
+	WatcherGeneration int64
+}
+
+// CheckAckGeneration refuses an exact acknowledgement naming a generation of the
+// watcher other than its current one, gen (LIF-2): an earlier one is STALE_GENERATION
+// (the notices were drained by a previous incarnation and are never acknowledged for
+// the new one), a later one INVALID_ARGUMENT. A store checks it inside the
+// acknowledgement's transaction, before it writes anything.
+func CheckAckGeneration(exact []AckTarget, gen int64) error {
+	for i, e := range exact {
+		switch {
+		case e.WatcherGeneration == 0 || e.WatcherGeneration == gen:
+		case e.WatcherGeneration < gen:
+			return Errorf(ESTALEGENERATION, "notices[%d]: watcherGeneration %d is an earlier generation of the watcher, now at %d; nothing was acknowledged", i, e.WatcherGeneration, gen)
+		default:
+			return Errorf(EINVALID, "notices[%d]: watcherGeneration %d is above the watcher's generation %d", i, e.WatcherGeneration, gen)
+		}
+	}
+	return nil
 }
 
 // AckRequest is what Store.Ack acknowledges for one watcher. Exactly one form applies:
@@ -237,14 +277,17 @@ type Stats struct {
 //
 // Every method that writes does so in one transaction, and every state transition of a
 // cursor uses the pure functions of this package (SeedCursor, ApplyMaterial, AckCursor,
-// AckNamed, SweepCursor, WatchCursor). Errors are *Error values: storage failures map to
+// AckNamed, SweepCursor, WatchCursor, ResetCursor). Errors are *Error values: storage failures map to
 // UNAVAILABLE or INTERNAL, never leaking SQL or paths.
 type Store interface {
 	// Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2). For
 	// each op it assigns the next dense sequence under the session's head row, or returns
 	// the existing event for a known dedupe key; seeds cursors for child_spawned; applies
-	// notifying events to every cursor on the target and to producer-passed watchers.
-	// Either every op commits or none does.
+	// notifying events to every cursor on the target that selects their kind (LIF-3) and
+	// to producer-passed watchers; applies a reset (a new generation, ResetCursor over
+	// the cursors on the session, the cursors it holds deleted: LIF-2) and, after a
+	// deleted event notified, retires the cursors on the session and deletes the rest of
+	// it (LIF-1). Either every op commits or none does.
 	Append(ctx context.Context, ops []*AppendOp) error
 
 	// ReadChanges returns the head and up to limit events after `after`, in one read
@@ -259,15 +302,19 @@ type Store interface {
 	Session(ctx context.Context, ref SessionRef) (s Session, ok bool, err error)
 	// ListSessions returns up to q.Limit sessions after q.After, ordered by (agentId, key).
 	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
-	// DeleteSession deletes the session's events, cursors in both directions, upstream
-	// link, registry entry and acknowledgement records (as watcher or target); the
-	// head stays with PrunedThrough raised to Version.
-	// ok is false when the session did not exist. closed are the pending notices of the
-	// deleted cursors (Closed set), to publish after the commit.
-	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (ok bool, closed []Notice, err error)
-
-	// Watch registers watcher on target at the target's current version (WAT-3).
-	Watch(ctx context.Context, watcher string, target SessionRef, now time.Time) (c Cursor, created bool, err error)
+	// DeleteSession records a deleted event on a live session (LIF-1), by the Append
+	// path: the event notifies every watcher of the session once, their cursors are
+	// retired, and the session's earlier events, the cursors it holds, its upstream
+	// link, registry entry and acknowledgement records (as watcher or target) are
+	// deleted; the head stays with PrunedThrough just below the deleted event. op is
+	// that append (its Event, Opened and Closed to publish after the commit), nil when
+	// the session did not exist (or was deleted): then only the cursors in both
+	// directions are deleted, closed holding their pending notices (Closed set).
+	DeleteSession(ctx context.Context, ref SessionRef, now time.Time) (op *AppendOp, closed []Notice, err error)
+	// Watch registers watcher on target at the target's current version (WAT-3), with
+	// kinds its selection (LIF-3; "" the default). An existing cursor keeps its
+	// watermarks; a kinds other than "" replaces its selection.
+	Watch(ctx context.Context, watcher string, target SessionRef, kinds KindSelection, now time.Time) (c Cursor, created bool, err error)
 	// Unwatch removes one cursor; ok is false when there was none. closed holds its
 	// pending notice, if any (Closed set).
 	Unwatch(ctx context.Context, watcher string, target SessionRef) (ok bool, closed []Notice, err error)

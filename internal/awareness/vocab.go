@@ -26,6 +26,10 @@ const (
 	RunFailed          EventKind = "run_failed"
 	Compacted          EventKind = "compacted"
 	Adopted            EventKind = "adopted"
+	// The lifecycle kinds (LIF-1).
+	Created EventKind = "created"
+	Reset   EventKind = "reset"
+	Deleted EventKind = "deleted"
 )
 
 // KindRole is what an event of a kind does to the cursors of its session's watchers
@@ -41,6 +45,11 @@ const (
 	Notifying
 	// Seeding kinds start the producer-passed watchers' cursors at the event (WAT-2).
 	Seeding
+	// Resetting kinds start a new incarnation of their session (LIF-1, LIF-2): its
+	// generation moves up by one, the cursors it holds as a watcher are deleted
+	// (WAT-5), and the pending notices on it close, the cursors on it moving to the
+	// event (ResetCursor).
+	Resetting
 )
 
 // eventKind is one row of the event-kind table.
@@ -51,6 +60,9 @@ type eventKind struct {
 	outcome bool
 	// compaction: the event counts a compaction in the registry (REG-3).
 	compaction bool
+	// retires: after the event notified every watcher of its session, their cursors
+	// are retired and the session is deleted (LIF-1).
+	retires bool
 	// summary is the canonical summary of an event given no summary (SIG-2).
 	summary func(Payload) string
 }
@@ -70,6 +82,9 @@ var eventKinds = []eventKind{
 	}},
 	{kind: Compacted, role: LogOnly, compaction: true, summary: fixed("session compacted")},
 	{kind: Adopted, role: LogOnly, summary: via("session adopted via ")},
+	{kind: Created, role: LogOnly, summary: fixed("session created")},
+	{kind: Reset, role: Resetting, summary: fixed("session reset")},
+	{kind: Deleted, role: Notifying, retires: true, summary: fixed("session deleted")},
 }
 
 // via is the summary "<prefix><channel>", "unknown" standing for no channel.
@@ -117,6 +132,17 @@ func (k EventKind) SeedsWatchers() bool { return k.Role() == Seeding }
 // TouchesCursors reports whether appending an event of this kind reads or writes
 // cursors: every role but LogOnly.
 func (k EventKind) TouchesCursors() bool { return k.Role() != LogOnly }
+
+// StartsIncarnation reports whether an event of this kind starts a new incarnation
+// of its session (LIF-2): its generation moves up by one.
+func (k EventKind) StartsIncarnation() bool { return k.Role() == Resetting }
+
+// Retires reports whether an event of this kind, once it notified the watchers of its
+// session, retires their cursors and deletes the session (LIF-1).
+func (k EventKind) Retires() bool {
+	r, _ := lookupKind(k)
+	return r.retires
+}
 
 // TakesOutcome reports whether events of this kind accept the outcome payload field.
 func (k EventKind) TakesOutcome() bool {
@@ -175,6 +201,10 @@ const (
 	OutcomeCancelled RunOutcome = "cancelled"
 	OutcomeTimeout   RunOutcome = "timeout"
 	OutcomeError     RunOutcome = "error"
+	// LIF-1 widens the outcomes; timeout stays accepted beside timed_out.
+	OutcomeTimedOut RunOutcome = "timed_out"
+	OutcomeBlocked  RunOutcome = "blocked"
+	OutcomeLost     RunOutcome = "lost"
 )
 
 // runOutcome is one row of the outcome table.
@@ -189,6 +219,9 @@ var runOutcomes = []runOutcome{
 	{OutcomeCancelled, "child run cancelled"},
 	{OutcomeTimeout, "child run timed out"},
 	{OutcomeError, "child run failed"},
+	{OutcomeTimedOut, "child run timed out"},
+	{OutcomeBlocked, "child run blocked"},
+	{OutcomeLost, "child run lost"},
 }
 
 // AllRunOutcomes lists every outcome in schema order.
@@ -232,3 +265,85 @@ func oneOf[V ~string](vs []V) string {
 	}
 	return b.String()
 }
+
+// DefaultWatchKinds is the selection of a cursor watched without kinds (LIF-3): SIG-1's
+// notifying kinds, deleted among them.
+var DefaultWatchKinds = func() []EventKind {
+	var ks []EventKind
+	for _, r := range eventKinds {
+		if r.role == Notifying {
+			ks = append(ks, r.kind)
+		}
+	}
+	return ks
+}()
+
+// SelectableKinds are the kinds a watch may select (LIF-3): the notifying kinds and
+// reset, whose notice is the new incarnation's (LIF-2).
+var SelectableKinds = append(slices.Clip(DefaultWatchKinds), Reset)
+
+// KindSelection is a watch's selection of kinds (LIF-3), as stored: the kinds' names
+// in table order, comma-separated, without repeats; "" is the default selection.
+// It is comparable, so a Cursor stays a value.
+type KindSelection string
+
+// List returns the selected kinds (DefaultWatchKinds for the default selection).
+func (s KindSelection) List() []EventKind {
+	if s == "" {
+		return slices.Clone(DefaultWatchKinds)
+	}
+	var out []EventKind
+	for k := range strings.SplitSeq(string(s), ",") {
+		out = append(out, EventKind(k))
+	}
+	return out
+}
+
+// Has reports whether the selection holds kind k.
+func (s KindSelection) Has(k EventKind) bool {
+	if s == "" {
+		return slices.Contains(DefaultWatchKinds, k)
+	}
+	for x := range strings.SplitSeq(string(s), ",") {
+		if x == string(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckWatchKinds checks a watch's selection of kinds (LIF-3) and returns it as
+// stored; nil is "" (the default, or, for an existing cursor, its selection kept). An
+// empty selection, or a kind that is unknown or cannot open a notice, is
+// INVALID_ARGUMENT. A selection equal to the default is kept as given, not stored as
+// "": a cursor with a selection of its own keeps its M in its row, and one that went
+// back to "" would take the head's derived M, which counts kinds it did not select.
+func CheckWatchKinds(kinds []string) (KindSelection, error) {
+	if kinds == nil {
+		return "", nil
+	}
+	if len(kinds) == 0 {
+		return "", Errorf(EINVALID, "kinds selects no kind; omit it for the default selection (%s)", oneOf(DefaultWatchKinds))
+	}
+	sel := make(map[EventKind]bool, len(kinds))
+	for i, k := range kinds {
+		ek := EventKind(k)
+		if !slices.Contains(SelectableKinds, ek) {
+			return "", Errorf(EINVALID, "kinds[%d]: %q is not a kind a watch selects; want %s", i, k, oneOf(SelectableKinds))
+		}
+		sel[ek] = true
+	}
+	var out []string
+	for _, k := range SelectableKinds {
+		if sel[k] {
+			out = append(out, string(k))
+		}
+	}
+	return KindSelection(strings.Join(out, ",")), nil
+}
+
+// SelectedKinds lists the kinds that open a notice for the cursor (LIF-3).
+func (c Cursor) SelectedKinds() []EventKind { return c.Kinds.List() }
+
+// Selects reports whether an event of kind k opens a notice for the cursor (LIF-3).
+func (c Cursor) Selects(k EventKind) bool { return c.Kinds.Has(k) }

@@ -48,9 +48,9 @@ func TestVocabularyTablesHoldEveryConstant(t *testing.T) {
 func TestKindRoles_SIG1_NTC4_WAT2(t *testing.T) {
 	t.Parallel()
 	for _, k := range AllEventKinds {
-		n, s, c := k.Notifies(), k.SeedsWatchers(), k.TouchesCursors()
-		if n && s || c != (n || s) {
-			t.Errorf("%s: Notifies %v, SeedsWatchers %v, TouchesCursors %v", k, n, s, c)
+		n, s, c, r := k.Notifies(), k.SeedsWatchers(), k.TouchesCursors(), k.StartsIncarnation()
+		if n && s || n && r || s && r || c != (n || s || r) {
+			t.Errorf("%s: Notifies %v, SeedsWatchers %v, StartsIncarnation %v, TouchesCursors %v", k, n, s, r, c)
 		}
 	}
 	for k, want := range map[EventKind]bool{ChildSpawned: true, HumanDirectMessage: false, RunCompleted: false} {

@@ -151,8 +151,9 @@ func TestAgentTokenSeesItsOwn_CLT1(t *testing.T) {
 }
 
 // TestSessionPageRefreshesAfterDelete_WAT5_REC2: after deleteSession the session page
-// refreshes by itself (the events shown are no longer the server's): no deleted event
-// stays, the history gap is shown, and it says why it refreshed.
+// refreshes by itself (the events shown are no longer the server's): only the deleted
+// event stays (LIF-1), the history gap is shown, and it says why it refreshed; the
+// watcher's notice about the session stays pending, its cursor retired (LIF-1).
 func TestSessionPageRefreshesAfterDelete_WAT5_REC2(t *testing.T) {
 	b := newBrowser(t)
 	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "awareness.db"))
@@ -165,19 +166,48 @@ func TestSessionPageRefreshesAfterDelete_WAT5_REC2(t *testing.T) {
 	srv.gql(t, `mutation($k: String!) { deleteSession(sessionKey: $k) }`, map[string]any{"k": worker}, nil)
 	start := time.Now()
 	// The audit runs every 5 s: within two rounds.
-	b.waitJS(t, 12*time.Second, `!!document.querySelector('[data-refreshed]') && !document.querySelector('#timeline li[data-seq]')`)
+	b.waitJS(t, 12*time.Second, `!!document.querySelector('[data-refreshed]') && !document.querySelector('#timeline li[data-seq="3"]')`)
 	t.Logf("refreshed %v after deleteSession", time.Since(start).Round(time.Millisecond))
 	b.waitJS(t, 5*time.Second, `!!document.querySelector('#timeline li[data-history-gap]') && `+allLive)
 	if got := b.text(t, `[data-refreshed]`); !strings.Contains(got, "no longer on the server") {
 		t.Errorf("refresh banner = %q", got)
 	}
-	if got := b.text(t, `dd[data-version]`); got != "3" {
-		t.Errorf("state version after the deletion = %q, want 3 (the head stays, SIG-3)", got)
+	if n := b.count(t, `#timeline li[data-seq]`); n != 1 || b.count(t, `#timeline li[data-seq="4"][data-kind="deleted"]`) != 1 {
+		t.Errorf("%d events on the timeline after the deletion, want the deleted event (4) alone", n)
 	}
-	if n := b.count(t, `#about-notices .notice`); n != 0 {
-		t.Errorf("%d notices about the deleted session remain", n)
+	if got := b.text(t, `dd[data-version]`); got != "4" {
+		t.Errorf("state version after the deletion = %q, want 4 (the deleted event; the head stays, SIG-3)", got)
 	}
 	b.shots(t, "deleted", `!!document.querySelector('#timeline li[data-history-gap]')`)
+}
+
+// TestNoticeShowsGenerations_LIF2: a notice whose target was reset shows the pair's
+// generations (target, watcher); one of a pair still in its first generations shows
+// none; the reset session's page names its generation.
+func TestNoticeShowsGenerations_LIF2(t *testing.T) {
+	b := newBrowser(t)
+	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "awareness.db"))
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "child_spawned", "actorType": "agent", "actorId": manager, "watchers": []string{manager}})
+	b.do(t, 20*time.Second, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#notice-list .empty`)))
+	card := fmt.Sprintf(`#notice-list .notice[data-watcher=%q][data-target=%q]`, manager, worker)
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human", "actorId": "telegram:ana", "channel": "telegram"})
+	b.do(t, noticeWithin, chromedp.WaitVisible(chromedp.CSS(card)))
+	if n := b.count(t, card+` .badge.generation`); n != 0 {
+		t.Errorf("a first-generation notice shows %d generation badges", n)
+	}
+	srv.gql(t, `mutation($k: String!) { resetSession(sessionKey: $k) }`, map[string]any{"k": worker}, nil)
+	b.do(t, noticeWithin, chromedp.WaitNotPresent(chromedp.CSS(card)))
+	srv.record(t, map[string]any{"sessionKey": worker, "kind": "human_direct_message", "actorType": "human", "actorId": "telegram:ana", "channel": "telegram"})
+	b.do(t, noticeWithin, chromedp.WaitVisible(chromedp.CSS(card+` .badge.generation`)))
+	if got := b.text(t, card+` .badge.generation`); got != "gen 2/1" {
+		t.Errorf("generation badge = %q, want gen 2/1", got)
+	}
+	// The session page names the generation of a reset session.
+	b.do(t, 20*time.Second, chromedp.Navigate(srv.URL+"/#/session/main/"+worker),
+		chromedp.WaitVisible(chromedp.CSS(`[data-fact="generation"] dd`)))
+	if got := b.text(t, `[data-fact="generation"] dd`); got != "2" {
+		t.Errorf("the session page's generation = %q, want 2", got)
+	}
 }
 
 // TestSessionPageRefreshesAfterRestartOnOtherData_REC3: a session page whose server

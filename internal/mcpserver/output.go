@@ -187,6 +187,9 @@ type noticeOut struct {
 	Text            string    `json:"text" jsonschema:"the notice, to act on as written (NTC-1)"`
 	Wake            bool      `json:"wake"`
 	OpenedAt        time.Time `json:"openedAt"`
+	// The generations of the pair (LIF-2): name watcherGeneration when acknowledging.
+	TargetGeneration  int64 `json:"targetGeneration"`
+	WatcherGeneration int64 `json:"watcherGeneration"`
 }
 
 func noticesOf(ns []awareness.Notice) []noticeOut {
@@ -201,6 +204,7 @@ func noticeOf(n awareness.Notice) noticeOut {
 	return noticeOut{
 		Watcher: n.Watcher, Target: n.Target.Key, TargetAgentID: n.Target.AgentID, ChangesSince: n.ChangesSince,
 		NotifiedVersion: n.NotifiedVersion, MaterialVersion: n.MaterialVersion, Text: n.Text, Wake: n.Wake, OpenedAt: n.OpenedAt.UTC(),
+		TargetGeneration: n.TargetGeneration, WatcherGeneration: n.WatcherGeneration,
 	}
 }
 

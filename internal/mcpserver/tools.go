@@ -31,9 +31,10 @@ type (
 		Watcher       *string          `json:"watcher,omitempty" jsonschema:"your own session key: the result then carries its pending stale notices"`
 	}
 	watchIn struct {
-		Watcher       string  `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
-		Target        string  `json:"target" jsonschema:"the session you depend on"`
-		TargetAgentID *string `json:"targetAgentId,omitempty" jsonschema:"the target's agent, for a bare key"`
+		Watcher       string         `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
+		Target        string         `json:"target" jsonschema:"the session you depend on"`
+		TargetAgentID *string        `json:"targetAgentId,omitempty" jsonschema:"the target's agent, for a bare key"`
+		Kinds         []eventKindArg `json:"kinds,omitempty" jsonschema:"the kinds that open a notice for you (LIF-3): any of human_direct_message, upstream_missing, goal_changed, deleted and reset (default: all but reset)"`
 	}
 	pendingIn struct {
 		Watcher string `json:"watcher" jsonschema:"your own session: the watching session (agent-qualified key)"`
@@ -46,6 +47,8 @@ type (
 		Target          string  `json:"target" jsonschema:"the notice's target"`
 		TargetAgentID   *string `json:"targetAgentId,omitempty" jsonschema:"the notice's targetAgentId"`
 		NotifiedVersion int32   `json:"notifiedVersion" jsonschema:"the notice's notifiedVersion"`
+		// WatcherGeneration (LIF-2): an earlier generation than the watcher's is refused.
+		WatcherGeneration *int32 `json:"watcherGeneration,omitempty" jsonschema:"the notice's watcherGeneration: a notice from before your session was reset is then refused (STALE_GENERATION)"`
 	}
 	ackIn struct {
 		Watcher string        `json:"watcher" jsonschema:"your own session: the watching session"`
@@ -54,7 +57,7 @@ type (
 	recordIn struct {
 		SessionKey string       `json:"sessionKey" jsonschema:"the session the event happened to"`
 		AgentID    *string      `json:"agentId,omitempty" jsonschema:"the agent of a bare key"`
-		Kind       eventKindArg `json:"kind" jsonschema:"what happened: human_direct_message, upstream_missing and goal_changed notify the session's watchers; child_spawned starts the watchers' cursors; the others are kept in the log only"`
+		Kind       eventKindArg `json:"kind" jsonschema:"what happened: human_direct_message, upstream_missing, goal_changed and deleted notify the session's watchers (deleted also deletes the session); child_spawned starts the watchers' cursors; reset starts a new incarnation of the session; the others are kept in the log only"`
 		ActorType  actorTypeArg `json:"actorType" jsonschema:"who did it"`
 		ActorID    *string      `json:"actorId,omitempty" jsonschema:"a person's sender id, or the session key of the acting agent (your own session: you get no notice of your own change)"`
 		Summary    *string      `json:"summary,omitempty" jsonschema:"one line, at most 200 characters, never message content (default: the kind's canonical summary)"`
@@ -290,7 +293,11 @@ func (s *Server) toolDefs() []toolDef {
 		}, additive, func(ctx context.Context, _ *mcp.CallToolRequest, in ackIn) (ackOut, error) {
 			refs := make([]awareness.NoticeRef, 0, len(in.Notices))
 			for _, n := range in.Notices {
-				refs = append(refs, awareness.NoticeRef{Target: n.Target, TargetAgentID: n.TargetAgentID, NotifiedVersion: int64(n.NotifiedVersion)})
+				ref := awareness.NoticeRef{Target: n.Target, TargetAgentID: n.TargetAgentID, NotifiedVersion: int64(n.NotifiedVersion)}
+				if n.WatcherGeneration != nil {
+					ref.WatcherGeneration = new(int64(*n.WatcherGeneration))
+				}
+				refs = append(refs, ref)
 			}
 			if len(refs) == 0 {
 				return ackOut{}, awareness.Errorf(awareness.EINVALID, "notices is empty: name the notices your turn took into account")
@@ -335,7 +342,11 @@ func (s *Server) toolDefs() []toolDef {
 				"your session then gets one stale notice when another actor changes it, instead of you polling. It " +
 				"starts at the target's current version (WAT-3); watching again keeps the cursor as it is.",
 		}, additive, func(ctx context.Context, _ *mcp.CallToolRequest, in watchIn) (watchOut, error) {
-			res, err := s.svc.Watch(ctx, in.Watcher, in.Target, in.TargetAgentID)
+			var kinds []string
+			for _, k := range in.Kinds {
+				kinds = append(kinds, string(k))
+			}
+			res, err := s.svc.WatchWith(ctx, in.Watcher, in.Target, in.TargetAgentID, awareness.WatchOptions{Kinds: kinds})
 			if err != nil {
 				return watchOut{}, err
 			}

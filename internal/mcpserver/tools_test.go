@@ -300,3 +300,43 @@ func TestAckNoticesAnswersPerNotice_NTC3(t *testing.T) {
 		t.Errorf("an empty ack: %s", text(r))
 	}
 }
+
+// LIF-2, LIF-3 over MCP: a pending notice carries its generations; ack_notices naming
+// the watcher's earlier generation is refused with STALE_GENERATION and acknowledges
+// nothing; session_watch takes a selection of kinds and refuses one that cannot open a
+// notice, writing nothing.
+func TestLifecycleOverMCP_LIF2_LIF3(t *testing.T) {
+	e := newEnv(t, mcpserver.Config{})
+	const w, target = "agent:main:main", "agent:main:subagent:a"
+	cs := e.connect(t, adminToken, nil)
+	r := call(t, cs, "session_watch", map[string]any{"watcher": w, "target": target, "kinds": []any{"run_completed"}})
+	if !r.IsError || !strings.HasPrefix(text(r), "INVALID_ARGUMENT: ") {
+		t.Errorf("a watch selecting a log-only kind: %s", text(r))
+	}
+	if cs, _ := e.svc.Watches(context.Background(), nil, nil, nil); len(cs) != 0 {
+		t.Errorf("a refused watch wrote %+v", cs)
+	}
+	var watched struct{ Watched bool }
+	structured(t, call(t, cs, "session_watch", map[string]any{"watcher": w, "target": target, "kinds": []any{"human_direct_message", "reset"}}), &watched)
+	if !watched.Watched {
+		t.Fatalf("session_watch with kinds: %+v", watched)
+	}
+	e.human(t, target)
+	if _, err := e.svc.ResetSession(context.Background(), w, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.watch(t, w, target)
+	e.human(t, target)
+	pending, err := e.svc.PendingNotices(context.Background(), w)
+	if err != nil || len(pending) != 1 || pending[0].WatcherGeneration != 2 {
+		t.Fatalf("pending after the watcher's reset: %+v %v", pending, err)
+	}
+	r = call(t, cs, "ack_notices", map[string]any{"watcher": w, "notices": []any{map[string]any{
+		"target": target, "notifiedVersion": pending[0].NotifiedVersion, "watcherGeneration": 1}}})
+	if !r.IsError || !strings.HasPrefix(text(r), "STALE_GENERATION: ") {
+		t.Errorf("an ack naming the earlier generation: %s", text(r))
+	}
+	if again, _ := e.svc.PendingNotices(context.Background(), w); len(again) != 1 || again[0] != pending[0] {
+		t.Errorf("a refused ack acknowledged: %+v", again)
+	}
+}

@@ -164,7 +164,7 @@ func TestTwoInstances_NoticeContention(t *testing.T) {
 		for i := range watchers {
 			w := fmt.Sprintf("agent:main:subagent:w%02d", i)
 			keys = append(keys, w)
-			if _, _, err := a.Watch(ctx, w, target, now); err != nil {
+			if _, _, err := a.Watch(ctx, w, target, "", now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -274,7 +274,7 @@ func TestTwoInstances_BatchesInOppositeOrders(t *testing.T) {
 		for i := range sessions {
 			k := fmt.Sprintf("agent:main:subagent:s%d", i)
 			keys = append(keys, k)
-			if _, _, err := a.Watch(ctx, watcher, awareness.SessionRef{AgentID: "main", Key: k}, time.Now()); err != nil {
+			if _, _, err := a.Watch(ctx, watcher, awareness.SessionRef{AgentID: "main", Key: k}, "", time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -679,8 +679,7 @@ func (s *Store) scanHeldNotice(rows *sql.Rows) (heldNotice, error) {
 		redeliveries, delivers sql.NullInt64
 		snoozed                sql.NullInt64
 	)
-	if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt,
-		&redeliveries, &delivers, &snoozed); err != nil {
+	if err := rows.Scan(append(r.columns(), &redeliveries, &delivers, &snoozed)...); err != nil {
 		return heldNotice{}, err
 	}
 	n, ok := s.notices.Notice(r.cursor())

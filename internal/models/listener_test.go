@@ -244,6 +244,37 @@ func TestHintEncoding(t *testing.T) {
 	}
 }
 
+// TestHintClosedNoticeGenerations_LIF2: a closed notice in a hint carries its
+// generations when one is above 1 (and reads back with them), and keeps the seven
+// elements a process that predates them reads when both are 1.
+func TestHintClosedNoticeGenerations_LIF2(t *testing.T) {
+	target := awareness.SessionRef{AgentID: "main", Key: "agent:main:x"}
+	opened := time.Unix(0, 1_700_000_000_000_000_000).UTC()
+	for _, c := range []struct {
+		tg, wg int64
+		elems  int
+	}{{1, 1, 7}, {2, 1, 9}, {1, 3, 9}} {
+		n, _ := awareness.NoticeOf(awareness.Cursor{Watcher: "agent:main:main", Target: target, L: 1, N: 2, M: 3, OpenedAt: opened,
+			TargetGeneration: c.tg, WatcherGeneration: c.wg})
+		n = awareness.ClosedNotice(n)
+		b, err := json.Marshal(closedNotice{n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var elems []json.RawMessage
+		if err := json.Unmarshal(b, &elems); err != nil || len(elems) != c.elems {
+			t.Errorf("generations %d, %d: %s, want %d elements", c.tg, c.wg, b, c.elems)
+		}
+		var back closedNotice
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.n != n {
+			t.Errorf("generations %d, %d: read back %+v, want %+v", c.tg, c.wg, back.n, n)
+		}
+	}
+}
+
 // terminateListener ends the listener backends of this process on the database at dsn
 // and returns how many it ended.
 func terminateListener(t *testing.T, dsn, appName string) int {

@@ -28,7 +28,7 @@ func testDerivedMaterialMigratesDown(t *testing.T, s *Store) {
 	ctx := t.Context()
 	target := awareness.SessionRef{AgentID: "t", Key: "agent:t:main"}
 	t0 := time.Unix(1_700_000_000, 0).UTC()
-	if _, _, err := s.Watch(ctx, "agent:w:main", target, t0); err != nil {
+	if _, _, err := s.Watch(ctx, "agent:w:main", target, "", t0); err != nil {
 		t.Fatal(err)
 	}
 	appendAt := func(at time.Time) {
@@ -93,8 +93,8 @@ func testDerivedMaterialMigratesDown(t *testing.T, s *Store) {
 
 func TestEachOpened(t *testing.T) {
 	type item struct {
-		Watcher string
-		L       int64
+		Watcher       string
+		L, TGen, WGen int64
 	}
 	tests := []struct {
 		list string
@@ -102,16 +102,17 @@ func TestEachOpened(t *testing.T) {
 		ok   bool
 	}{
 		{"", nil, true},
-		{"0 12 agent:a:main", []item{{"agent:a:main", 0}}, true},
-		{"7 13 agent:a:x y z3 12 agent:b:main", []item{{"agent:a:x y z", 7}, {"agent:b:main", 3}}, true},
-		{"0 8 agent:é", []item{{"agent:é", 0}}, true}, // the length is in bytes
-		{"0 13 agent:a:main", nil, false},
-		{"x 1 a", nil, false},
+		{"0 1 1 12 agent:a:main", []item{{"agent:a:main", 0, 1, 1}}, true},
+		{"7 2 1 13 agent:a:x y z3 1 4 12 agent:b:main", []item{{"agent:a:x y z", 7, 2, 1}, {"agent:b:main", 3, 1, 4}}, true},
+		{"0 1 1 8 agent:é", []item{{"agent:é", 0, 1, 1}}, true}, // the length is in bytes
+		{"0 1 1 13 agent:a:main", nil, false},
+		{"0 12 agent:a:main", nil, false}, // the generations are missing (LIF-2)
+		{"x 1 1 1 a", nil, false},
 		{"0", nil, false},
 	}
 	for _, tt := range tests {
 		var got []item
-		err := eachOpened(tt.list, func(w string, l int64) { got = append(got, item{w, l}) })
+		err := eachOpened(tt.list, func(w string, l, tg, wg int64) { got = append(got, item{w, l, tg, wg}) })
 		if (err == nil) != tt.ok {
 			t.Errorf("eachOpened(%q): got error %v, want ok %v", tt.list, err, tt.ok)
 			continue
@@ -137,7 +138,7 @@ func TestTwoInstances_AckRacesAppends(t *testing.T) {
 		for i := range watchers {
 			w := fmt.Sprintf("agent:main:subagent:w%02d", i)
 			keys = append(keys, w)
-			if _, _, err := a.Watch(ctx, w, target, time.Now()); err != nil {
+			if _, _, err := a.Watch(ctx, w, target, "", time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}

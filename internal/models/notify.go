@@ -81,8 +81,14 @@ type closedNotice struct{ n awareness.Notice }
 
 func (c closedNotice) MarshalJSON() ([]byte, error) {
 	n := c.n
-	return json.Marshal([]any{n.Watcher, n.Target.AgentID, n.Target.Key, n.ChangesSince, n.NotifiedVersion,
-		n.MaterialVersion, n.OpenedAt.UnixNano()})
+	v := []any{n.Watcher, n.Target.AgentID, n.Target.Key, n.ChangesSince, n.NotifiedVersion,
+		n.MaterialVersion, n.OpenedAt.UnixNano()}
+	if n.TargetGeneration > 1 || n.WatcherGeneration > 1 {
+		// The generations (LIF-2) ride along only when one is not the first, so a
+		// process that predates them reads every first-generation notice still.
+		v = append(v, n.TargetGeneration, n.WatcherGeneration)
+	}
+	return json.Marshal(v)
 }
 
 func (c *closedNotice) UnmarshalJSON(b []byte) error {
@@ -90,14 +96,17 @@ func (c *closedNotice) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	if len(v) != 7 {
-		return fmt.Errorf("closed notice: want 7 elements, got %d", len(v))
+	if len(v) != 7 && len(v) != 9 {
+		return fmt.Errorf("closed notice: want 7 or 9 elements, got %d", len(v))
 	}
 	var (
 		cur    awareness.Cursor
 		opened int64
 	)
-	for i, dst := range []any{&cur.Watcher, &cur.Target.AgentID, &cur.Target.Key, &cur.L, &cur.N, &cur.M, &opened} {
+	cur.TargetGeneration, cur.WatcherGeneration = 1, 1
+	dsts := []any{&cur.Watcher, &cur.Target.AgentID, &cur.Target.Key, &cur.L, &cur.N, &cur.M, &opened,
+		&cur.TargetGeneration, &cur.WatcherGeneration}
+	for i, dst := range dsts[:len(v)] {
 		if err := json.Unmarshal(v[i], dst); err != nil {
 			return err
 		}

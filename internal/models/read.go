@@ -13,9 +13,9 @@ import (
 // pool (readStatements) and scanned without reflection (pageScanner). ReadStatus reads
 // the whole session row in place of the head.
 const (
-	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, " + earliestSQL +
+	changesHeadSQL = "SELECT state_version, pruned_through, updated_at, generation, " + earliestSQL +
 		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
-	statusHeadSQL = "SELECT " + sessionColumns + ", " + earliestSQL +
+	statusHeadSQL = "SELECT " + sessionColumns + ", generation, " + earliestSQL +
 		"FROM sessions s WHERE agent_id = ? AND session_key = ?"
 	earliestSQL    = "(SELECT MIN(sequence) FROM events e WHERE e.agent_id = s.agent_id AND e.session_key = s.session_key) "
 	changesPageSQL = "SELECT " + pageColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND sequence > ? " +
@@ -57,18 +57,19 @@ func (s *Store) ReadStatus(ctx context.Context, ref awareness.SessionRef, after 
 }
 
 func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSession bool) (awareness.Changes, *awareness.Session, error) {
-	ch := awareness.Changes{Head: awareness.Head{Session: ref}}
+	ch := awareness.Changes{Head: awareness.Head{Session: ref, Generation: 1}}
 	var (
 		r        SessionRow
+		gen      int64
 		earliest sql.NullInt64
 		sess     *awareness.Session
 		found    bool
 		err      error
 	)
 	if withSession {
-		found, err = t.scanRow(append(r.columns(), &earliest), statusHeadSQL, ref.AgentID, ref.Key)
+		found, err = t.scanRow(append(r.columns(), &gen, &earliest), statusHeadSQL, ref.AgentID, ref.Key)
 	} else {
-		found, err = t.scanRow([]any{&r.StateVersion, &r.PrunedThrough, &r.UpdatedAt, &earliest},
+		found, err = t.scanRow([]any{&r.StateVersion, &r.PrunedThrough, &r.UpdatedAt, &gen, &earliest},
 			changesHeadSQL, ref.AgentID, ref.Key)
 	}
 	if err != nil {
@@ -76,6 +77,7 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 	}
 	if found {
 		ch.Head.Version, ch.Head.PrunedThrough, ch.Head.UpdatedAt = r.StateVersion, r.PrunedThrough, fromNanos(r.UpdatedAt)
+		ch.Head.Generation = gen
 		if withSession && r.DeletedAt == nil {
 			v, err := r.session()
 			if err != nil {

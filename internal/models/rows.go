@@ -70,6 +70,13 @@ type CursorRow struct {
 	M             int64  `gorm:"column:m"`
 	OpenedAt      *int64 `gorm:"column:opened_at"`
 	UpdatedAt     int64  `gorm:"column:updated_at;autoUpdateTime:false"`
+	// TargetGen and WatcherGen are the generations of the pair (LIF-2), Retired marks
+	// a deleted target's cursor (LIF-1), Kinds the watch's selection (LIF-3; "" the
+	// default).
+	TargetGen  int64  `gorm:"column:target_gen"`
+	WatcherGen int64  `gorm:"column:watcher_gen"`
+	Retired    int64  `gorm:"column:retired"`
+	Kinds      string `gorm:"column:kinds"`
 }
 
 // TableName implements gorm's tabler.
@@ -94,7 +101,8 @@ const (
 		"created_at, updated_at, deleted_at"
 	eventColumns = "agent_id, session_key, sequence, kind, actor_type, actor_id, summary, occurred_at, run_id, " +
 		"payload_json, dedupe_key, recorded_at"
-	cursorColumns = "watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at"
+	cursorColumns = "watcher_key, target_agent_id, target_key, l, n, m, opened_at, updated_at, " +
+		"target_gen, watcher_gen, retired, kinds"
 	// pageColumns are eventColumns without the session's key, for a page of one
 	// session's log, read with a pageScanner.
 	pageColumns = "sequence, kind, actor_type, actor_id, summary, occurred_at, run_id, payload_json, dedupe_key, recorded_at"
@@ -179,9 +187,15 @@ func stringOrNil(s *sql.NullString) *string {
 }
 
 // scanCursor scans a row of cursorColumns into a cursor.
+// columns returns the scan destinations of cursorColumns in r.
+func (r *CursorRow) columns() []any {
+	return []any{&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt,
+		&r.TargetGen, &r.WatcherGen, &r.Retired, &r.Kinds}
+}
+
 func scanCursor(rows *sql.Rows) (awareness.Cursor, error) {
 	var r CursorRow
-	if err := rows.Scan(&r.WatcherKey, &r.TargetAgentID, &r.TargetKey, &r.L, &r.N, &r.M, &r.OpenedAt, &r.UpdatedAt); err != nil {
+	if err := rows.Scan(r.columns()...); err != nil {
 		return awareness.Cursor{}, err
 	}
 	return r.cursor(), nil
@@ -290,6 +304,11 @@ func (r CursorRow) cursor() awareness.Cursor {
 		M:         r.M,
 		OpenedAt:  fromNullNanos(r.OpenedAt),
 		UpdatedAt: fromNanos(r.UpdatedAt),
+
+		TargetGeneration:  r.TargetGen,
+		WatcherGeneration: r.WatcherGen,
+		Retired:           r.Retired != 0,
+		Kinds:             awareness.KindSelection(r.Kinds),
 	}
 }
 

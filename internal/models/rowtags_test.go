@@ -19,8 +19,9 @@ var rowTables = []struct {
 	columns string
 	outside []string
 }{
-	// The derived material state of a session (migration 00004), the append path's.
-	{SessionRow{}, sessionColumns, []string{"material_actor", "material_at", "material_other_at", "material_other_seq", "material_seq"}},
+	// The derived material state of a session (migration 00004), the append path's;
+	// its generation (LIF-2), read and moved by the statements of the lifecycle.
+	{SessionRow{}, sessionColumns, []string{"material_actor", "material_at", "material_other_at", "material_other_seq", "material_seq", "generation"}},
 	{EventRow{}, eventColumns, nil},
 	{CursorRow{}, cursorColumns, nil},
 	// When the pruner last expired cursors (the pruner's own statement).

@@ -97,7 +97,7 @@ func TestSQLiteReopenKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := awareness.SessionRef{AgentID: "main", Key: "agent:main:direct:bob"}
-	if _, _, err := s.Watch(ctx, "agent:main:main", ref, now); err != nil {
+	if _, _, err := s.Watch(ctx, "agent:main:main", ref, "", now); err != nil {
 		t.Fatal(err)
 	}
 	ne, err := awareness.ValidateRecord(awareness.RecordInput{SessionKey: ref.Key, Kind: awareness.HumanDirectMessage,

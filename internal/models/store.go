@@ -322,10 +322,11 @@ VALUES (?, ?, ?, 1, ?, ?, ?, ?, 1, ?)` + headBumpUpdate + `,
 		"SELECT ?, ?, state_version, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM head RETURNING sequence"
 	dedupeSelectSQL = "SELECT " + eventColumns + " FROM events WHERE agent_id = ? AND session_key = ? AND dedupe_key = ?"
 	cursorSaveSQL   = `
-INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO cursors (` + cursorColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
     l = excluded.l, n = excluded.n, m = excluded.m,
-    opened_at = excluded.opened_at, updated_at = excluded.updated_at`
+    opened_at = excluded.opened_at, updated_at = excluded.updated_at,
+    target_gen = excluded.target_gen, retired = excluded.retired, kinds = excluded.kinds`
 	cursorOfPairWhere = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
 )
 
@@ -341,7 +342,7 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 	reset := func() {
 		for _, op := range ops {
 			if op != nil {
-				op.Event, op.Recorded, op.Version, op.Opened = awareness.Event{}, false, 0, nil
+				op.Event, op.Recorded, op.Version, op.Opened, op.Closed = awareness.Event{}, false, 0, nil, nil
 			}
 		}
 	}
@@ -361,14 +362,8 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 			if err := s.appendOne(t, op); err != nil {
 				return err
 			}
-			if !s.d.notify {
-				continue // no hint to send (SQLite): collect none
-			}
-			if op.Recorded {
-				h.addEvent(op.Event.Session, op.Event.Sequence)
-			}
-			for _, n := range op.Opened {
-				h.addWatcher(n.Watcher)
+			if s.d.notify {
+				addAppendHint(h, op)
 			}
 		}
 		return nil
@@ -378,6 +373,17 @@ func (s *Store) Append(ctx context.Context, ops []*awareness.AppendOp) error {
 		return err
 	}
 	return nil
+}
+
+// addAppendHint adds what an append op recorded, opened and closed to h.
+func addAppendHint(h *hint, op *awareness.AppendOp) {
+	if op.Recorded {
+		h.addEvent(op.Event.Session, op.Event.Sequence)
+	}
+	for _, n := range op.Opened {
+		h.addWatcher(n.Watcher)
+	}
+	h.addClosed(op.Closed...)
 }
 
 // lockBatch takes, on PostgreSQL, the locks of a batch that touches more than one
@@ -501,10 +507,148 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 	switch {
 	case ev.Kind.SeedsWatchers():
 		return s.seedWatchers(t, op, now)
+	case ev.Kind.StartsIncarnation():
+		return s.resetSession(t, op, now)
 	case ev.Kind.Notifies():
-		return s.notifyWatchers(t, op, now, s.d.sql.bumpInsert == "")
+		if err := s.notifyWatchers(t, op, now, s.d.sql.bumpInsert == ""); err != nil {
+			return err
+		}
+		if ev.Kind.Retires() {
+			return s.deleteSessionRows(t, op, now)
+		}
+		return nil
 	}
 	return nil // log-only kinds never touch cursors (NTC-4)
+}
+
+// generation reads a session's generation (LIF-2): 1 for a session without a head.
+func (s *Store) generation(t *tx, ref awareness.SessionRef) (int64, error) {
+	gen := int64(1)
+	_, err := t.scanRow([]any{&gen}, "SELECT generation FROM sessions WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key)
+	return gen, err
+}
+
+// born gives a cursor the store creates the generations of its pair (LIF-2): the
+// target's and the watcher's current ones.
+func (s *Store) born(t *tx, c awareness.Cursor) (awareness.Cursor, error) {
+	var err error
+	if c.TargetGeneration == 0 {
+		if c.TargetGeneration, err = s.generation(t, c.Target); err != nil {
+			return c, err
+		}
+	}
+	if c.WatcherGeneration == 0 {
+		c.WatcherGeneration = 1
+		if w, werr := awareness.ResolveWatcher(c.Watcher); werr == nil {
+			if c.WatcherGeneration, err = s.generation(t, w); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// resetSession applies a reset event (LIF-1, LIF-2) after its append: the session's
+// generation moves up by one, the cursors it holds as a watcher are deleted (WAT-5),
+// and every cursor on it goes through awareness.ResetCursor: its pending notice
+// closes, and a watcher that selects reset gets one notice for the new incarnation.
+// The cursors on the session are read with their derived M and locked in primary-key
+// order.
+func (s *Store) resetSession(t *tx, op *awareness.AppendOp, now time.Time) error {
+	ev := op.Event
+	ref := ev.Session
+	if _, err := t.exec("UPDATE sessions SET generation = generation + 1 WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	gen, err := s.generation(t, ref)
+	if err != nil {
+		return err
+	}
+	if ref.Qualified() {
+		_, closed, err := s.deleteCursors(t, "watcher_key = ?", ref.Key)
+		if err != nil {
+			return err
+		}
+		op.Closed = append(op.Closed, closed...)
+	}
+	curs, err := t.findCursors("target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}, "", s.d.sql.forUpdate)
+	if err != nil {
+		return err
+	}
+	for _, c := range curs {
+		next, closed, opened := awareness.ResetCursor(c, ev.Sequence, ev.ActorID, gen, now)
+		if next == c {
+			continue
+		}
+		if err := t.saveCursor(next); err != nil {
+			return err
+		}
+		if n, ok := s.notices.Notice(c); ok && closed {
+			op.Closed = append(op.Closed, awareness.ClosedNotice(n))
+		}
+		if n, ok := s.notices.Notice(next); ok && opened {
+			op.Opened = append(op.Opened, n)
+		}
+	}
+	return nil
+}
+
+// deleteSessionRows is what follows a deleted event once it notified the session's
+// watchers (LIF-1): the cursors the session holds are deleted (their pending notices
+// closed), the cursors on it are retired, those with nothing pending deleted at once
+// (the pending ones, the deletion's notice among them, go when acknowledged); its
+// upstream link and acknowledgement records are deleted, its events before the
+// deleted one too, and the head stays, marked deleted, with its registry fields
+// cleared and PrunedThrough just below the deleted event, which stays in the log for
+// the watchers' reconciliation.
+func (s *Store) deleteSessionRows(t *tx, op *awareness.AppendOp, now time.Time) error {
+	ref, seq := op.Event.Session, op.Event.Sequence
+	if ref.Qualified() {
+		_, closed, err := s.deleteCursors(t, "watcher_key = ?", ref.Key)
+		if err != nil {
+			return err
+		}
+		op.Closed = append(op.Closed, closed...)
+	}
+	onTarget := "target_agent_id = ? AND target_key = ?"
+	if err := materialise(t, onTarget, ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	if _, err := t.exec("DELETE FROM cursors WHERE "+onTarget+" AND n = l", ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	if _, err := t.exec("UPDATE cursors SET retired = 1 WHERE "+onTarget, ref.AgentID, ref.Key); err != nil {
+		return err
+	}
+	if err := s.dropSessionLinks(t, ref); err != nil {
+		return err
+	}
+	if _, err := t.exec("DELETE FROM events WHERE agent_id = ? AND session_key = ? AND sequence < ?", ref.AgentID, ref.Key, seq); err != nil {
+		return err
+	}
+	_, err := t.exec(`
+UPDATE sessions SET
+    pruned_through = ?, compaction_count = 0, registered = ?,
+    session_id = NULL, parent_session_key = NULL, chat_type = NULL, provider = NULL, display_name = NULL,
+    input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, context_tokens = NULL,
+    memory_flush_at = NULL, memory_flush_compaction_count = NULL, extra_json = NULL,
+    updated_at = ?, deleted_at = ?
+WHERE agent_id = ? AND session_key = ?`, seq-1, false, nanos(now), nanos(now), ref.AgentID, ref.Key)
+	return err
+}
+
+// dropSessionLinks deletes a session's upstream link and its acknowledgement records
+// (as target, and as watcher for an agent-qualified key).
+func (s *Store) dropSessionLinks(t *tx, ref awareness.SessionRef) error {
+	if err := deleteUpstream(t, ref); err != nil {
+		return err
+	}
+	acks, acksArgs := "target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}
+	if ref.Qualified() {
+		acks, acksArgs = acks+" OR watcher_key = ?", append(acksArgs, ref.Key)
+	}
+	_, err := t.exec("DELETE FROM ack_log WHERE "+acks, acksArgs...)
+	return err
 }
 
 // notifies reports whether appendOne calls notifyWatchers for an event of kind k.
@@ -567,6 +711,9 @@ func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error
 		}
 		next, changed := awareness.SeedCursor(cur, w, ev.Session, ev.Sequence, now)
 		if changed {
+			if next, err = s.born(t, next); err != nil {
+				return err
+			}
 			if err := t.saveCursor(next); err != nil {
 				return err
 			}
@@ -629,14 +776,37 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 	}
 	op.Opened = slices.Grow(op.Opened, count+len(op.New.Watchers))
 	c := awareness.Cursor{Target: ev.Session, N: ev.Sequence, M: ev.Sequence, OpenedAt: now, UpdatedAt: now}
-	err := eachOpened(opened.String, func(watcher string, l int64) {
-		c.Watcher, c.L = watcher, l
+	err := eachOpened(opened.String, func(watcher string, l, targetGen, watcherGen int64) {
+		c.Watcher, c.L, c.TargetGeneration, c.WatcherGeneration = watcher, l, targetGen, watcherGen
 		if n, ok := s.notices.Notice(c); ok {
 			op.Opened = append(op.Opened, n)
 		}
 	})
 	if err != nil {
 		return err
+	}
+	// The cursors with a selection of their own (LIF-3) keep their M in the row and
+	// go through ApplyMaterial one by one, when they select the event's kind.
+	selecting, err := t.findCursors("target_agent_id = ? AND target_key = ? AND kinds <> '' AND retired = 0",
+		[]any{ev.Session.AgentID, ev.Session.Key}, "", s.d.sql.forUpdate)
+	if err != nil {
+		return err
+	}
+	for _, cur := range selecting {
+		if cur.Watcher == ev.Session.Key || !strings.HasPrefix(cur.Watcher, "agent:") || !cur.Selects(ev.Kind) {
+			continue
+		}
+		next, changed, opened := awareness.ApplyMaterial(&cur, cur.Watcher, ev.Session, ev.Sequence, ev.ActorID, now)
+		if changed {
+			if err := t.saveCursor(next); err != nil {
+				return err
+			}
+		}
+		if opened {
+			if n, ok := s.notices.Notice(next); ok {
+				op.Opened = append(op.Opened, n)
+			}
+		}
 	}
 	// The statement returns rows in no defined order; notices are collected in
 	// watcher order, as a per-row pass over the target's cursors would.
@@ -655,8 +825,14 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 		if err != nil {
 			return err
 		}
+		if cur != nil && (cur.Retired || cur.Kinds != "") {
+			continue // retired, or applied above with its own selection
+		}
 		next, changed, opened := awareness.ApplyMaterial(cur, w, ev.Session, ev.Sequence, ev.ActorID, now)
 		if changed {
+			if next, err = s.born(t, next); err != nil {
+				return err
+			}
 			if err := t.saveCursor(next); err != nil {
 				return err
 			}
@@ -691,12 +867,13 @@ WHERE agent_id = ? AND session_key = ?`
 	materialHeadSeq = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_seq ELSE h.material_seq END"
 	materialHeadAt  = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_at ELSE h.material_at END"
 	materialLags    = "cursors.watcher_key <> cursors.target_key AND substr(cursors.watcher_key, 1, 6) = 'agent:' AND " +
-		materialHeadSeq + " > cursors.m"
+		"cursors.retired = 0 AND cursors.kinds = '' AND " + materialHeadSeq + " > cursors.m"
 	materialOf   = "CASE WHEN " + materialLags + " THEN " + materialHeadSeq + " END"
 	materialAtOf = "CASE WHEN " + materialLags + " THEN " + materialHeadAt + " END"
 	// cursorSelect reads cursorColumns with the derived M and updated_at.
 	cursorSelect = "SELECT cursors.watcher_key, cursors.target_agent_id, cursors.target_key, cursors.l, cursors.n, " +
-		"COALESCE(" + materialOf + ", cursors.m), cursors.opened_at, COALESCE(" + materialAtOf + ", cursors.updated_at) " +
+		"COALESCE(" + materialOf + ", cursors.m), cursors.opened_at, COALESCE(" + materialAtOf + ", cursors.updated_at), " +
+		"cursors.target_gen, cursors.watcher_gen, cursors.retired, cursors.kinds " +
 		"FROM cursors LEFT JOIN sessions h ON h.agent_id = cursors.target_agent_id AND h.session_key = cursors.target_key"
 	// materialiseSQL writes the derived M and updated_at into the lagging cursors
 	// matching a condition appended to it, so that a statement that reads or returns
@@ -744,28 +921,41 @@ const (
 	openNoticesSQL = `UPDATE cursors
 SET opened_at = ?, updated_at = ?, n = ?, m = ?
 WHERE target_agent_id = ? AND target_key = ? AND n = l AND m < ? AND watcher_key <> ?
-  AND watcher_key <> target_key AND substr(watcher_key, 1, 6) = 'agent:'`
-	// openedList is an opened cursor's item of the string: L, the watcher key's
-	// length in bytes, the key; eachOpened reads it.
-	openedList       = "l || ' ' || octet_length(watcher_key) || ' ' || watcher_key"
+  AND watcher_key <> target_key AND substr(watcher_key, 1, 6) = 'agent:' AND retired = 0 AND kinds = ''`
+	// openedList is an opened cursor's item of the string: L, the target's and the
+	// watcher's generations, the watcher key's length in bytes, the key; eachOpened
+	// reads it.
+	openedList       = "l || ' ' || target_gen || ' ' || watcher_gen || ' ' || octet_length(watcher_key) || ' ' || watcher_key"
 	openedNoticesSQL = "SELECT count(*), group_concat(" + openedList + ", '') FROM cursors " +
 		"WHERE target_agent_id = ? AND target_key = ? AND n = ? AND n > l"
-	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l)\n" +
+	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l, target_gen, watcher_gen)\n" +
 		"SELECT count(*), string_agg(" + openedList + ", '') FROM opened"
 )
 
-// eachOpened calls f with the watcher and L of every opened cursor in list, a string of
-// openedList items.
-func eachOpened(list string, f func(watcher string, l int64)) error {
+// eachOpened calls f with the watcher, L and generations (LIF-2) of every opened
+// cursor in list, a string of openedList items.
+func eachOpened(list string, f func(watcher string, l, targetGen, watcherGen int64)) error {
 	for list != "" {
-		ls, rest, ok1 := strings.Cut(list, " ")
+		var nums [3]int64
+		rest := list
+		ok := true
+		for i := range nums {
+			var s string
+			var cut bool
+			s, rest, cut = strings.Cut(rest, " ")
+			v, err := strconv.ParseInt(s, 10, 64)
+			if !cut || err != nil {
+				ok = false
+				break
+			}
+			nums[i] = v
+		}
 		ns, rest, ok2 := strings.Cut(rest, " ")
-		l, err1 := strconv.ParseInt(ls, 10, 64)
-		n, err2 := strconv.Atoi(ns)
-		if !ok1 || !ok2 || err1 != nil || err2 != nil || n < 0 || n > len(rest) {
+		n, err := strconv.Atoi(ns)
+		if !ok || !ok2 || err != nil || n < 0 || n > len(rest) {
 			return fmt.Errorf("opened notices: malformed list at %.40q", list)
 		}
-		f(rest[:n], l)
+		f(rest[:n], nums[0], nums[1], nums[2])
 		list = rest[n:]
 	}
 	return nil
@@ -813,9 +1003,18 @@ func (t *tx) saveCursor(c awareness.Cursor) error {
 		return fmt.Errorf("cursor %s on %s/%s breaks L <= N <= M: %d, %d, %d",
 			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M)
 	}
-	_, err := t.exec(cursorSaveSQL,
-		c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
+	_, err := t.exec(cursorSaveSQL, cursorArgs(c)...)
 	return err
+}
+
+// cursorArgs are a cursor's values in cursorColumns order.
+func cursorArgs(c awareness.Cursor) []any {
+	retired := 0
+	if c.Retired {
+		retired = 1
+	}
+	return []any{c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt),
+		max(c.TargetGeneration, 1), max(c.WatcherGeneration, 1), retired, string(c.Kinds)}
 }
 
 // ---------------------------------------------------------------------------------------
@@ -907,28 +1106,40 @@ func prefixEnd(prefix string) (string, bool) {
 // ---------------------------------------------------------------------------------------
 // Deletion
 
-// DeleteSession deletes the session's events, the cursors it holds (when its key is
-// agent-qualified) and the cursors on it, and its registry entry; the head row stays
-// with PrunedThrough raised to Version, marked deleted (WAT-5). A later append revives
-// the row. ok is false when no row exists or it is already deleted; the cursors in both
-// directions are deleted even then, since a watcher that never logged anything has no
-// row but may hold cursors.
-func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (bool, []awareness.Notice, error) {
+// DeleteSession records a deleted event on a live session (LIF-1) through appendOne,
+// whose deleted branch notifies the session's watchers, retires their cursors and
+// deletes the rest (deleteSessionRows), in one transaction. A session without a row,
+// or deleted already, records nothing (op nil): the cursors in both directions, its
+// upstream link and acknowledgement records are deleted even then, since a watcher
+// that never logged anything has no row but may hold cursors.
+func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (*awareness.AppendOp, []awareness.Notice, error) {
 	if err := checkNow("DeleteSession", now); err != nil {
-		return false, nil, err
+		return nil, nil, err
 	}
-	now = normTime(now)
+	op, err := awareness.LifecycleOp(ref, awareness.Deleted, normTime(now))
+	if err != nil {
+		return nil, nil, err
+	}
 	var (
-		ok     bool
+		live   bool
 		closed []awareness.Notice
 	)
-	err := s.writeTx(ctx, "DeleteSession", func(t *tx, h *hint) error {
-		ok, closed = false, nil
+	err = s.writeTx(ctx, "DeleteSession", func(t *tx, h *hint) error {
+		live, closed = false, nil
+		op.Event, op.Recorded, op.Version, op.Opened, op.Closed = awareness.Event{}, false, 0, nil, nil
 		var deleted sql.NullInt64
 		found, err := t.scanRow([]any{&deleted},
 			"SELECT deleted_at FROM sessions WHERE agent_id = ? AND session_key = ?"+s.d.sql.forUpdate, ref.AgentID, ref.Key)
 		if err != nil {
 			return err
+		}
+		if found && !deleted.Valid {
+			if err := s.appendOne(t, op); err != nil {
+				return err
+			}
+			live = true
+			addAppendHint(h, op)
+			return nil
 		}
 		where, args := "target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}
 		if ref.Qualified() {
@@ -940,39 +1151,15 @@ func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now
 		}
 		closed = gone
 		h.addClosed(closed...)
-		if err := deleteUpstream(t, ref); err != nil {
-			return err
-		}
-		acks, acksArgs := "target_agent_id = ? AND target_key = ?", []any{ref.AgentID, ref.Key}
-		if ref.Qualified() {
-			acks, acksArgs = acks+" OR watcher_key = ?", append(acksArgs, ref.Key)
-		}
-		if _, err := t.exec("DELETE FROM ack_log WHERE "+acks, acksArgs...); err != nil {
-			return err
-		}
-		if !found || deleted.Valid {
-			return nil
-		}
-		if _, err := t.exec("DELETE FROM events WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
-			return err
-		}
-		if _, err := t.exec(`
-UPDATE sessions SET
-    pruned_through = state_version, compaction_count = 0, registered = ?,
-    session_id = NULL, parent_session_key = NULL, chat_type = NULL, provider = NULL, display_name = NULL,
-    input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, context_tokens = NULL,
-    memory_flush_at = NULL, memory_flush_compaction_count = NULL, extra_json = NULL,
-    updated_at = ?, deleted_at = ?
-WHERE agent_id = ? AND session_key = ?`, false, nanos(now), nanos(now), ref.AgentID, ref.Key); err != nil {
-			return err
-		}
-		ok = true
-		return nil
+		return s.dropSessionLinks(t, ref)
 	})
 	if err != nil {
-		return false, nil, err
+		return nil, nil, err
 	}
-	return ok, closed, nil
+	if !live {
+		return nil, closed, nil
+	}
+	return op, nil, nil
 }
 
 // ---------------------------------------------------------------------------------------
@@ -981,7 +1168,7 @@ WHERE agent_id = ? AND session_key = ?`, false, nanos(now), nanos(now), ref.Agen
 // Watch registers watcher on target at the target's current version (WAT-3). The
 // version of a deleted target's head counts: history never notifies. The store does not
 // judge the pair (self-watch, bare watcher); the service does.
-func (s *Store) Watch(ctx context.Context, watcher string, target awareness.SessionRef, now time.Time) (awareness.Cursor, bool, error) {
+func (s *Store) Watch(ctx context.Context, watcher string, target awareness.SessionRef, kinds awareness.KindSelection, now time.Time) (awareness.Cursor, bool, error) {
 	if err := checkNow("Watch", now); err != nil {
 		return awareness.Cursor{}, false, err
 	}
@@ -1001,13 +1188,21 @@ func (s *Store) Watch(ctx context.Context, watcher string, target awareness.Sess
 		}
 		c, created = awareness.WatchCursor(cur, watcher, target, version, now)
 		if !created {
-			return nil
+			if kinds == "" || kinds == c.Kinds {
+				return nil
+			}
+			// A new selection (LIF-3); the row takes the derived M it was read with.
+			c.Kinds = kinds
+			return t.saveCursor(c)
 		}
+		if c, err = s.born(t, c); err != nil {
+			return err
+		}
+		c.Kinds = kinds
 		// Insert only if still absent: on PostgreSQL a concurrent Watch of a target
 		// without a head row has nothing to lock, and must not clobber the winner.
-		n, err := t.exec("INSERT INTO cursors ("+cursorColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
-			"ON CONFLICT (watcher_key, target_agent_id, target_key) DO NOTHING",
-			c.Watcher, c.Target.AgentID, c.Target.Key, c.L, c.N, c.M, nullNanos(c.OpenedAt), nanos(c.UpdatedAt))
+		n, err := t.exec("INSERT INTO cursors ("+cursorColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "+
+			"ON CONFLICT (watcher_key, target_agent_id, target_key) DO NOTHING", cursorArgs(c)...)
 		if err != nil || n == 1 {
 			return err
 		}
@@ -1115,6 +1310,15 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 		}
 		var changed []awareness.Cursor
 		if req.Exact != nil {
+			gen := int64(1)
+			if w, err := awareness.ResolveWatcher(req.Watcher); err == nil {
+				if gen, err = s.generation(t, w); err != nil {
+					return err
+				}
+			}
+			if err := awareness.CheckAckGeneration(req.Exact, gen); err != nil {
+				return err
+			}
 			var curs []awareness.Cursor
 			for c := range slices.Chunk(pairs, 500) {
 				some, err := t.findCursors("watcher_key = ? AND (target_agent_id, target_key) IN ?",
@@ -1162,6 +1366,10 @@ func (s *Store) Ack(ctx context.Context, req awareness.AckRequest) (awareness.Ac
 			if err := t.saveCursor(c); err != nil {
 				return err
 			}
+		}
+		// A retired cursor goes once nothing is pending (LIF-1).
+		if _, err := t.exec("DELETE FROM cursors WHERE watcher_key = ? AND retired <> 0 AND n = l", req.Watcher); err != nil {
+			return err
 		}
 		for _, n := range res.Closed {
 			h.addClosed(n)

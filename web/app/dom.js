@@ -148,7 +148,7 @@ export function throttle(fn, ms) {
 /** eventRole classifies an event kind for its badge colour (SIG-1). */
 export function kindClass(kind) {
   switch (kind) {
-    case 'human_direct_message': case 'upstream_missing': case 'goal_changed': return 'k-notify';
+    case 'human_direct_message': case 'upstream_missing': case 'goal_changed': case 'deleted': return 'k-notify';
     case 'child_spawned': return 'k-spawn';
     case 'run_completed': return 'k-ok';
     case 'run_failed': return 'k-bad';

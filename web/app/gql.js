@@ -94,7 +94,7 @@ export function errorText(err) {
 }
 
 // Shared selections.
-export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt';
+export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt targetGeneration watcherGeneration';
 export const EVENT_FIELDS = 'sequence kind actorType actorId summary occurredAt runId payload';
 export const CURSOR_FIELDS = 'watcher target targetAgentId lastAcked notified material pending updatedAt';
 export const SESSION_FIELDS = 'sessionKey agentId kind displayName updatedAt stateVersion';

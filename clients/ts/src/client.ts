@@ -13,6 +13,8 @@ export const Codes = {
   Internal: 'INTERNAL',
   RateLimited: 'RATE_LIMITED',
   ComplexityLimitExceeded: 'COMPLEXITY_LIMIT_EXCEEDED',
+  /** An exact acknowledgement of notices drained by an earlier generation of the watcher (LIF-2): nothing was acknowledged. */
+  StaleGeneration: 'STALE_GENERATION',
 } as const;
 
 /** An answer of the service that refused the request, or a request that got no answer (code ''). */
@@ -74,6 +76,10 @@ export interface Notice {
   /** Run the watcher's turn now (a main session, NTC-6). */
   wake: boolean;
   openedAt: string;
+  /** The target's generation (1, one more per reset) the notice was opened for (LIF-2). */
+  targetGeneration: number;
+  /** The watcher's generation the notice was opened for (LIF-2); acknowledgeNotices names it. */
+  watcherGeneration: number;
   /** Set on the item that tells the notice was acknowledged or removed. */
   closed?: boolean;
   /** RDL-1: set on a notice that came back after a drain (drainNotices) neither acknowledged nor released. */
@@ -100,6 +106,8 @@ export interface NoticeRef {
   target: string;
   targetAgentId?: string;
   notifiedVersion: number;
+  /** The watcher's generation the notice was drained in (LIF-2): an earlier one than the watcher's is refused with STALE_GENERATION. */
+  watcherGeneration?: number;
 }
 
 /** What acknowledgeNotices did with one named notice (the GraphQL AckOutcome, NTC-3). */
@@ -157,7 +165,7 @@ export interface RecordEventsItem {
   error: { code: string; message: string } | null;
 }
 
-export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt redelivered delivery';
+export const NOTICE_FIELDS = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt targetGeneration watcherGeneration redelivered delivery';
 const DIGEST_FIELDS = 'digest { byKind { kind count } byActorType { actorType count } humanEvents lastHumanChannel latestVersion counted pruned }';
 const CURSOR_FIELDS = 'watcher target targetAgentId lastAcked notified material pending updatedAt';
 const RESULT_FIELDS = 'recorded stateVersion noticesOpened event { sequence } skippedWatchers { watcher reason }';
@@ -270,7 +278,10 @@ export class Client {
    * notices no Watcher holds.
    */
   async acknowledgeNotices(watcher: string, notices: NoticeRef[], signal?: AbortSignal): Promise<NoticeAck[]> {
-    const n = notices.map((r) => ({ target: r.target, targetAgentId: r.targetAgentId, notifiedVersion: r.notifiedVersion }));
+    const n = notices.map((r) => ({
+      target: r.target, targetAgentId: r.targetAgentId, notifiedVersion: r.notifiedVersion,
+      ...(r.watcherGeneration ? { watcherGeneration: r.watcherGeneration } : {}),
+    }));
     return (await this.request(acknowledgeMutation, { w: watcher, n }, signal)).acknowledgeNotices;
   }
 

@@ -4,8 +4,11 @@
 // schema, and every rule to the binary's own answers.
 import { AwarenessError, Codes } from './client.js';
 
-/** What an event kind does to the cursors of its session's watchers (SIG-1, NTC-4, WAT-2). */
-export type KindRole = 'notifies' | 'seeds' | 'logOnly';
+/**
+ * What an event kind does to the cursors of its session's watchers (SIG-1, NTC-4, WAT-2):
+ * resets starts a new incarnation of the session (LIF-2).
+ */
+export type KindRole = 'notifies' | 'seeds' | 'resets' | 'logOnly';
 
 /** The event kinds, in schema order, with their role and whether they take the outcome payload field. */
 export const EVENT_KINDS = [
@@ -17,6 +20,10 @@ export const EVENT_KINDS = [
   { kind: 'run_failed', role: 'logOnly', outcome: true },
   { kind: 'compacted', role: 'logOnly', outcome: false },
   { kind: 'adopted', role: 'logOnly', outcome: false },
+  // The lifecycle kinds (LIF-1): deleted notifies every watcher once, then retires its cursor.
+  { kind: 'created', role: 'logOnly', outcome: false },
+  { kind: 'reset', role: 'resets', outcome: false },
+  { kind: 'deleted', role: 'notifies', outcome: false },
 ] as const satisfies readonly { kind: string; role: KindRole; outcome: boolean }[];
 
 /** An event kind (the GraphQL EventKind). */
@@ -28,7 +35,7 @@ export const ACTOR_TYPES = ['human', 'agent', 'system'] as const;
 export type ActorType = (typeof ACTOR_TYPES)[number];
 
 /** The outcomes of a failed run, in schema order. */
-export const RUN_OUTCOMES = ['cancelled', 'timeout', 'error'] as const;
+export const RUN_OUTCOMES = ['cancelled', 'timeout', 'error', 'timed_out', 'blocked', 'lost'] as const;
 /** How a run_failed run ended (the GraphQL RunOutcome). */
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 

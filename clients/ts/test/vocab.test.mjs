@@ -16,6 +16,7 @@ const introspection = `{
 function roleOf(description) {
   if (description.includes('Notifies watchers.')) return 'notifies';
   if (description.includes('(WAT-2)')) return 'seeds';
+  if (description.includes('(LIF-2)')) return 'resets';
   if (description.includes('Kept in the log only')) return 'logOnly';
   return `unknown: ${description}`;
 }

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { Client, Recorder, Watcher, AckPendingError, WatcherError, reconcile } from '../dist/index.js';
+import { Client, Codes, Recorder, Watcher, AckPendingError, WatcherError, reconcile } from '../dist/index.js';
 import { backends, tempDir, freePort, startServer, sleep, waitFor, once, proxy, authFile, unhandled } from './helpers.mjs';
 
 const W = 'agent:main:main';
@@ -454,3 +454,34 @@ test('Watcher: a notice drained on the service and lost by a failed turn comes b
     await s.kill();
   }
 });
+for (const b of backends()) {
+  test(`Watcher: notices carry their generations, which survive a restart; the exact ack of the watcher's previous generation is refused with STALE_GENERATION (LIF-2) [${b.name}]`, async () => {
+    const dir = tempDir(), db = await b.database(dir), port = await freePort();
+    let s = await startServer(db.url, port);
+    const child = 'agent:main:subagent:gen';
+    const c = new Client(s.endpoint);
+    try {
+      await s.spawn(child, W);
+      await s.human(child);
+      const old = await c.pendingNotices(W);
+      assert.equal(old.length, 1);
+      assert.equal(old[0].targetGeneration, 1);
+      assert.equal(old[0].watcherGeneration, 1);
+      await s.gql(`mutation { resetSession(sessionKey: "${W}") }`);
+      s = await s.restart('SIGKILL');
+      await s.gql(`mutation { watch(input: {watcher: "${W}", target: "${child}"}) { watched } }`);
+      await s.human(child);
+      const fresh = await c.pendingNotices(W);
+      assert.equal(fresh.length, 1);
+      assert.equal(fresh[0].watcherGeneration, 2, 'the reset generation survived the restart');
+      await assert.rejects(c.acknowledgeNotices(W, [{ ...old[0], notifiedVersion: fresh[0].notifiedVersion }]),
+        (e) => e.code === Codes.StaleGeneration && e.permanent);
+      assert.deepEqual(await c.pendingNotices(W), fresh, 'nothing acknowledged');
+      const acks = await c.acknowledgeNotices(W, fresh);
+      assert.deepEqual(acks.map((a) => a.outcome), ['acknowledged']);
+    } finally {
+      await s.kill();
+      await db.drop();
+    }
+  });
+}

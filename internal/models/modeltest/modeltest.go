@@ -8,6 +8,14 @@
 // per notice is compared with the model's, and no notice is handed out twice: a drain
 // never returns a notice (pair and changesSince) that an acknowledgement closed,
 // whatever restarts came in between (NTC-3, NTC-5).
+//
+// The lifecycle kinds are part of it (LIF-1, LIF-2): a reset (recorded, or by
+// resetSession) starts a new generation of its session, drops the cursors it holds and
+// closes the notices on it; a deletion (recorded, or by deleteSession) notifies every
+// watcher once and retires their cursors, which go once nothing is pending. At most one
+// notice is pending per pair, every notice carries the generations of its pair, and an
+// exact acknowledgement drained by an earlier generation of its watcher is refused
+// (STALE_GENERATION) and acknowledges nothing.
 package modeltest
 
 import (
@@ -88,6 +96,10 @@ type pair struct{ w, t string } // watcher key, target key (bare keys are under 
 type cur struct {
 	L, N, M int64
 	updated time.Time
+	// tg and wg are the generations of the target and of the watcher (LIF-2);
+	// retired marks the cursor of a deleted target (LIF-1).
+	tg, wg  int64
+	retired bool
 }
 
 type event struct {
@@ -110,11 +122,39 @@ type model struct {
 	// snoozed holds, per pair, the notice snoozed (its N) and until when (RDL-2): it
 	// is hidden while the pair's pending notice is that one and until is ahead.
 	snoozed map[pair]snooze
+	// gen is each session's generation (LIF-2; absent: 1), deleted the sessions whose
+	// head is marked deleted (LIF-1).
+	gen     map[string]int64
+	deleted map[string]bool
 }
 
 type snooze struct {
 	n     int64
 	until time.Time
+}
+
+// genOf is a session's generation (LIF-2).
+func (m *model) genOf(k string) int64 {
+	if g := m.gen[k]; g > 0 {
+		return g
+	}
+	return 1
+}
+
+// newCur is a new cursor of pair p in the model, born at the pair's generations.
+func (m *model) newCur(p pair, c cur) *cur {
+	c.tg, c.wg = m.genOf(p.t), m.genOf(p.w)
+	m.cursors[p] = &c
+	return &c
+}
+
+// dropRetired drops the watcher's retired cursors with nothing pending (LIF-1).
+func (m *model) dropRetired(w string) {
+	for p, c := range m.cursors {
+		if p.w == w && c.retired && c.N == c.L {
+			m.dropCursor(p)
+		}
+	}
 }
 
 // closeNotice records that c's pending notice was acknowledged.
@@ -136,10 +176,12 @@ func (m *model) dropCursor(p pair) {
 type drained struct {
 	watcher string
 	notices map[string]int64 // target key → notifiedVersion
+	gen     int64            // the watcher's generation when it drained (LIF-2)
 }
 
 type machine struct {
 	t     *testing.T
+	rt    *rapid.T
 	db    Database
 	store awareness.Store
 	svc   *awareness.Service
@@ -150,10 +192,10 @@ type machine struct {
 }
 
 func newMachine(t *testing.T, rt *rapid.T, db Database) *machine {
-	mc := &machine{t: t, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	mc := &machine{t: t, rt: rt, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		m: model{heads: map[string]int64{}, pruned: map[string]int64{},
 			dedupe: map[string]bool{}, cursors: map[pair]*cur{}, closed: map[pair]map[int64]bool{},
-			snoozed: map[pair]snooze{}}}
+			snoozed: map[pair]snooze{}, gen: map[string]int64{}, deleted: map[string]bool{}}}
 	mc.open(rt)
 	return mc
 }
@@ -259,6 +301,17 @@ func (mc *machine) record(rt *rapid.T) {
 	if res.Event.Sequence != s || res.StateVersion != s {
 		rt.Fatalf("SIG-3: got sequence %d version %d, want %d", res.Event.Sequence, res.StateVersion, s)
 	}
+	if opened := m.applied(target, kind, s, actor, passed, mc.now); res.NoticesOpened != opened {
+		rt.Fatalf("NTC-2: append opened %d notices, model says %d", res.NoticesOpened, opened)
+	}
+}
+
+// applied applies a recorded event of kind at sequence s on target to the model's
+// cursors (actor "" for none, passed the producer-passed watchers that can watch) and
+// returns how many notices it opened. Every append revives a deleted session; a
+// deleted event deletes it again after it notified (LIF-1).
+func (m *model) applied(target string, kind awareness.EventKind, s int64, actor string, passed []string, now time.Time) int {
+	m.deleted[target] = false
 	opened := 0
 	switch {
 	case kind.SeedsWatchers():
@@ -267,20 +320,37 @@ func (mc *machine) record(rt *rapid.T) {
 			c := m.cursors[p]
 			switch {
 			case c == nil:
-				m.cursors[p] = &cur{L: s, N: s, M: s, updated: mc.now}
+				m.newCur(p, cur{L: s, N: s, M: s, updated: now})
 			case c.N == c.L && c.L < s: // synced: move to the spawn
-				*c = cur{L: s, N: s, M: s, updated: mc.now}
+				c.L, c.N, c.M, c.updated = s, s, s, now
+			}
+		}
+	case kind.StartsIncarnation():
+		// LIF-2: a new generation; the cursors the session holds go (WAT-5); those on
+		// it close their notice and move to the reset (no watch here selects reset).
+		m.gen[target] = m.genOf(target) + 1
+		for p, c := range m.cursors {
+			switch {
+			case p.w == target:
+				m.dropCursor(p)
+			case p.t == target && !c.retired:
+				if c.N > c.L {
+					m.closeNotice(p, c)
+				}
+				c.L, c.N, c.M, c.updated, c.tg = s, s, s, now, m.gen[target]
 			}
 		}
 	case kind.Notifies():
 		ws := map[string]bool{}
-		for p := range m.cursors {
-			if p.t == target {
+		for p, c := range m.cursors {
+			if p.t == target && !c.retired {
 				ws[p.w] = true
 			}
 		}
 		for _, w := range passed {
-			ws[w] = true
+			if c := m.cursors[pair{w, target}]; c == nil || !c.retired {
+				ws[w] = true
+			}
 		}
 		for w := range ws {
 			if actor == w {
@@ -289,20 +359,47 @@ func (mc *machine) record(rt *rapid.T) {
 			p := pair{w, target}
 			c := m.cursors[p]
 			if c == nil {
-				c = &cur{}
-				m.cursors[p] = c
+				c = m.newCur(p, cur{})
 			}
 			if c.N == c.L {
 				c.N = s
 				opened++
 			}
 			c.M = s
-			c.updated = mc.now
+			c.updated = now
+		}
+		if kind.Retires() {
+			m.retire(target, s)
 		}
 	}
-	if res.NoticesOpened != opened {
-		rt.Fatalf("NTC-2: append opened %d notices, model says %d", res.NoticesOpened, opened)
+	return opened
+}
+
+// retire is what follows a deleted event at s on target once it notified (LIF-1): the
+// cursors target holds go, those on it are retired (gone at once when nothing is
+// pending), its events before s go, and the session is deleted.
+func (m *model) retire(target string, s int64) {
+	for p, c := range m.cursors {
+		switch {
+		case p.w == target:
+			m.dropCursor(p)
+		case p.t == target && c.N == c.L:
+			m.dropCursor(p)
+		case p.t == target:
+			c.retired = true
+		}
 	}
+	kept := m.events[:0]
+	for _, e := range m.events {
+		if e.session != target || e.seq >= s {
+			kept = append(kept, e)
+		} else if e.dedupe != "" {
+			delete(m.dedupe, e.dedupe)
+		}
+	}
+	m.events = kept
+	m.pruned[target] = max(m.pruned[target], s-1)
+	m.deleted[target] = true
 }
 
 func (mc *machine) watch(rt *rapid.T) {
@@ -325,7 +422,7 @@ func (mc *machine) watch(rt *rapid.T) {
 	p := pair{w, t}
 	if mc.m.cursors[p] == nil {
 		h := mc.m.heads[t]
-		mc.m.cursors[p] = &cur{L: h, N: h, M: h, updated: mc.now}
+		mc.m.newCur(p, cur{L: h, N: h, M: h, updated: mc.now})
 	}
 }
 
@@ -374,6 +471,9 @@ func (mc *machine) ack(rt *rapid.T) {
 	if len(follow) != want {
 		rt.Fatalf("NTC-3: ack opened %d follow-ups, model says %d", len(follow), want)
 	}
+	if all || len(ts) > 0 {
+		mc.m.dropRetired(w)
+	}
 }
 
 // drain takes a snapshot of a watcher's pending notices, as a gateway does when it
@@ -390,8 +490,11 @@ func (mc *machine) drainOf(rt *rapid.T, w string) drained {
 	if err != nil {
 		rt.Fatalf("pending: %v", err)
 	}
-	d := drained{watcher: w, notices: map[string]int64{}}
+	d := drained{watcher: w, notices: map[string]int64{}, gen: mc.m.genOf(w)}
 	for _, n := range ns {
+		if n.WatcherGeneration != d.gen {
+			rt.Fatalf("LIF-2: %s's notice on %s carries watcher generation %d, model says %d", w, n.Target.Key, n.WatcherGeneration, d.gen)
+		}
 		if mc.m.closed[pair{w, n.Target.Key}][n.ChangesSince] {
 			rt.Fatalf("NTC-3, NTC-5: a notice handed out twice: %s on %s changesSince %d was acknowledged already",
 				w, n.Target.Key, n.ChangesSince)
@@ -441,8 +544,28 @@ func (mc *machine) ackDrained(rt *rapid.T, d drained, perNotice bool) []awarenes
 	}
 	sort.Strings(targets)
 	refs := []awareness.NoticeRef{}
+	// A gateway may name the generation it drained in (LIF-2).
+	var gen *int64
+	if rapid.Bool().Draw(mc.rt, "nameGeneration") {
+		gen = ptr(d.gen)
+	}
 	for _, t := range targets {
-		refs = append(refs, awareness.NoticeRef{Target: t, NotifiedVersion: d.notices[t]})
+		refs = append(refs, awareness.NoticeRef{Target: t, NotifiedVersion: d.notices[t], WatcherGeneration: gen})
+	}
+	if gen != nil && len(refs) > 0 && d.gen < mc.m.genOf(d.watcher) {
+		// Drained by an earlier generation of the watcher: refused, nothing
+		// acknowledged, whatever the pairs hold now (LIF-2).
+		var err error
+		if perNotice {
+			_, err = mc.svc.AcknowledgeNotices(ctx(), d.watcher, refs)
+		} else {
+			_, err = mc.svc.AckNotices(ctx(), d.watcher, nil, nil, refs)
+		}
+		if awareness.ErrorCode(err) != awareness.ESTALEGENERATION {
+			rt.Fatalf("LIF-2: an exact ack drained in generation %d of %s (now %d): got %v, want STALE_GENERATION",
+				d.gen, d.watcher, mc.m.genOf(d.watcher), err)
+		}
+		return nil
 	}
 	// The model's answer, before it moves.
 	type answer struct {
@@ -522,43 +645,50 @@ func (mc *machine) ackDrained(rt *rapid.T, d drained, perNotice bool) []awarenes
 	if follow != opened {
 		rt.Fatalf("NTC-3: exact ack opened %d follow-ups, model says %d", follow, opened)
 	}
+	if len(refs) > 0 {
+		mc.m.dropRetired(d.watcher)
+	}
 	return acks
 }
 
+// reset is resetSession (LIF-1): the reset event's append, as record with kind reset.
 func (mc *machine) reset(rt *rapid.T) {
-	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
-	if _, err := mc.svc.ResetSession(ctx(), w, nil); err != nil {
+	mc.tick(time.Millisecond)
+	k := rapid.SampledFrom(targets).Draw(rt, "session")
+	if _, err := mc.svc.ResetSession(ctx(), k, nil); err != nil {
 		rt.Fatalf("reset: %v", err)
 	}
-	for p := range mc.m.cursors {
-		if p.w == w {
-			mc.m.dropCursor(p)
-		}
-	}
+	m := &mc.m
+	m.heads[k]++
+	m.events = append(m.events, event{session: k, seq: m.heads[k], occurred: mc.now})
+	m.applied(k, awareness.Reset, m.heads[k], "", nil, mc.now)
 }
 
+// delete is deleteSession (LIF-1): the deleted event's append on a live session; on
+// one without a head, or deleted already, only the cursors in both directions go.
 func (mc *machine) delete(rt *rapid.T) {
 	mc.tick(time.Millisecond)
 	t := rapid.SampledFrom(targets).Draw(rt, "session")
-	if _, err := mc.svc.DeleteSession(ctx(), t, nil); err != nil {
+	ok, err := mc.svc.DeleteSession(ctx(), t, nil)
+	if err != nil {
 		rt.Fatalf("delete: %v", err)
 	}
 	m := &mc.m
+	live := m.heads[t] > 0 && !m.deleted[t]
+	if ok != live {
+		rt.Fatalf("LIF-1: deleteSession(%s) = %v, model says the session is live: %v", t, ok, live)
+	}
+	if live {
+		m.heads[t]++
+		m.events = append(m.events, event{session: t, seq: m.heads[t], occurred: mc.now})
+		m.applied(t, awareness.Deleted, m.heads[t], "", nil, mc.now)
+		return
+	}
 	for p := range m.cursors {
 		if p.w == t || p.t == t {
 			m.dropCursor(p)
 		}
 	}
-	kept := m.events[:0]
-	for _, e := range m.events {
-		if e.session != t {
-			kept = append(kept, e)
-		} else if e.dedupe != "" {
-			delete(m.dedupe, e.dedupe)
-		}
-	}
-	m.events = kept
-	m.pruned[t] = m.heads[t]
 }
 
 func (mc *machine) prune(rt *rapid.T) {
@@ -634,6 +764,8 @@ func (mc *machine) otherStart(rt *rapid.T) {
 type cursorView struct {
 	Watcher, Target string
 	L, N, M         int64
+	TG, WG          int64
+	Retired         bool
 }
 
 type noticeView struct {
@@ -641,6 +773,7 @@ type noticeView struct {
 	L, N, M         int64
 	Text            string
 	Wake            bool
+	TG, WG          int64
 }
 
 func (mc *machine) check(rt *rapid.T) {
@@ -653,15 +786,16 @@ func (mc *machine) check(rt *rapid.T) {
 		if !(0 <= c.L && c.L <= c.N && c.N <= c.M) {
 			rt.Fatalf("WAT-1: invariant L ≤ N ≤ M broken: %+v", c)
 		}
-		gotC = append(gotC, cursorView{c.Watcher, c.Target.Key, c.L, c.N, c.M})
+		gotC = append(gotC, cursorView{c.Watcher, c.Target.Key, c.L, c.N, c.M, c.TargetGeneration, c.WatcherGeneration, c.Retired})
 	}
 	var wantN []noticeView
+	pendingPairs := map[pair]int{}
 	for p, c := range mc.m.cursors {
-		wantC = append(wantC, cursorView{p.w, p.t, c.L, c.N, c.M})
+		wantC = append(wantC, cursorView{p.w, p.t, c.L, c.N, c.M, c.tg, c.wg, c.retired})
 		if c.N > c.L {
 			wantN = append(wantN, noticeView{p.w, p.t, c.L, c.N, c.M,
 				noticeText(p.t, c.L),
-				!isSubagent(p.w)})
+				!isSubagent(p.w), c.tg, c.wg})
 		}
 	}
 	sortViews(gotC)
@@ -675,7 +809,12 @@ func (mc *machine) check(rt *rapid.T) {
 	}
 	var gotN []noticeView
 	for _, n := range pend {
-		gotN = append(gotN, noticeView{n.Watcher, n.Target.Key, n.ChangesSince, n.NotifiedVersion, n.MaterialVersion, n.Text, n.Wake})
+		gotN = append(gotN, noticeView{n.Watcher, n.Target.Key, n.ChangesSince, n.NotifiedVersion, n.MaterialVersion, n.Text, n.Wake,
+			n.TargetGeneration, n.WatcherGeneration})
+		p := pair{n.Watcher, n.Target.Key}
+		if pendingPairs[p]++; pendingPairs[p] > 1 {
+			rt.Fatalf("NTC-2, LIF-2: two notices pending for %s on %s", p.w, p.t)
+		}
 	}
 	sortNotices(gotN)
 	sortNotices(wantN)
@@ -690,6 +829,9 @@ func (mc *machine) check(rt *rapid.T) {
 		}
 		if st.StateVersion != mc.m.heads[k] {
 			rt.Fatalf("SIG-3: %s stateVersion %d, model %d", k, st.StateVersion, mc.m.heads[k])
+		}
+		if st.Generation != mc.m.genOf(k) {
+			rt.Fatalf("LIF-2: %s generation %d, model %d", k, st.Generation, mc.m.genOf(k))
 		}
 		if want := mc.m.pruned[k] > 0; st.Changes.HistoryGap != want {
 			rt.Fatalf("REC-2: %s historyGap %v, model pruned through %d", k, st.Changes.HistoryGap, mc.m.pruned[k])

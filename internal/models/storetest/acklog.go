@@ -130,7 +130,7 @@ func testAckHistoryRetention(t *testing.T, f *fixture) {
 		t.Errorf("after a reset the watcher's history has %d records, want 4", n)
 	}
 	target := ref(t, "agent:main:subagent:c3")
-	if _, _, err := f.s.DeleteSession(f.ctx, target, t0.Add(5*day)); err != nil {
+	if _, _, err := deleteSession(f.ctx, f.s, target, t0.Add(5*day)); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.history(awareness.AckHistoryQuery{Target: &target}); len(got) != 0 {
@@ -139,7 +139,7 @@ func testAckHistoryRetention(t *testing.T, f *fixture) {
 	if n := len(f.history(awareness.AckHistoryQuery{})); n != 3 {
 		t.Errorf("after deleting a target the history has %d records, want w's 3 on the others", n)
 	}
-	if _, _, err := f.s.DeleteSession(f.ctx, ref(t, "agent:main:subagent:w"), t0.Add(5*day)); err != nil {
+	if _, _, err := deleteSession(f.ctx, f.s, ref(t, "agent:main:subagent:w"), t0.Add(5*day)); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.history(awareness.AckHistoryQuery{Watcher: "agent:main:subagent:w"}); len(got) != 0 {

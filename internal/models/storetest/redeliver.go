@@ -70,7 +70,7 @@ func redeliveryRun(t *testing.T, f *fixture, maxRedeliver, turns, run int) {
 		tk := fmt.Sprintf("agent:w%d:direct:t%d", run, i)
 		targets = append(targets, tk)
 		mr := maxRedeliver
-		if _, err := svc.WatchRedeliver(ctx, watcher, tk, nil, &mr); err != nil {
+		if _, err := svc.WatchWith(ctx, watcher, tk, nil, awareness.WatchOptions{MaxRedeliver: &mr}); err != nil {
 			t.Fatalf("watch: %v", err)
 		}
 	}

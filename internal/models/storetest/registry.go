@@ -333,7 +333,7 @@ func testDeleteClearsEntry(t *testing.T, f *regFixture) {
 	r := ref(t, childKey)
 	f.append1(t0, system(childKey, awareness.Compacted))
 	f.put(t0, awareness.SessionWrite{Ref: r, Entry: awareness.SessionEntry{SessionID: ptr("old"), Extra: regExtra("label", `"l"`)}})
-	if ok, _, err := f.s.DeleteSession(f.ctx, r, t0.Add(time.Minute)); !ok || err != nil {
+	if ok, _, err := deleteSession(f.ctx, f.s, r, t0.Add(time.Minute)); !ok || err != nil {
 		t.Fatalf("DeleteSession: %v %v", ok, err)
 	}
 	if _, ok, err := f.reg.RecordMemoryFlush(f.ctx, r, t0); ok || err != nil {
@@ -341,7 +341,8 @@ func testDeleteClearsEntry(t *testing.T, f *regFixture) {
 	}
 	t2 := t0.Add(2 * time.Minute)
 	got := f.put(t2, awareness.SessionWrite{Ref: r, Entry: awareness.SessionEntry{DisplayName: ptr("new")}})[0]
-	want := awareness.Session{Ref: r, Kind: awareness.KindSubagent, StateVersion: 1, PrunedThrough: 1, Registered: true,
+	// The deleted event is sequence 2 (LIF-1).
+	want := awareness.Session{Ref: r, Kind: awareness.KindSubagent, StateVersion: 2, PrunedThrough: 1, Registered: true,
 		CreatedAt: t2, UpdatedAt: t2, Entry: awareness.SessionEntry{DisplayName: ptr("new")}}
 	if diff := cmp.Diff(want, got, emptyOK); diff != "" {
 		t.Errorf("revived by upsert (-want +got):\n%s", diff)

@@ -62,7 +62,10 @@ func testSnooze(t *testing.T, f *fixture) {
 			_, err := svc.ReleaseNotices(ctx, w, []awareness.NoticeRef{{Target: targetKey, NotifiedVersion: 0}})
 			return err
 		}, awareness.EINVALID},
-		"negative maxRedeliver": {func() error { _, err := svc.WatchRedeliver(ctx, w, targetKey, nil, &neg); return err }, awareness.EINVALID},
+		"negative maxRedeliver": {func() error {
+			_, err := svc.WatchWith(ctx, w, targetKey, nil, awareness.WatchOptions{MaxRedeliver: &neg})
+			return err
+		}, awareness.EINVALID},
 	} {
 		if code := awareness.ErrorCode(tc.call()); code != tc.code {
 			t.Errorf("%s: code %q, want %q", name, code, tc.code)

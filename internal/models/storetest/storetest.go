@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) awareness.Store) {
 		{"Stats_and_ping", testStatsAndPing},
 		{"ERR-1_closed_store_unavailable", testClosed},
 	}
+	tests = append(tests, lifecycleTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -113,6 +114,16 @@ type fixture struct {
 	t   *testing.T
 	s   awareness.Store
 	ctx context.Context
+}
+
+// deleteSession is Store.DeleteSession as a yes or no: ok when the deleted event was
+// recorded, closed every pending notice it closed.
+func deleteSession(ctx context.Context, s awareness.Store, r awareness.SessionRef, now time.Time) (bool, []awareness.Notice, error) {
+	op, closed, err := s.DeleteSession(ctx, r, now)
+	if op != nil {
+		closed = append(closed, op.Closed...)
+	}
+	return op != nil, closed, err
 }
 
 func ref(t *testing.T, key string, agent ...string) awareness.SessionRef {
@@ -218,7 +229,7 @@ func (f *fixture) status(r awareness.SessionRef, after int64, limit int) (awaren
 
 func (f *fixture) watch(watcher string, target awareness.SessionRef, now time.Time) awareness.Cursor {
 	f.t.Helper()
-	c, _, err := f.s.Watch(f.ctx, watcher, target, now)
+	c, _, err := f.s.Watch(f.ctx, watcher, target, "", now)
 	if err != nil {
 		f.t.Fatalf("Watch(%s, %v): %v", watcher, target, err)
 	}
@@ -298,6 +309,7 @@ func notice(watcher string, target awareness.SessionRef, l, n, m int64, opened t
 	return awareness.Notice{
 		Watcher: watcher, Target: target, ChangesSince: l, NotifiedVersion: n, MaterialVersion: m,
 		Text: awareness.NoticeTextOf(target, l), Wake: awareness.WakeFor(watcher), OpenedAt: opened,
+		TargetGeneration: 1, WatcherGeneration: 1,
 	}
 }
 
@@ -816,7 +828,7 @@ func testCompositeIdentity(t *testing.T, f *fixture) {
 	if got := f.pending(parentKey); len(got) != 0 {
 		t.Errorf("pending after ack: %v", got)
 	}
-	ok, _, err := f.s.DeleteSession(f.ctx, mainGlobal, t0.Add(time.Hour))
+	ok, _, err := deleteSession(f.ctx, f.s, mainGlobal, t0.Add(time.Hour))
 	if err != nil || !ok {
 		t.Fatalf("DeleteSession: %v %v", ok, err)
 	}
@@ -836,11 +848,11 @@ func testChildSpawnedSeeds(t *testing.T, f *fixture) {
 	if spawn.Version != 2 || len(spawn.Opened) != 0 {
 		t.Fatalf("spawn: got version %d, %d notices; want 2, none", spawn.Version, len(spawn.Opened))
 	}
-	want := awareness.Cursor{Watcher: parentKey, Target: child, L: 2, N: 2, M: 2, UpdatedAt: t0.Add(time.Second)}
+	want := awareness.Cursor{TargetGeneration: 1, WatcherGeneration: 1, Watcher: parentKey, Target: child, L: 2, N: 2, M: 2, UpdatedAt: t0.Add(time.Second)}
 	if diff := cmp.Diff(want, f.mustCursor(parentKey, child)); diff != "" {
 		t.Errorf("seeded cursor (-want +got):\n%s", diff)
 	}
-	wantOps := awareness.Cursor{Watcher: opsKey, Target: child, L: 1, N: 1, M: 1, UpdatedAt: t0}
+	wantOps := awareness.Cursor{TargetGeneration: 1, WatcherGeneration: 1, Watcher: opsKey, Target: child, L: 1, N: 1, M: 1, UpdatedAt: t0}
 	if diff := cmp.Diff(wantOps, f.mustCursor(opsKey, child)); diff != "" {
 		t.Errorf("child_spawned moved another watcher's cursor (-want +got):\n%s", diff)
 	}
@@ -871,11 +883,11 @@ func sortNotices(ns []awareness.Notice) {
 func testWatch(t *testing.T, f *fixture) {
 	target := ref(t, targetKey)
 	f.append(t0, human(targetKey), human(targetKey), human(targetKey))
-	c, created, err := f.s.Watch(f.ctx, parentKey, target, t0.Add(time.Second))
+	c, created, err := f.s.Watch(f.ctx, parentKey, target, "", t0.Add(time.Second))
 	if err != nil || !created {
 		t.Fatalf("Watch: created=%v err=%v", created, err)
 	}
-	want := awareness.Cursor{Watcher: parentKey, Target: target, L: 3, N: 3, M: 3, UpdatedAt: t0.Add(time.Second)}
+	want := awareness.Cursor{TargetGeneration: 1, WatcherGeneration: 1, Watcher: parentKey, Target: target, L: 3, N: 3, M: 3, UpdatedAt: t0.Add(time.Second)}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Watch cursor (-want +got):\n%s", diff)
 	}
@@ -888,7 +900,7 @@ func testWatch(t *testing.T, f *fixture) {
 	if !pending.Pending() {
 		t.Fatalf("cursor not pending after a change: %+v", pending)
 	}
-	c, created, err = f.s.Watch(f.ctx, parentKey, target, t0.Add(time.Hour))
+	c, created, err = f.s.Watch(f.ctx, parentKey, target, "", t0.Add(time.Hour))
 	if err != nil || created {
 		t.Fatalf("re-Watch: created=%v err=%v, want false nil", created, err)
 	}
@@ -922,7 +934,7 @@ func testProducerPassedWatcher(t *testing.T, f *fixture) {
 	if diff := cmp.Diff([]awareness.Notice{notice(parentKey, target, 0, 3, 3, now)}, op.Opened); diff != "" {
 		t.Errorf("notices (-want +got):\n%s", diff)
 	}
-	want := awareness.Cursor{Watcher: parentKey, Target: target, L: 0, N: 3, M: 3, OpenedAt: now, UpdatedAt: now}
+	want := awareness.Cursor{TargetGeneration: 1, WatcherGeneration: 1, Watcher: parentKey, Target: target, L: 0, N: 3, M: 3, OpenedAt: now, UpdatedAt: now}
 	if diff := cmp.Diff(want, f.mustCursor(parentKey, target)); diff != "" {
 		t.Errorf("cursor (-want +got):\n%s", diff)
 	}
@@ -943,20 +955,28 @@ func testDeleteKeepsHead(t *testing.T, f *fixture) {
 	f.watch(parentKey, child, t0)  // a cursor on the deleted session
 	f.watch(childKey, target, t0)  // a cursor the deleted session holds
 	f.watch(parentKey, target, t0) // unrelated
-	ok, _, err := f.s.DeleteSession(f.ctx, child, t0.Add(time.Hour))
+	ok, _, err := deleteSession(f.ctx, f.s, child, t0.Add(time.Hour))
 	if err != nil || !ok {
 		t.Fatalf("DeleteSession: got %v %v, want true nil", ok, err)
 	}
 	if _, ok, err := f.s.Session(f.ctx, child); ok || err != nil {
 		t.Errorf("Session after delete: ok=%v err=%v, want false nil", ok, err)
 	}
+	// The deleted event (LIF-1) is the head and the one event the log keeps.
 	ch := f.read(child, 0, 10)
-	if ch.Head.Version != 4 || ch.Head.PrunedThrough != 4 || len(ch.Events) != 0 || ch.Earliest != 5 {
-		t.Errorf("head after delete: got Version=%d PrunedThrough=%d Earliest=%d events=%v, want 4 4 5 none",
+	if ch.Head.Version != 5 || ch.Head.PrunedThrough != 4 || !slices.Equal(seqs(ch.Events), []int64{5}) || ch.Earliest != 5 ||
+		ch.Events[0].Kind != awareness.Deleted || ch.Events[0].ActorType != awareness.ActorSystem {
+		t.Errorf("head after delete: got Version=%d PrunedThrough=%d Earliest=%d events=%v, want 5 4 5 [5: deleted]",
 			ch.Head.Version, ch.Head.PrunedThrough, ch.Earliest, seqs(ch.Events))
 	}
-	if _, ok := f.cursor(parentKey, child); ok {
-		t.Errorf("cursor on the deleted session survived")
+	// The cursor on the deleted session is retired with the deletion's notice pending
+	// (LIF-1); acknowledging it removes the cursor.
+	if c, ok := f.cursor(parentKey, child); !ok || !c.Retired || c.L != 4 || c.N != 5 {
+		t.Errorf("cursor on the deleted session: got %+v %v, want retired, L 4, N 5", c, ok)
+	}
+	f.ack(awareness.AckRequest{Watcher: parentKey, Exact: []awareness.AckTarget{{Target: child, NotifiedVersion: 5}}}, t0.Add(time.Hour))
+	if c, ok := f.cursor(parentKey, child); ok {
+		t.Errorf("retired cursor survived its acknowledgement: %+v", c)
 	}
 	if _, ok := f.cursor(childKey, target); ok {
 		t.Errorf("cursor held by the deleted session survived")
@@ -965,14 +985,14 @@ func testDeleteKeepsHead(t *testing.T, f *fixture) {
 		t.Errorf("unrelated cursor was deleted")
 	}
 	for _, r := range []awareness.SessionRef{child, ref(t, "agent:main:never")} {
-		if ok, _, err := f.s.DeleteSession(f.ctx, r, t0.Add(2*time.Hour)); ok || err != nil {
+		if ok, _, err := deleteSession(f.ctx, f.s, r, t0.Add(2*time.Hour)); ok || err != nil {
 			t.Errorf("DeleteSession(%v) again: got %v %v, want false nil", r.Key, ok, err)
 		}
 	}
 	// A watcher that never logged anything has no session row, but deleting it still
 	// deletes the cursors it holds.
 	f.watch(child2Key, target, t0)
-	if ok, _, err := f.s.DeleteSession(f.ctx, ref(t, child2Key), t0.Add(2*time.Hour)); ok || err != nil {
+	if ok, _, err := deleteSession(f.ctx, f.s, ref(t, child2Key), t0.Add(2*time.Hour)); ok || err != nil {
 		t.Errorf("DeleteSession(row-less watcher): got %v %v, want false nil", ok, err)
 	}
 	if _, ok := f.cursor(child2Key, target); ok {
@@ -992,15 +1012,15 @@ func testDeleteKeepsHead(t *testing.T, f *fixture) {
 	}
 	// A later append revives the session; the version continues.
 	op := f.append1(t0.Add(3*time.Hour), human(childKey))
-	if op.Version != 5 {
-		t.Errorf("append after delete: version %d, want 5", op.Version)
+	if op.Version != 6 {
+		t.Errorf("append after delete: version %d, want 6", op.Version)
 	}
 	s, ok, err := f.s.Session(f.ctx, child)
-	if err != nil || !ok || s.StateVersion != 5 || s.PrunedThrough != 4 {
-		t.Errorf("revived session: got %+v %v %v, want StateVersion 5 PrunedThrough 4", s, ok, err)
+	if err != nil || !ok || s.StateVersion != 6 || s.PrunedThrough != 4 {
+		t.Errorf("revived session: got %+v %v %v, want StateVersion 6 PrunedThrough 4", s, ok, err)
 	}
-	if got := seqs(f.read(child, 0, 10).Events); !slices.Equal(got, []int64{5}) {
-		t.Errorf("revived log: got %v, want [5]", got)
+	if got := seqs(f.read(child, 0, 10).Events); !slices.Equal(got, []int64{5, 6}) {
+		t.Errorf("revived log: got %v, want [5 6]", got)
 	}
 }
 
@@ -1342,12 +1362,12 @@ func testStatsAndPing(t *testing.T, f *fixture) {
 	f.watch(opsKey, ref(t, childKey), t0)
 	f.append(t0.Add(time.Second), human(targetKey), human(targetKey), system(childKey, awareness.RunCompleted))
 	f.append1(t0.Add(time.Second), system(opsKey, awareness.Compacted))
-	if _, _, err := f.s.DeleteSession(f.ctx, ref(t, opsKey), t0.Add(time.Minute)); err != nil {
+	if _, _, err := deleteSession(f.ctx, f.s, ref(t, opsKey), t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	oldest := t0.Add(time.Second)
-	// Deleting ops also deleted the cursor it held.
-	want := awareness.Stats{Sessions: 2, Events: 3, Cursors: 1, PendingNotices: 1, OldestEvent: &oldest}
+	// Deleting ops also deleted the cursor it held; its deleted event stays (LIF-1).
+	want := awareness.Stats{Sessions: 2, Events: 4, Cursors: 1, PendingNotices: 1, OldestEvent: &oldest}
 	if diff := cmp.Diff(want, f.stats()); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
@@ -1367,10 +1387,12 @@ func testReadStatus(t *testing.T, f *fixture) {
 		t.Errorf("session with a log: changes %+v, session %+v", ch, sess)
 	}
 	f.status(target, 3, 0)
-	if _, _, err := f.s.DeleteSession(f.ctx, target, t0.Add(time.Minute)); err != nil {
+	if _, _, err := deleteSession(f.ctx, f.s, target, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if ch, sess := f.status(target, 0, 10); ch.Head.Version != 3 || ch.Head.PrunedThrough != 3 || sess != nil {
+	// The deleted event is the one the log keeps (LIF-1).
+	if ch, sess := f.status(target, 0, 10); ch.Head.Version != 4 || ch.Head.PrunedThrough != 3 || sess != nil ||
+		len(ch.Events) != 1 || ch.Events[0].Kind != awareness.Deleted {
 		t.Errorf("deleted session: head %+v, session %+v", ch.Head, sess)
 	}
 }
@@ -1563,15 +1585,21 @@ func testRemovalsCloseNotices(t *testing.T, f *fixture) {
 	if diff := cmp.Diff([]awareness.Notice{closedOf(parentKey, child, 1), closedOf(parentKey, child2, 1)}, closed); diff != "" {
 		t.Errorf("ResetWatcher closed (-want +got):\n%s", diff)
 	}
-	_, closed, err = f.s.DeleteSession(f.ctx, child, t0.Add(time.Hour))
+	_, closed, err = deleteSession(f.ctx, f.s, child, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]awareness.Notice{closedOf(opsKey, child, 1)}, closed); diff != "" {
-		t.Errorf("DeleteSession closed (-want +got):\n%s", diff)
+	// ops's notice on child was pending: the deletion moved its M and retired it
+	// (LIF-1), nothing closed.
+	if len(closed) != 0 {
+		t.Errorf("DeleteSession closed %v, want none", closed)
 	}
+	retired := awareness.ClosedNotice(notice(opsKey, child, 0, 1, 2, t0.Add(time.Second)))
 	res := f.prune(awareness.RetentionPolicy{CursorTTL: 30 * day}, t0.Add(31*day))
-	if diff := cmp.Diff([]awareness.Notice{closedOf(opsKey, target, 1), closedOf(opsKey, child2, 1)}, res.Closed); diff != "" {
+	wantPruned := []awareness.Notice{closedOf(opsKey, target, 1), closedOf(opsKey, child2, 1), retired}
+	sortNotices(wantPruned)
+	sortNotices(res.Closed)
+	if diff := cmp.Diff(wantPruned, res.Closed); diff != "" {
 		t.Errorf("Prune closed (-want +got):\n%s", diff)
 	}
 	if got := f.pending(""); len(got) != 0 {
@@ -1648,6 +1676,7 @@ func testSetBasedOpen(t *testing.T, f *fixture) {
 			continue
 		}
 		next, _, opened := awareness.ApplyMaterial(nil, w, target, s, actor, now)
+		next.TargetGeneration, next.WatcherGeneration = 1, 1 // a store's new cursor (LIF-2)
 		want[w] = next
 		if opened {
 			wantOpened = append(wantOpened, w)

@@ -117,7 +117,7 @@ func keysOf(ls []awareness.UpstreamLink) []string {
 
 func (f *upFixture) watch(watcher, target string, now time.Time) {
 	f.t.Helper()
-	if _, _, err := f.s.Watch(f.ctx, watcher, ref(f.t, target), now); err != nil {
+	if _, _, err := f.s.Watch(f.ctx, watcher, ref(f.t, target), "", now); err != nil {
 		f.t.Fatalf("Watch: %v", err)
 	}
 }
@@ -242,7 +242,7 @@ func testWatchedLinks(t *testing.T, f *upFixture) {
 	f.watch(watcherV, adoptedA, t0) // two watchers: listed once
 	f.watch(watcherW, adoptedC, t0)
 	// A cursor on the bare key under another agent does not make main's link watched.
-	if _, _, err := f.s.Watch(f.ctx, watcherW, ref(t, "global", "ops"), t0); err != nil {
+	if _, _, err := f.s.Watch(f.ctx, watcherW, ref(t, "global", "ops"), "", t0); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{adoptedC, adoptedA}, keysOf(f.list(awareness.UpstreamQuery{Watched: true}))); d != "" {
@@ -440,7 +440,7 @@ func testDeleteSessionDeletesLink(t *testing.T, f *upFixture) {
 	if err := f.s.Append(f.ctx, []*awareness.AppendOp{awareness.NewAppendOp(ne, t0)}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := f.s.DeleteSession(f.ctx, r, t0); err != nil || !ok {
+	if ok, _, err := deleteSession(f.ctx, f.s, r, t0); err != nil || !ok {
 		t.Fatalf("DeleteSession = %v, %v", ok, err)
 	}
 	if _, ok := f.link(adoptedA); ok {

@@ -100,6 +100,7 @@ export function noticeCard(n, store, opts = {}) {
     n.wake
       ? h('span', { class: 'badge wake', title: 'Main-session watcher: the gateway should run a turn now (NTC-6)' }, 'wake')
       : h('span', { class: 'badge', title: 'Sub-agent watcher: it sees the notice on its next turn (NTC-6)' }, 'no wake'),
+    generationBadge(n),
     queued ? h('span', { class: 'badge info queued-badge', role: 'status' }, 'acknowledgement queued: sent when the server is back') : null),
   h('pre', { class: 'notice-text', 'aria-label': 'Notice text' }, n.text),
   digestOut,
@@ -284,9 +285,23 @@ function linkHealth(l) {
   return h('span', { class: 'badge ok' }, 'healthy');
 }
 
+/**
+ * generationBadge shows the generations of a notice's pair (LIF-2) once either session
+ * was reset (a new incarnation): the target's, then the watcher's. Nothing for a pair
+ * still in its first generations.
+ */
+export function generationBadge(n) {
+  const t = n.targetGeneration ?? 1, w = n.watcherGeneration ?? 1;
+  if (t <= 1 && w <= 1) return null;
+  return h('span', {
+    class: 'badge generation',
+    title: `Generations (LIF-2): ${n.target} is in its incarnation ${t}, ${n.watcher} in its incarnation ${w}; one more per reset`,
+  }, `gen ${t}/${w}`);
+}
+
 // The event kinds in chart order, with their colours (see style.css .c-<kind>).
 export const EVENT_KINDS = ['human_direct_message', 'upstream_missing', 'goal_changed', 'child_spawned',
-  'run_completed', 'run_failed', 'compacted', 'adopted'];
+  'run_completed', 'run_failed', 'compacted', 'adopted', 'created', 'reset', 'deleted'];
 
 // The chart's time ranges: the window in minutes and the width of one bar. Wider
 // windows fold the per-minute buckets of the queries into wider bars.

@@ -106,6 +106,8 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     version = Math.max(version, st.stateVersion);
     const s = st.session;
     const items = [['State version', version], ['Agent', st.agentId]];
+    // LIF-2: shown once the session was reset (a new incarnation of the same key).
+    if (st.generation > 1) items.push(['Generation', st.generation]);
     if (!s && st.listed) {
       items.push(['Kind', st.listed.kind], ['Compactions', st.listed.compactionCount], ['Updated', timeEl(st.listed.updatedAt)]);
     }
@@ -287,7 +289,7 @@ export function sessionView(root, { agentId, key, query, notices, bus, live, pan
     try {
       const d = await gql(`query Session($key: String!, $agentId: String) {
         sessionStatus(sessionKey: $key, agentId: $agentId) {
-          sessionKey agentId stateVersion
+          sessionKey agentId stateVersion generation
           session { sessionKey agentId kind sessionId parentSessionKey chatType provider displayName updatedAt
             stateVersion totalTokens contextTokens compactionCount } } }`, { key, agentId });
       st = d.sessionStatus;
