@@ -35,7 +35,7 @@ const record = (input) => data(`mutation($in: RecordEventInput!) { recordEvent(i
 const spawn = (child) => record({ sessionKey: child, kind: 'child_spawned', actorType: 'agent', actorId: W, watchers: [W] });
 const human = (key) => record({ sessionKey: key, kind: 'human_direct_message', actorType: 'human', actorId: 'user:alice', channel: 'webchat' });
 
-const NOTICE = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt';
+const NOTICE = 'watcher target targetAgentId changesSince notifiedVersion materialVersion text wake openedAt targetGeneration watcherGeneration';
 
 // gqlPart is a tool's structuredContent without what MCP adds to the GraphQL answer.
 function gqlPart(sc) {
