@@ -1,5 +1,5 @@
 // Package rawappend is the raw durable append of the benchmarks: the store's own two
-// statements of a log-only append (internal/models/store.go) — the head upsert that
+// statements of a log-only append (internal/models/append.go) — the head upsert that
 // assigns the sequence, then the event insert — in one write transaction, prepared
 // once, as database/sql code would write it. It is B1's and B3's baseline
 // (bench/store_bench_test.go) and the durable step of the stock-gqlgen peer with
