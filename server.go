@@ -19,6 +19,7 @@ package main
 
 //go:generate go run ./graph/bindcheck
 //go:generate go tool gqlgen generate
+//go:generate go run ./internal/vocabgen -o clients/ts/src/vocab_tables.ts
 
 import (
 	"context"

@@ -212,6 +212,8 @@ func mxOps() []mxOp {
 			doc: `query($k: String, $a: String) { noticeActivity(sessionKey: $k, agentId: $a) { minute opened acknowledged } }`},
 		{field: "Query.viewer", vars: func(mxCase, mxSubject) map[string]any { return nil },
 			doc: `{ viewer { authenticated admin role agentId name } }`},
+		{field: "Query.eventKinds", vars: func(mxCase, mxSubject) map[string]any { return nil },
+			doc: `{ eventKinds { kind role takesOutcome } }`},
 		{field: "Query.ackHistory", vars: func(c mxCase, s mxSubject) map[string]any {
 			if c == mxBare {
 				return map[string]any{"t": "global", "ta": "ops"}

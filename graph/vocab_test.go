@@ -226,3 +226,42 @@ func TestPayloadRoundTripsTheAPI_SIG2(t *testing.T) {
 		}
 	}
 }
+
+// TestEventKindsQueryIsTheTable_SIG1: the eventKinds query answers the core's event-kind
+// table in schema order, each kind with its role and whether it takes an outcome, and
+// KindRole is the core's roles both ways; it is what the dashboard and the TypeScript
+// client's generated tables read.
+func TestEventKindsQueryIsTheTable_SIG1(t *testing.T) {
+	roles := map[awareness.KindRole]string{awareness.Notifying: "notifies", awareness.Seeding: "seeds",
+		awareness.LogOnly: "logOnly", awareness.Resetting: "resets"}
+	var want []string
+	for _, r := range awareness.AllKindRoles {
+		want = append(want, roles[r])
+	}
+	var values []string
+	for _, v := range executableSchema().Types["KindRole"].EnumValues {
+		values = append(values, v.Name)
+	}
+	if diff := cmp.Diff(want, values); diff != "" {
+		t.Errorf("KindRole: the core's roles (-) and the schema's enum (+) differ:\n%s", diff)
+	}
+	type info struct {
+		Kind         string `json:"kind"`
+		Role         string `json:"role"`
+		TakesOutcome bool   `json:"takesOutcome"`
+	}
+	var got struct {
+		EventKinds []info `json:"eventKinds"`
+	}
+	e := newEnv(t)
+	if err := json.Unmarshal(e.mustPost(t, `{ eventKinds { kind role takesOutcome } }`, nil), &got); err != nil {
+		t.Fatal(err)
+	}
+	var table []info
+	for _, k := range awareness.AllEventKinds {
+		table = append(table, info{Kind: string(k), Role: roles[k.Role()], TakesOutcome: k.TakesOutcome()})
+	}
+	if diff := cmp.Diff(table, got.EventKinds); diff != "" {
+		t.Errorf("eventKinds: the core's table (-) and the answer (+) differ:\n%s", diff)
+	}
+}

@@ -78,6 +78,12 @@ type ComplexityRoot struct {
 		MemoryFlushThreshold       func(childComplexity int) int
 	}
 
+	EventKindInfo struct {
+		Kind         func(childComplexity int) int
+		Role         func(childComplexity int) int
+		TakesOutcome func(childComplexity int) int
+	}
+
 	FeedBookmark struct {
 		At           func(childComplexity int) int
 		LastSequence func(childComplexity int) int
@@ -160,6 +166,7 @@ type ComplexityRoot struct {
 		AckHistory       func(childComplexity int, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) int
 		Activity         func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		CompactionPolicy func(childComplexity int, sessionKey string, agentID *string, contextWindow int, reserveTokens *int, softThresholdTokens *int) int
+		EventKinds       func(childComplexity int) int
 		NoticeActivity   func(childComplexity int, sessionKey *string, agentID *string, sinceMinutes *int) int
 		PendingNotices   func(childComplexity int, watcher string) int
 		SessionStatus    func(childComplexity int, sessionKey string, agentID *string, changesSince *int, limit *int) int
@@ -362,6 +369,7 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (gqlmodel.Viewer, error)
 	AckHistory(ctx context.Context, watcher *string, target *string, targetAgentID *string, agentID *string, first *int, after *string) (gqlmodel.AckHistoryPage, error)
 	SessionTree(ctx context.Context, agentID *string, activeMinutes *int) (gqlmodel.SessionTree, error)
+	EventKinds(ctx context.Context) ([]awareness.KindInfo, error)
 }
 type StaleNoticeResolver interface {
 	Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error)
@@ -544,6 +552,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CompactionPolicy.MemoryFlushThreshold(childComplexity), true
+
+	case "EventKindInfo.kind":
+		if e.ComplexityRoot.EventKindInfo.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventKindInfo.Kind(childComplexity), true
+	case "EventKindInfo.role":
+		if e.ComplexityRoot.EventKindInfo.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventKindInfo.Role(childComplexity), true
+	case "EventKindInfo.takesOutcome":
+		if e.ComplexityRoot.EventKindInfo.TakesOutcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventKindInfo.TakesOutcome(childComplexity), true
 
 	case "FeedBookmark.at":
 		if e.ComplexityRoot.FeedBookmark.At == nil {
@@ -961,6 +988,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.CompactionPolicy(childComplexity, args["sessionKey"].(string), args["agentId"].(*string), args["contextWindow"].(int), args["reserveTokens"].(*int), args["softThresholdTokens"].(*int)), true
+	case "Query.eventKinds":
+		if e.ComplexityRoot.Query.EventKinds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.EventKinds(childComplexity), true
 
 	case "Query.noticeActivity":
 		if e.ComplexityRoot.Query.NoticeActivity == nil {
@@ -2892,6 +2925,36 @@ extend type SessionStatus {
   "LIF-2. The session's generation: 1, one more per reset (a new incarnation of the same key); 1 for a session without a log."
   generation: Int!
 }
+
+# ---------------------------------------------------------------------------------------
+# The vocabulary, as the service holds it (SIG-1).
+
+"SIG-1. What an event of a kind does to the cursors of its session's watchers."
+enum KindRole {
+  "Material: moves every watcher's material watermark and opens stale notices (NTC-1)."
+  notifies
+  "Starts the producer-passed watchers' cursors at the event (WAT-2)."
+  seeds
+  "Kept in the log for reconciliation; touches no cursor (NTC-4)."
+  logOnly
+  "LIF-1, LIF-2. Starts a new incarnation of its session: the generation moves up by one."
+  resets
+}
+
+"SIG-1. One event kind of the vocabulary: the kind, its role and whether it takes the outcome payload field."
+type EventKindInfo {
+  "The kind."
+  kind: EventKind!
+  "What an event of the kind does to the cursors of its session's watchers."
+  role: KindRole!
+  "True when the kind takes the outcome payload field (run_failed)."
+  takesOutcome: Boolean!
+}
+
+extend type Query {
+  "SIG-1. The event kinds in schema order with their roles: what a dashboard or a gateway needs to treat a kind it was not built with. Readable by every caller."
+  eventKinds: [EventKindInfo!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2972,6 +3035,18 @@ func (ec *executionContext) childFields_CompactionPolicy(ctx context.Context, fi
 		return ec.fieldContext_CompactionPolicy_memoryFlushCompactionCount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CompactionPolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_EventKindInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_EventKindInfo_kind(ctx, field)
+	case "role":
+		return ec.fieldContext_EventKindInfo_role(ctx, field)
+	case "takesOutcome":
+		return ec.fieldContext_EventKindInfo_takesOutcome(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventKindInfo", field.Name)
 }
 
 func (ec *executionContext) childFields_InputError(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4981,6 +5056,75 @@ func (ec *executionContext) fieldContext_CompactionPolicy_memoryFlushCompactionC
 	return graphql.NewScalarFieldContext("CompactionPolicy", field, false, false, "Int")
 }
 
+func (ec *executionContext) _EventKindInfo_kind(ctx context.Context, field graphql.CollectedField, obj *awareness.KindInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventKindInfo_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
+			return ec.marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventKindInfo_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventKindInfo", field, false, false, "EventKind")
+}
+
+func (ec *executionContext) _EventKindInfo_role(ctx context.Context, field graphql.CollectedField, obj *awareness.KindInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventKindInfo_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v awareness.KindRole) graphql.Marshaler {
+			return ec.marshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventKindInfo_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventKindInfo", field, false, false, "KindRole")
+}
+
+func (ec *executionContext) _EventKindInfo_takesOutcome(ctx context.Context, field graphql.CollectedField, obj *awareness.KindInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventKindInfo_takesOutcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TakesOutcome, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventKindInfo_takesOutcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventKindInfo", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _FeedBookmark_lastSequence(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.FeedBookmark) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6946,6 +7090,38 @@ func (ec *executionContext) fieldContext_Query_sessionTree(ctx context.Context, 
 	if fc.Args, err = ec.field_Query_sessionTree_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_eventKinds(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_eventKinds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().EventKinds(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []awareness.KindInfo) graphql.Marshaler {
+			return ec.marshalNEventKindInfo2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_eventKinds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventKindInfo(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -11585,6 +11761,49 @@ func (ec *executionContext) _CompactionPolicy(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var eventKindInfoImplementors = []string{"EventKindInfo"}
+
+func (ec *executionContext) _EventKindInfo(ctx context.Context, sel ast.SelectionSet, obj *awareness.KindInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventKindInfoImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventKindInfo")
+		case "kind":
+			out.Values[i] = ec._EventKindInfo_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._EventKindInfo_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "takesOutcome":
+			out.Values[i] = ec._EventKindInfo_takesOutcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var feedBookmarkImplementors = []string{"FeedBookmark", "StaleNoticeFeedItem", "StateEventFeedItem"}
 
 func (ec *executionContext) _FeedBookmark(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.FeedBookmark) graphql.Marshaler {
@@ -12231,6 +12450,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_sessionTree(ctx, field)
+				})
+		case "eventKinds":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_eventKinds(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -13819,6 +14044,26 @@ func (ec *executionContext) marshalNEventKind2ᚕgithubᚗcomᚋawarenessᚋawar
 	return ret
 }
 
+func (ec *executionContext) marshalNEventKindInfo2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindInfo(ctx context.Context, sel ast.SelectionSet, v awareness.KindInfo) graphql.Marshaler {
+	return ec._EventKindInfo(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNEventKindInfo2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []awareness.KindInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEventKindInfo2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
 	res, err := scalar.UnmarshalInt(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13846,6 +14091,36 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	}
 	return res
 }
+
+func (ec *executionContext) unmarshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole(ctx context.Context, v any) (awareness.KindRole, error) {
+	tmp, err := scalar.UnmarshalString(v)
+	res := unmarshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole(ctx context.Context, sel ast.SelectionSet, v awareness.KindRole) graphql.Marshaler {
+	_ = sel
+	res := scalar.MarshalString(marshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "KindRole!")
+	}
+	return res
+}
+
+var (
+	unmarshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole = map[string]awareness.KindRole{
+		"notifies": awareness.Notifying,
+		"seeds":    awareness.Seeding,
+		"logOnly":  awareness.LogOnly,
+		"resets":   awareness.Resetting,
+	}
+	marshalNKindRole2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐKindRole = map[awareness.KindRole]string{
+		awareness.Notifying: "notifies",
+		awareness.Seeding:   "seeds",
+		awareness.LogOnly:   "logOnly",
+		awareness.Resetting: "resets",
+	}
+)
 
 func (ec *executionContext) marshalNNoticeAck2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐNoticeAck(ctx context.Context, sel ast.SelectionSet, v awareness.NoticeAck) graphql.Marshaler {
 	return ec._NoticeAck(ctx, sel, &v)

@@ -174,6 +174,10 @@ func (r *queryResolver) SessionTree(ctx context.Context, agentID *string, active
 	return sessionTree(t), nil
 }
 
+func (r *queryResolver) EventKinds(ctx context.Context) ([]awareness.KindInfo, error) {
+	return awareness.EventKindTable(), nil
+}
+
 func (r *staleNoticeResolver) Digest(ctx context.Context, obj *awareness.Notice) (awareness.NoticeDigest, error) {
 	ds, err := r.Service.NoticeDigests(ctx, []awareness.Notice{*obj})
 	if err != nil {

@@ -102,6 +102,24 @@ func fixed(s string) func(Payload) string { return func(Payload) string { return
 // AllEventKinds lists every kind in schema order.
 var AllEventKinds = column(eventKinds, func(r eventKind) EventKind { return r.kind })
 
+// AllKindRoles lists the roles in schema order.
+var AllKindRoles = []KindRole{Notifying, Seeding, LogOnly, Resetting}
+
+// KindInfo is one row of the event-kind table as the API shows it (the eventKinds
+// query): what a dashboard or a gateway needs to treat a kind it was not built with.
+type KindInfo struct {
+	Kind         EventKind
+	Role         KindRole
+	TakesOutcome bool
+}
+
+// EventKindTable returns the event-kind table in schema order.
+func EventKindTable() []KindInfo {
+	return column(eventKinds, func(r eventKind) KindInfo {
+		return KindInfo{Kind: r.kind, Role: r.role, TakesOutcome: r.outcome}
+	})
+}
+
 func lookupKind(k EventKind) (eventKind, bool) {
 	i := slices.IndexFunc(eventKinds, func(r eventKind) bool { return r.kind == k })
 	if i < 0 {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,20 +66,7 @@ awareness_append_errors_total{code="INVALID_ARGUMENT"} 1
 awareness_append_errors_total{code="NOT_FOUND"} 0
 awareness_append_errors_total{code="UNAUTHENTICATED"} 0
 awareness_append_errors_total{code="UNAVAILABLE"} 0
-# HELP awareness_events_appended_total Events appended to the signal log, by kind.
-# TYPE awareness_events_appended_total counter
-awareness_events_appended_total{kind="adopted"} 0
-awareness_events_appended_total{kind="child_spawned"} 0
-awareness_events_appended_total{kind="compacted"} 0
-awareness_events_appended_total{kind="created"} 0
-awareness_events_appended_total{kind="deleted"} 0
-awareness_events_appended_total{kind="goal_changed"} 1
-awareness_events_appended_total{kind="human_direct_message"} 0
-awareness_events_appended_total{kind="reset"} 0
-awareness_events_appended_total{kind="run_completed"} 0
-awareness_events_appended_total{kind="run_failed"} 0
-awareness_events_appended_total{kind="upstream_missing"} 0
-# HELP awareness_events_deduplicated_total Appends answered with the event already recorded under their dedupe key.
+` + appendedSeries(awareness.GoalChanged) + `# HELP awareness_events_deduplicated_total Appends answered with the event already recorded under their dedupe key.
 # TYPE awareness_events_deduplicated_total counter
 awareness_events_deduplicated_total 1
 # HELP awareness_notices_opened_total Stale notices opened (first notices and follow-ups after an acknowledgement).
@@ -135,6 +124,25 @@ awareness_upstream_misses_total 2
 }
 
 // The token of --metrics-token-file is required when set.
+// appendedSeries is the awareness_events_appended_total family as it is exposed after
+// one append of kind: a series per kind of the core's table (so its label values),
+// sorted by kind.
+func appendedSeries(kind awareness.EventKind) string {
+	kinds := slices.Clone(awareness.AllEventKinds)
+	slices.Sort(kinds)
+	var b strings.Builder
+	b.WriteString("# HELP awareness_events_appended_total Events appended to the signal log, by kind.\n")
+	b.WriteString("# TYPE awareness_events_appended_total counter\n")
+	for _, k := range kinds {
+		n := 0
+		if k == kind {
+			n = 1
+		}
+		fmt.Fprintf(&b, "awareness_events_appended_total{kind=%q} %d\n", k, n)
+	}
+	return b.String()
+}
+
 func TestMetricsHandlerToken(t *testing.T) {
 	tel := telemetry.New(telemetry.Config{})
 	srv := httptest.NewServer(tel.Handler("secret-secret-secret-secret-secret"))

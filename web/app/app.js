@@ -20,6 +20,7 @@ import { Panels } from './panels.js';
 import { Viewer } from './viewer.js';
 import { installKeys } from './keys.js';
 import { useAuth } from './gql.js';
+import { loadKinds } from './vocab.js';
 import { fill, h, refreshTimes, toast } from './dom.js';
 import { homeView } from './views/home.js';
 import { sessionsView } from './views/sessions.js';
@@ -209,11 +210,14 @@ live.subscribe('subscription { stateEvents { sequence kind sessionKey agentId } 
   next: (d) => bus.dispatchEvent(new CustomEvent('event', { detail: d.stateEvents })),
   error: () => {},
 });
-live.onReconnect(() => { bus.dispatchEvent(new Event('reconnect')); viewer.load(); });
+live.onReconnect(() => { bus.dispatchEvent(new Event('reconnect')); viewer.load(); loadKinds().catch(() => {}); });
 auth.addEventListener('token', () => bus.dispatchEvent(new Event('reconnect')));
 // M (the material watermark) moves without a new notice: re-read pending notices.
 bus.addEventListener('event', () => { if (notices.byPair.size) notices.reconcileSoon(); });
 setInterval(() => refreshTimes(document), 10000);
 
 window.addEventListener('hashchange', () => render());
+// The event kinds colour the badges: the first view waits for them a moment, no longer
+// (the service may be down; the chart reads them with its own data).
+await Promise.race([loadKinds().catch(() => {}), new Promise((resolve) => { setTimeout(resolve, 1500); })]);
 render();

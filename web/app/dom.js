@@ -1,6 +1,8 @@
 // Small DOM helpers. Text always goes through textContent (never innerHTML), so
 // session keys, summaries and notice texts can never inject markup.
 
+import { roleOf } from './vocab.js';
+
 /**
  * h builds an element: h('a', {href: '#/', class: 'x', onclick: fn}, 'text', child).
  * Attributes whose value is null, undefined or false are skipped; true sets an empty
@@ -145,13 +147,16 @@ export function throttle(fn, ms) {
   return t;
 }
 
-/** eventRole classifies an event kind for its badge colour (SIG-1). */
+/**
+ * kindClass is an event kind's badge colour: by its role in the service's vocabulary
+ * (vocab.js; SIG-1), and success or failure for a child run's end.
+ */
 export function kindClass(kind) {
-  switch (kind) {
-    case 'human_direct_message': case 'upstream_missing': case 'goal_changed': case 'deleted': return 'k-notify';
-    case 'child_spawned': return 'k-spawn';
-    case 'run_completed': return 'k-ok';
-    case 'run_failed': return 'k-bad';
+  if (kind === 'run_completed') return 'k-ok';
+  if (kind === 'run_failed') return 'k-bad';
+  switch (roleOf(kind)) {
+    case 'notifies': case 'resets': return 'k-notify';
+    case 'seeds': return 'k-spawn';
     default: return '';
   }
 }

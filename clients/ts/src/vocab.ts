@@ -1,41 +1,17 @@
 // The service's vocabulary and input rules for an event (SIG-1, SIG-2, SIG-5, KEY-1..4),
 // so that Recorder.record refuses at once what the service would refuse (CLT-5). The
 // tables are in schema order; test/vocab.test.mjs holds them to the running binary's
-// schema, and every rule to the binary's own answers.
+// schema, and every rule to the binary's own answers. The tables themselves are
+// vocab_tables.ts, which go generate writes from the service's (internal/vocabgen).
 import { AwarenessError, Codes } from './client.js';
+import { EVENT_KINDS, ACTOR_TYPES, RUN_OUTCOMES, type KindRole } from './vocab_tables.js';
 
-/**
- * What an event kind does to the cursors of its session's watchers (SIG-1, NTC-4, WAT-2):
- * resets starts a new incarnation of the session (LIF-2).
- */
-export type KindRole = 'notifies' | 'seeds' | 'resets' | 'logOnly';
-
-/** The event kinds, in schema order, with their role and whether they take the outcome payload field. */
-export const EVENT_KINDS = [
-  { kind: 'human_direct_message', role: 'notifies', outcome: false },
-  { kind: 'upstream_missing', role: 'notifies', outcome: false },
-  { kind: 'goal_changed', role: 'notifies', outcome: false },
-  { kind: 'child_spawned', role: 'seeds', outcome: false },
-  { kind: 'run_completed', role: 'logOnly', outcome: false },
-  { kind: 'run_failed', role: 'logOnly', outcome: true },
-  { kind: 'compacted', role: 'logOnly', outcome: false },
-  { kind: 'adopted', role: 'logOnly', outcome: false },
-  // The lifecycle kinds (LIF-1): deleted notifies every watcher once, then retires its cursor.
-  { kind: 'created', role: 'logOnly', outcome: false },
-  { kind: 'reset', role: 'resets', outcome: false },
-  { kind: 'deleted', role: 'notifies', outcome: false },
-] as const satisfies readonly { kind: string; role: KindRole; outcome: boolean }[];
+export { EVENT_KINDS, ACTOR_TYPES, RUN_OUTCOMES, type KindRole };
 
 /** An event kind (the GraphQL EventKind). */
 export type EventKind = (typeof EVENT_KINDS)[number]['kind'];
-
-/** The actor types, in schema order. */
-export const ACTOR_TYPES = ['human', 'agent', 'system'] as const;
 /** Who caused an event (the GraphQL ActorType). */
 export type ActorType = (typeof ACTOR_TYPES)[number];
-
-/** The outcomes of a failed run, in schema order. */
-export const RUN_OUTCOMES = ['cancelled', 'timeout', 'error', 'timed_out', 'blocked', 'lost'] as const;
 /** How a run_failed run ended (the GraphQL RunOutcome). */
 export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 

@@ -1,8 +1,9 @@
 // Components shared by several views: the notice card and list, the upstream links
 // panel, the activity chart and the event filter.
 
-import { h, fill, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf, throttle, kindClass, keyText } from '../dom.js';
+import { h, fill, append, sessionLink, sessionHref, watcherHref, timeEl, toast, agentOf, throttle, kindClass, keyText } from '../dom.js';
 import { gql, errorText } from '../gql.js';
+import { eventKinds, loadKinds, setKinds, colourOf } from '../vocab.js';
 import { pairKey } from '../notices.js';
 
 /**
@@ -299,10 +300,6 @@ export function generationBadge(n) {
   }, `gen ${t}/${w}`);
 }
 
-// The event kinds in chart order, with their colours (see style.css .c-<kind>).
-export const EVENT_KINDS = ['human_direct_message', 'upstream_missing', 'goal_changed', 'child_spawned',
-  'run_completed', 'run_failed', 'compacted', 'adopted', 'created', 'reset', 'deleted'];
-
 // The chart's time ranges: the window in minutes and the width of one bar. Wider
 // windows fold the per-minute buckets of the queries into wider bars.
 export const CHART_RANGES = [
@@ -340,10 +337,12 @@ export function activityChart({ sessionKey, agentId, panels, bus, notices, clean
   const load = async () => {
     const r = range;
     const d = await gql(`query Activity($key: String, $agentId: String, $since: Int) {
+      eventKinds { kind role }
       activity(sessionKey: $key, agentId: $agentId, sinceMinutes: $since) { minute kind count }
       noticeActivity(sessionKey: $key, agentId: $agentId, sinceMinutes: $since) { minute opened acknowledged } }`,
     { key: sessionKey || null, agentId: sessionKey ? agentId : null, since: r.minutes });
     if (r !== range) return; // the range changed meanwhile: its own load draws
+    setKinds(d.eventKinds);
     drawChart(body, d.activity, d.noticeActivity, !!sessionKey, r);
     panel.dataset.drawn = r.id;
   };
@@ -406,6 +405,9 @@ function drawChart(body, buckets, noticeBuckets, oneSession, range) {
         : ['Start the demo scene with ', h('code', null, 'awareness serve --demo'), ', or record a first event with the recordEvent mutation (see the playground).']));
     return;
   }
+  // The service's kinds in its order, then any kind the buckets name that it did not list.
+  const kinds = eventKinds();
+  for (const k of totals.keys()) if (!kinds.includes(k)) kinds.push(k);
   const peak = Math.max(1, ...cols.map((c) => [...c.values()].reduce((a, b) => a + b, 0)));
   // One viewBox unit per CSS pixel: bars, marks and labels are never stretched.
   const W = Math.max(280, Math.round(body.clientWidth || 600)); const H = 172; const L = 52; const B = 18; const T = 34;
@@ -420,14 +422,14 @@ function drawChart(body, buckets, noticeBuckets, oneSession, range) {
   cols.forEach((c, i) => {
     let acc = 0;
     const minute = new Date((first + i * range.bar) * 60000);
-    for (const kind of EVENT_KINDS) {
+    for (const kind of kinds) {
       const n = c.get(kind);
       if (!n) continue;
       const y0 = y(acc); const y1 = y(acc + n);
       acc += n;
       g.append(svg('rect', {
         x: (L + i * bw + (bw > 3 ? 1 : 0)).toFixed(1), y: y1.toFixed(1), width: Math.max(1, bw - (bw > 3 ? 2 : 0)).toFixed(1), height: Math.max(1, y0 - y1).toFixed(1),
-        class: `bar c-${kind}`, 'data-kind': kind, 'data-count': n, 'data-minute': minute.toISOString(),
+        class: 'bar', style: `fill: ${colourOf(kind)}`, 'data-kind': kind, 'data-count': n, 'data-minute': minute.toISOString(),
       }, svg('title', null, `${labelOf(i)}: ${n} ${kind}`)));
     }
   });
@@ -454,8 +456,8 @@ function drawChart(body, buckets, noticeBuckets, oneSession, range) {
     viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img',
     'aria-label': `Events over the ${range.label}: ${total} in all, ${[...totals].map(([k, n]) => `${n} ${k}`).join(', ')}; ${opened} notices opened, ${acked} acknowledged`,
   }, axis, nm, g);
-  const legend = h('ul', { class: 'legend' }, EVENT_KINDS.filter((k) => totals.get(k)).map((k) =>
-    h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: `swatch c-${k}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))),
+  const legend = h('ul', { class: 'legend' }, kinds.filter((k) => totals.get(k)).map((k) =>
+    h('li', { dataset: { kind: k, total: totals.get(k) } }, h('span', { class: 'swatch', style: `background: ${colourOf(k)}`, 'aria-hidden': 'true' }), k, ' ', h('strong', null, totals.get(k)))),
   h('li', { dataset: { notices: 'opened', total: opened }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot opened', 'aria-hidden': 'true' }), 'notices opened ', h('strong', null, opened)),
   h('li', { dataset: { notices: 'acknowledged', total: acked }, title: 'Counted by this server since it started' }, h('span', { class: 'swatch dot acked', 'aria-hidden': 'true' }), 'acknowledged ', h('strong', null, acked)));
   fill(body, chart, legend);
@@ -468,7 +470,10 @@ function drawChart(body, buckets, noticeBuckets, oneSession, range) {
  */
 export function eventFilter(onChange, id) {
   const kind = h('select', { id: `${id}-kind`, 'aria-label': 'Filter by kind' },
-    h('option', { value: '' }, 'every kind'), EVENT_KINDS.map((k) => h('option', { value: k }, k)));
+    h('option', { value: '' }, 'every kind'), eventKinds().map((k) => h('option', { value: k }, k)));
+  if (kind.options.length === 1) {
+    loadKinds().then(() => append(kind, eventKinds().map((k) => h('option', { value: k }, k))), () => { /* the kinds of the events shown are enough */ });
+  }
   const actor = h('select', { id: `${id}-actor`, 'aria-label': 'Filter by actor' }, h('option', { value: '' }, 'every actor'));
   const known = new Set();
   const el = h('div', { class: 'ev-filter', role: 'group', 'aria-label': 'Filter events' }, kind, actor);
