@@ -848,7 +848,7 @@ func TestClient_EventFeedAcrossRestarts_FEED1_FEED2_FEED3(t *testing.T) {
 				name   string
 				feed   *client.EventFeed
 				events []int64
-				synced int
+				synced atomic.Int64
 			}
 			readers := []*reader{}
 			for _, tr := range []client.Transport{client.TransportWebSocket, client.TransportSSE} {
@@ -874,7 +874,7 @@ func TestClient_EventFeedAcrossRestarts_FEED1_FEED2_FEED3(t *testing.T) {
 						case it.Event != nil:
 							r.events = append(r.events, it.Event.Sequence)
 						case it.Synced:
-							r.synced++
+							r.synced.Add(1)
 						}
 						if last, _ := r.feed.LastSequence(); last > 0 && last == target.Load() {
 							return
@@ -888,14 +888,37 @@ func TestClient_EventFeedAcrossRestarts_FEED1_FEED2_FEED3(t *testing.T) {
 					written = s.mustRecord(t, map[string]any{"sessionKey": key, "kind": "run_completed", "actorType": "agent"}).StateVersion
 				}
 			}
+			// Every reader lives through every restart: each round starts once every reader
+			// has (re)subscribed to the server it is about to stop (its Synced marker).
+			counts := func() []int64 {
+				out := make([]int64, len(readers))
+				for i, r := range readers {
+					out[i] = r.synced.Load()
+				}
+				return out
+			}
+			syncedAfter := func(prev []int64) {
+				t.Helper()
+				waitFor(t, wait, "every reader (re)subscribed", func() bool {
+					for i, r := range readers {
+						if r.synced.Load() <= prev[i] {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			syncedAfter(make([]int64, len(readers)))
 			for round := range 6 {
 				record()
+				prev := counts()
 				if round%2 == 0 {
 					s.kill()
 				} else {
 					s.stop(syscall.SIGTERM)
 				}
 				s = startServerAt(t, db, s.addr, args...)
+				syncedAfter(prev)
 			}
 			record()
 			target.Store(written)
@@ -912,10 +935,10 @@ func TestClient_EventFeedAcrossRestarts_FEED1_FEED2_FEED3(t *testing.T) {
 						t.Fatalf("%s: event %d is sequence %d", r.name, i, seq)
 					}
 				}
-				if r.synced < 2 {
-					t.Errorf("%s: %d Synced markers across 6 restarts", r.name, r.synced)
+				if n := r.synced.Load(); n < 7 {
+					t.Errorf("%s: %d Synced markers across 6 restarts, want one per (re)subscription, 7 at least", r.name, n)
 				}
-				t.Logf("%s: %d events in order across 6 restarts, %d (re)subscriptions synced", r.name, len(r.events), r.synced)
+				t.Logf("%s: %d events in order across 6 restarts, %d (re)subscriptions synced", r.name, len(r.events), r.synced.Load())
 			}
 		})
 	}
