@@ -299,7 +299,7 @@ func TestRefusalsCoded_ERR1(t *testing.T) {
 		{"session_status", []any{1}, "INVALID_ARGUMENT: the arguments of session_status must be a JSON object"},
 		{"ack_notices", map[string]any{"watcher": "agent:main:main", "notices": []any{map[string]any{"target": "x", "notifiedVersion": 1, "extra": 1}}}, `INVALID_ARGUMENT: ack_notices takes no argument "extra" inside a list or object`},
 		{"ack_notices", map[string]any{"watcher": "agent:main:main", "notices": "x"}, "INVALID_ARGUMENT: notices must be a list, not a JSON string"},
-		{"record_event", map[string]any{"sessionKey": "agent:main:main", "kind": "bogus", "actorType": "agent"}, "INVALID_ARGUMENT: kind \"bogus\" is not one of human_direct_message, upstream_missing, goal_changed, child_spawned, run_completed, run_failed, compacted, adopted, created, reset, deleted"},
+		{"record_event", map[string]any{"sessionKey": "agent:main:main", "kind": "bogus", "actorType": "agent"}, "INVALID_ARGUMENT: kind \"bogus\" is not one of " + kindList()},
 		{"record_event", map[string]any{"sessionKey": "agent:main:main", "kind": "goal_changed", "actorType": "agent", "occurredAt": "yesterday"}, "INVALID_ARGUMENT: occurredAt must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z"},
 		{"session_status", map[string]any{"sessionKey": "agent:main:main", "changesSince": 99}, "CURSOR_AHEAD: "},
 	} {
@@ -424,4 +424,13 @@ func TestSubscribeAnnouncesPendingAndImmediateNotices_NTC7(t *testing.T) {
 	if n := u.n(); n > 2 {
 		t.Errorf("%d announcements for one pending and one new notice", n)
 	}
+}
+
+// kindList is the event kinds as a refusal lists them, from the core's table.
+func kindList() string {
+	ks := make([]string, len(awareness.AllEventKinds))
+	for i, k := range awareness.AllEventKinds {
+		ks[i] = string(k)
+	}
+	return strings.Join(ks, ", ")
 }
