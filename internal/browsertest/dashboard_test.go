@@ -382,7 +382,8 @@ func TestAuthDialogOnce(t *testing.T) {
 	b.docShot(t, "auth-dialog-390")
 	b.do(t, 5*time.Second, chromedp.EmulateViewport(1280, 860))
 	b.do(t, 5*time.Second, chromedp.Click(chromedp.CSS(`#auth-dialog .auth-cancel`)))
-	b.waitJS(t, 5*time.Second, `!document.querySelector('#auth-dialog[open]') && !!document.querySelector('#outage[data-unauthorised]:not([hidden])') && document.querySelector('#about-panel').dataset.freshness === 'unauthorised'`)
+	// Every request queued behind the dialog is refused after Cancel, each panel in its turn.
+	b.waitJS(t, 5*time.Second, `!document.querySelector('#auth-dialog[open]') && !!document.querySelector('#outage[data-unauthorised]:not([hidden])') && document.querySelector('#about-panel').dataset.freshness === 'unauthorised' && document.querySelector('#timeline-panel').dataset.freshness === 'unauthorised'`)
 	// Said once, for the page: no panel repeats it.
 	if n := b.count(t, `[data-unauthorised]`); n != 1 {
 		t.Errorf("%d not-authorised banners, want the page's one", n)

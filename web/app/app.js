@@ -211,13 +211,12 @@ live.subscribe('subscription { stateEvents { sequence kind sessionKey agentId } 
   error: () => {},
 });
 live.onReconnect(() => { bus.dispatchEvent(new Event('reconnect')); viewer.load(); loadKinds().catch(() => {}); });
-auth.addEventListener('token', () => bus.dispatchEvent(new Event('reconnect')));
+auth.addEventListener('token', () => { bus.dispatchEvent(new Event('reconnect')); loadKinds().catch(() => {}); });
 // M (the material watermark) moves without a new notice: re-read pending notices.
 bus.addEventListener('event', () => { if (notices.byPair.size) notices.reconcileSoon(); });
 setInterval(() => refreshTimes(document), 10000);
 
 window.addEventListener('hashchange', () => render());
-// The event kinds colour the badges: the first view waits for them a moment, no longer
-// (the service may be down; the chart reads them with its own data).
-await Promise.race([loadKinds().catch(() => {}), new Promise((resolve) => { setTimeout(resolve, 1500); })]);
 render();
+// The event kinds colour the badges; the chart also reads them with its own data.
+loadKinds().catch(() => {});

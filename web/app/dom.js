@@ -1,7 +1,12 @@
 // Small DOM helpers. Text always goes through textContent (never innerHTML), so
 // session keys, summaries and notice texts can never inject markup.
 
-import { roleOf } from './vocab.js';
+import { roleOf, onKinds } from './vocab.js';
+
+// Badges drawn before the kinds were read take their colour when they are.
+onKinds(() => {
+  for (const el of document.querySelectorAll('.badge[data-badge-kind]')) el.className = `badge ${kindClass(el.dataset.badgeKind)}`;
+});
 
 /**
  * h builds an element: h('a', {href: '#/', class: 'x', onclick: fn}, 'text', child).
@@ -186,7 +191,7 @@ export function eventItem(ev, session, onActor) {
     h('div', null,
       session ? h('div', { class: 'ev-session' }, sessionLink(session.sessionKey, session.agentId)) : null,
       h('div', { class: 'ev-line' },
-        h('span', { class: `badge ${kindClass(ev.kind)}` }, ev.kind),
+        h('span', { class: `badge ${kindClass(ev.kind)}`, dataset: { badgeKind: ev.kind } }, ev.kind),
         h('span', { class: 'ev-summary' }, ev.summary)),
       h('div', { class: 'ev-meta' }, meta)));
 }

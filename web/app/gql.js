@@ -40,9 +40,10 @@ export function authToken() {
  * gql runs one operation and resolves with its data. Any GraphQL error rejects with a
  * GraphQLRequestError (even with partial data): the dashboard never shows half an answer
  * as if it were whole. A 401 waits for the one token dialog and, when a token was
- * entered, runs the operation again.
+ * entered, runs the operation again; with quiet it rejects instead (a background read
+ * that must not be the one to ask for a token).
  */
-export async function gql(query, variables = {}, { signal } = {}, retried = 0) {
+export async function gql(query, variables = {}, { signal, quiet = false } = {}, retried = 0) {
   let res;
   // X-Awareness-Client names the dashboard in the acknowledgement history.
   const headers = { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Awareness-Client': 'awareness-dashboard' };
@@ -59,7 +60,7 @@ export async function gql(query, variables = {}, { signal } = {}, retried = 0) {
     if (err && err.name === 'AbortError') throw err;
     throw new NetworkError(err);
   }
-  if (res.status === 401 && auth && retried < 3) {
+  if (res.status === 401 && auth && retried < 3 && !quiet) {
     // A token entered meanwhile (another request's dialog) is tried before asking.
     if (authToken() !== token && authToken()) return gql(query, variables, { signal }, retried + 1);
     if (await auth.refused()) return gql(query, variables, { signal }, retried + 1);

@@ -10,19 +10,31 @@ const PALETTE = ['#f59e0b', '#ef4444', '#a855f7', '#3b82f6', '#22c55e', '#b91c1c
 
 let rows = [];
 let pending = null;
+const listeners = [];
 
-/** loadKinds reads the kinds once; after a failure the next call asks again. */
+/** onKinds calls fn whenever the kinds are (re)read: what was drawn before can take them. */
+export function onKinds(fn) { listeners.push(fn); }
+
+function set(list) {
+  rows = list;
+  for (const fn of listeners) fn();
+}
+
+/**
+ * loadKinds reads the kinds once; after a failure the next call asks again. It never
+ * opens the token dialog (the views' own requests do; the chart's brings the kinds too).
+ */
 export function loadKinds() {
   if (rows.length) return Promise.resolve(rows);
-  pending ??= gql('query EventKinds { eventKinds { kind role } }').then(
-    (d) => { rows = d.eventKinds; return rows; },
+  pending ??= gql('query EventKinds { eventKinds { kind role } }', {}, { quiet: true }).then(
+    (d) => { set(d.eventKinds); return rows; },
     (err) => { pending = null; throw err; });
   return pending;
 }
 
 /** setKinds keeps the kinds a query read beside its own data. */
 export function setKinds(list) {
-  if (list && list.length) rows = list;
+  if (list && list.length && JSON.stringify(list) !== JSON.stringify(rows)) set(list);
 }
 
 /** eventKinds lists the kinds in the service's order ([] before the first load). */
