@@ -605,6 +605,36 @@ export class Watcher extends EventEmitter {
     return acks;
   }
 
+  /**
+   * Hides a notice until `until` (snoozeNotice, RDL-2): the Watcher forgets it (neither
+   * open nor held) and the service delivers it again when the snooze ends, with a higher
+   * delivery, which the Watcher then hands out as open. A refusal rejects and changes nothing.
+   */
+  async snooze(notice: Notice, until: Date): Promise<Notice> {
+    if (this.#closed) throw new Error('awareness watcher: closed');
+    const n = await this.#client.snoozeNotice(notice.watcher, notice, until, this.#abort.signal);
+    const k = key(notice);
+    if (this.#held.get(k)?.n.notifiedVersion === notice.notifiedVersion) this.#held.delete(k);
+    if (this.#open.get(k)?.n.notifiedVersion === notice.notifiedVersion) this.#open.delete(k);
+    return n;
+  }
+
+  /**
+   * Acknowledges a notice without reconciling (dismissNotice, RDL-2) and settles it as
+   * ack() does: never handed out again, its follow-up (if any) kept for the next drain.
+   * The answer has dismissed set. A refusal rejects and leaves the notice where it was.
+   */
+  async dismiss(notice: Notice): Promise<NoticeAck> {
+    if (this.#closed) throw new Error('awareness watcher: closed');
+    const a = await this.#client.dismissNotice(notice.watcher, notice, this.#abort.signal);
+    const k = key(a);
+    this.#settle(k, a.notifiedVersion);
+    if (this.#held.get(k)?.n.notifiedVersion === a.notifiedVersion) this.#held.delete(k);
+    if (a.followUp) this.#accept(a.followUp, false);
+    if (a.pending) this.#accept(a.pending, false);
+    return a;
+  }
+
   #kickAcks() {
     if (this.#ackWake) return this.#ackWake();
     if (this.#ackRunning) return;

@@ -430,6 +430,39 @@ test('Client: digest, drain, release, snooze and dismiss against the real binary
   }
 });
 
+test('Watcher: snooze() forgets a notice until the service delivers it again, with a higher delivery; dismiss() settles it, answered dismissed (RDL-2)', async () => {
+  const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort(), ['--hold-poll', '100ms']);
+  const child = 'agent:main:subagent:snz';
+  try {
+    await s.spawn(child, W);
+    await s.human(child);
+    const c = new Client(s.endpoint);
+    const w = new Watcher(c, [W], fast);
+    const [n] = await drainWait(w, 1, W);
+    const sn = await w.snooze(n, new Date(Date.now() + 1500));
+    assert.equal(sn.notifiedVersion, n.notifiedVersion);
+    assert.deepEqual(w.drained(W), [], 'a snoozed notice is no longer held');
+    assert.deepEqual(w.pending(W), [], 'nor open');
+    assert.deepEqual(await c.pendingNotices(W), [], 'the service hides it too');
+    const [back] = await drainWait(w, 1, W);
+    assert.equal(back.notifiedVersion, n.notifiedVersion);
+    assert.equal(back.text, n.text, 'the same notice, byte for byte (NTC-1)');
+    assert.ok(back.delivery > n.delivery, `delivered again: delivery ${back.delivery} after ${n.delivery}`);
+    const a = await w.dismiss(back);
+    assert.equal(a.outcome, 'acknowledged');
+    assert.equal(a.dismissed, true);
+    assert.deepEqual(w.drained(W), [], 'settled');
+    assert.deepEqual(await c.pendingNotices(W), []);
+    await s.human(child);
+    const [next] = await drainWait(w, 1, W);
+    assert.equal(next.changesSince, n.notifiedVersion, 'the next change opens the next notice');
+    await assert.rejects(w.dismiss(n), (e) => e.code === 'NOT_FOUND', 'a dismissed notice is not pending any more');
+    await w.close();
+  } finally {
+    await s.kill();
+  }
+});
+
 test('Watcher: a notice drained on the service and lost by a failed turn comes back, redelivered, after the stated turns, and drain() hands it out again (RDL-1)', async () => {
   const dir = tempDir(), s = await startServer(join(dir, 'db'), await freePort(), ['--redeliver-turns', '1']);
   const [a, b] = ['agent:main:subagent:rdla', 'agent:main:subagent:rdlb'];
