@@ -269,14 +269,8 @@ func (s *Service) RecordMemoryFlush(ctx context.Context, key string, agentID *st
 	if err != nil {
 		return Session{}, err
 	}
-	ref, err := ResolveSession(key, agentID)
+	ref, err := s.sessionToWrite(ctx, key, agentID)
 	if err != nil {
-		return Session{}, err
-	}
-	if err := s.authorize(ctx, ref.AgentID); err != nil {
-		return Session{}, err
-	}
-	if err := writing(ctx); err != nil {
 		return Session{}, err
 	}
 	sess, ok, err := reg.RecordMemoryFlush(ctx, ref, s.Now())

@@ -109,5 +109,19 @@ func (s *Service) Hub() *Hub { return s.hub }
 // Store returns the service's store.
 func (s *Service) Store() Store { return s.store }
 
+// sessionToWrite resolves the session of a write (KEY-3), checks the caller may write
+// it (CLT-1) and stops at the gate of a check-only request: what every write to one
+// session does first.
+func (s *Service) sessionToWrite(ctx context.Context, key string, agentID *string) (SessionRef, error) {
+	ref, err := ResolveSession(key, agentID)
+	if err != nil {
+		return SessionRef{}, err
+	}
+	if err := s.authorize(ctx, ref.AgentID); err != nil {
+		return SessionRef{}, err
+	}
+	return ref, writing(ctx)
+}
+
 // Now returns the service clock's time in UTC.
 func (s *Service) Now() time.Time { return s.now().UTC() }

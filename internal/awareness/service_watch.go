@@ -332,14 +332,8 @@ func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *s
 // selects reset (LIF-3) getting one notice for the new incarnation. The targets'
 // history is kept. It reports true once the reset is recorded.
 func (s *Service) ResetSession(ctx context.Context, key string, agentID *string) (bool, error) {
-	ref, err := ResolveSession(key, agentID)
+	ref, err := s.sessionToWrite(ctx, key, agentID)
 	if err != nil {
-		return false, err
-	}
-	if err := s.authorize(ctx, ref.AgentID); err != nil {
-		return false, err
-	}
-	if err := writing(ctx); err != nil {
 		return false, err
 	}
 	now := s.Now()
@@ -361,14 +355,8 @@ func (s *Service) ResetSession(ctx context.Context, key string, agentID *string)
 // never regress (WAT-5, REC-2). A session that does not exist only loses the cursors
 // in both directions, and the answer is false.
 func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string) (bool, error) {
-	ref, err := ResolveSession(key, agentID)
+	ref, err := s.sessionToWrite(ctx, key, agentID)
 	if err != nil {
-		return false, err
-	}
-	if err := s.authorize(ctx, ref.AgentID); err != nil {
-		return false, err
-	}
-	if err := writing(ctx); err != nil {
 		return false, err
 	}
 	now := s.Now()
