@@ -13972,47 +13972,18 @@ func (ec *executionContext) marshalNCompactionPolicy2githubᚗcomᚋawarenessᚋ
 
 func (ec *executionContext) unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, v any) (awareness.EventKind, error) {
 	tmp, err := scalar.UnmarshalString(v)
-	res := unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[tmp]
+	res := awareness.EventKind(tmp)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, sel ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
 	_ = sel
-	res := scalar.MarshalString(marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind[v])
+	res := scalar.MarshalString(string(v))
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "EventKind!")
 	}
 	return res
 }
-
-var (
-	unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind = map[string]awareness.EventKind{
-		"human_direct_message": awareness.HumanDirectMessage,
-		"upstream_missing":     awareness.UpstreamMissing,
-		"goal_changed":         awareness.GoalChanged,
-		"child_spawned":        awareness.ChildSpawned,
-		"run_completed":        awareness.RunCompleted,
-		"run_failed":           awareness.RunFailed,
-		"compacted":            awareness.Compacted,
-		"adopted":              awareness.Adopted,
-		"created":              awareness.Created,
-		"reset":                awareness.Reset,
-		"deleted":              awareness.Deleted,
-	}
-	marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind = map[awareness.EventKind]string{
-		awareness.HumanDirectMessage: "human_direct_message",
-		awareness.UpstreamMissing:    "upstream_missing",
-		awareness.GoalChanged:        "goal_changed",
-		awareness.ChildSpawned:       "child_spawned",
-		awareness.RunCompleted:       "run_completed",
-		awareness.RunFailed:          "run_failed",
-		awareness.Compacted:          "compacted",
-		awareness.Adopted:            "adopted",
-		awareness.Created:            "created",
-		awareness.Reset:              "reset",
-		awareness.Deleted:            "deleted",
-	}
-)
 
 func (ec *executionContext) unmarshalNEventKind2ᚕgithubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKindᚄ(ctx context.Context, v any) ([]awareness.EventKind, error) {
 	vSlice := graphql.CoerceList(v)
