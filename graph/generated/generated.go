@@ -13971,14 +13971,13 @@ func (ec *executionContext) marshalNCompactionPolicy2githubᚗcomᚋawarenessᚋ
 }
 
 func (ec *executionContext) unmarshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, v any) (awareness.EventKind, error) {
-	tmp, err := scalar.UnmarshalString(v)
-	res := awareness.EventKind(tmp)
+	res, err := scalar.UnmarshalEventKind(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNEventKind2githubᚗcomᚋawarenessᚋawarenessᚋinternalᚋawarenessᚐEventKind(ctx context.Context, sel ast.SelectionSet, v awareness.EventKind) graphql.Marshaler {
 	_ = sel
-	res := scalar.MarshalString(string(v))
+	res := scalar.MarshalEventKind(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "EventKind!")
 	}
