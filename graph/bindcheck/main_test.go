@@ -28,18 +28,18 @@ func TestNamesTheMissingBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	yml := string(b)
-	const line = "      adopted: { value: github.com/awareness/awareness/internal/awareness.Adopted }\n"
+	const line = "      human: { value: github.com/awareness/awareness/internal/awareness.ActorHuman }\n"
 	if !strings.Contains(yml, line) {
-		t.Fatalf("gqlgen.yml no longer binds EventKind.adopted as %q; update the test", line)
+		t.Fatalf("gqlgen.yml no longer binds ActorType.human as %q; update the test", line)
 	}
 	missing := strings.Replace(yml, line, "", 1)
 	err = check(strings.NewReader(missing))
-	if err == nil || !strings.Contains(err.Error(), "models.EventKind.enum_values has no adopted") {
+	if err == nil || !strings.Contains(err.Error(), "models.ActorType.enum_values has no human") {
 		t.Fatalf("a missing binding: got %v, want it named", err)
 	}
-	extra := strings.Replace(yml, line, line+"      vanished: { value: github.com/awareness/awareness/internal/awareness.Adopted }\n", 1)
+	extra := strings.Replace(yml, line, line+"      vanished: { value: github.com/awareness/awareness/internal/awareness.ActorHuman }\n", 1)
 	err = check(strings.NewReader(extra))
-	if err == nil || !strings.Contains(err.Error(), "models.EventKind.enum_values binds vanished") {
+	if err == nil || !strings.Contains(err.Error(), "models.ActorType.enum_values binds vanished") {
 		t.Fatalf("a binding the schema lacks: got %v, want it named", err)
 	}
 }

@@ -103,7 +103,7 @@ func TestValidateRecord_CanonicalSummaries_SIG2(t *testing.T) {
 			}
 		}
 	}
-	if got, want := len(combos), 11*2+6*2; got != want {
+	if got, want := len(combos), len(AllEventKinds)*2+6*2; got != want {
 		t.Fatalf("built %d combinations, want %d", got, want)
 	}
 	for _, c := range combos {
