@@ -1,30 +1,30 @@
 // Package client is the gateway half of the awareness protocol, for Go gateways
 // (CLT-2, CLT-5). It speaks only the public GraphQL API of the service, and checks
-// events with the service's own validation (the domain core's ValidateRecord and
-// vocabulary tables, imported, not copied):
+// events with the service's own validation: the domain core's ValidateRecord and
+// vocabulary tables, imported, not copied.
 //
 //   - [Recorder] records events through a durable local outbox. Record refuses at
 //     once, with the service's *Error, an event the service would refuse; otherwise
 //     it returns once the event is fsync'd to a file the gateway owns, never waiting
 //     for the service. Senders deliver the spooled events in recordEvents batches of
-//     up to 200, exactly once (each carries a generated dedupeKey, SIG-4, kept by a
-//     retry after a timed-out Record), in order per session, across outages of the
-//     service and crashes of the gateway (SIG-7), waiting what RATE_LIMITED's
-//     retryAfterMs asks. A refused token stops delivery and says so (Err, Errors).
-//   - [Watcher] follows staleNotices of watcher sessions (added and removed while it
-//     runs) over graphql-transport-ws, or over SSE when the upgrade is refused
-//     (TransportAuto) or asked for, with reconnect and backoff. Drain hands out the
-//     notices to inject into a prompt now; each is then held until Ack (the exact
-//     acknowledgement, acknowledgeNotices, with the service's outcome per notice) or
-//     Release (the turn failed: it is drained again). A notice is handed out once per
-//     opening whatever the service replays, and a failed Ack is sent again by the
-//     Watcher. Stream failures reach the caller (Errors, Err).
-//   - [Client.Events] follows one session's events (stateEventFeed) over a WebSocket
-//     or SSE, resuming after the last sequence it delivered on every reconnection
-//     (FEED-1, FEED-2): each event once, in order, with the feed's Synced and Bookmark
-//     markers (FEED-3).
+//     up to 200, exactly once by a generated dedupeKey (SIG-4) that a retry after a
+//     timed-out Record keeps, in order per session, across outages of the service
+//     and crashes of the gateway (SIG-7), waiting what RATE_LIMITED's retryAfterMs
+//     asks. A refused token stops delivery and says so through Err and Errors.
+//   - [Watcher] follows staleNotices of watcher sessions, which may be added and
+//     removed while it runs, over graphql-transport-ws, or over SSE when asked for or
+//     when TransportAuto finds the upgrade refused, with reconnect and backoff. Drain
+//     hands out the notices to inject into a prompt now; each is then held until Ack,
+//     the exact acknowledgement with the service's outcome per notice, or Release,
+//     after a failed turn, to drain it again. A notice is handed out once per opening
+//     whatever the service replays, and the Watcher sends a failed Ack again. Stream
+//     failures reach the caller through Errors and Err.
+//   - [Client.Events] follows one session's stateEventFeed over a WebSocket or SSE,
+//     resuming after the last sequence it delivered on every reconnection (FEED-1,
+//     FEED-2): each event once, in order, with the feed's Synced and Bookmark markers
+//     (FEED-3).
 //   - [Client.Reconcile] pages sessionStatus(changesSince:) until complete, or reports
-//     that a full refresh is needed (historyGap, CURSOR_AHEAD; REC-1..3).
+//     that a full refresh is needed: historyGap, CURSOR_AHEAD (REC-1..3).
 //   - Typed calls: [Client.WatchTarget], [Client.UnwatchTarget],
 //     [Client.PendingNotices], [Client.AcknowledgeNotices].
 //
@@ -47,7 +47,7 @@ import (
 	"time"
 )
 
-// Error codes of the service (extensions.code, ERR-1) that the client acts on.
+// Error codes of the service that the client acts on: extensions.code (ERR-1).
 const (
 	CodeInvalidArgument = "INVALID_ARGUMENT"
 	CodeNotFound        = "NOT_FOUND"
@@ -70,18 +70,18 @@ const (
 // DefaultTimeout bounds one HTTP request to the service.
 const DefaultTimeout = 10 * time.Second
 
-// Error is an error the service answered (a GraphQL error, or an HTTP status with the
-// GraphQL error shape). Code is its extensions.code.
+// Error is an error the service answered: a GraphQL error, or an HTTP status with
+// the GraphQL error shape. Code is its extensions.code.
 type Error struct {
 	Code    string
 	Message string
 	// Status is the HTTP status of the answer.
 	Status int
-	// RetryAfter is the wait the service asked for (extensions.retryAfterMs of
-	// RATE_LIMITED), 0 when it named none.
+	// RetryAfter is the wait RATE_LIMITED asked for in extensions.retryAfterMs, 0
+	// when it named none.
 	RetryAfter time.Duration
 	// EarliestAvailable is, on HISTORY_GAP, the oldest sequence the session's log
-	// still holds (extensions.earliestAvailableSequence).
+	// still holds: extensions.earliestAvailableSequence.
 	EarliestAvailable int64
 }
 
@@ -93,7 +93,7 @@ func (e *Error) Error() string {
 }
 
 // ErrorCode returns the service's extensions.code of err, or "" when err is not an
-// answer of the service (a transport failure, a timeout).
+// answer of the service, such as a transport failure or a timeout.
 func ErrorCode(err error) string {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
@@ -103,7 +103,7 @@ func ErrorCode(err error) string {
 
 // Permanent reports whether err is an answer that retrying the same request cannot
 // change: the request is invalid or not allowed. Transport failures, answers without
-// a code (a proxy's 502), UNAVAILABLE, INTERNAL and RATE_LIMITED are not permanent.
+// a code such as a proxy's 502, UNAVAILABLE, INTERNAL and RATE_LIMITED are not.
 func Permanent(err error) bool {
 	e, ok := errors.AsType[*Error](err)
 	if !ok {
@@ -116,8 +116,8 @@ func Permanent(err error) bool {
 	return true
 }
 
-// RetryAfter returns the wait the service asked for before the same request is sent
-// again (RATE_LIMITED's retryAfterMs), or 0.
+// RetryAfter returns the wait RATE_LIMITED's retryAfterMs asked for before the same
+// request is sent again, or 0.
 func RetryAfter(err error) time.Duration {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.RetryAfter
@@ -128,18 +128,18 @@ func RetryAfter(err error) time.Duration {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithToken sends "Authorization: Bearer <token>" on every request (and in the
-// WebSocket connection_init payload).
+// WithToken sends "Authorization: Bearer <token>" on every request and in the
+// WebSocket connection_init payload.
 func WithToken(token string) Option { return func(c *Client) { c.authz = "Bearer " + token } }
 
-// WithHTTPClient replaces the HTTP client (default: one with DefaultTimeout).
+// WithHTTPClient replaces the default HTTP client, one with DefaultTimeout.
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
-// WithTimeout bounds each HTTP request (default DefaultTimeout).
+// WithTimeout bounds each HTTP request; default DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
-// WithLogger sets the logger of the client and of the recorders and watchers built on
-// it (default: discard).
+// WithLogger sets the logger of the client and of the recorders and watchers built
+// on it; by default they log nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
 // Client talks to one awareness service. It is safe for concurrent use and holds no
@@ -154,7 +154,7 @@ type Client struct {
 }
 
 // New returns a client of the service whose GraphQL endpoint is endpoint, e.g.
-// "http://127.0.0.1:8080/query" (a URL without a path gets /query).
+// "http://127.0.0.1:8080/query"; a URL without a path gets /query.
 func New(endpoint string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(endpoint))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -196,8 +196,8 @@ func (e gqlError) err(status int) *Error {
 	return out
 }
 
-// Do runs one GraphQL operation and decodes its data into out (when non-nil). An
-// answer with errors returns the first as an *Error.
+// Do runs one GraphQL operation and decodes its data into out when out is non-nil.
+// An answer with errors returns the first as an *Error.
 func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
 	data, err := c.DoRaw(ctx, query, vars)
 	if err != nil {
@@ -219,7 +219,7 @@ func (c *Client) DoRaw(ctx context.Context, query string, vars map[string]any) (
 
 func (c *Client) authorization() string { return c.authz }
 
-// doAuth is DoRaw with an explicit Authorization header value ("" for none).
+// doAuth is DoRaw with an explicit Authorization header value; "" sends none.
 func (c *Client) doAuth(ctx context.Context, authorization, query string, vars map[string]any) (json.RawMessage, error) {
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
@@ -265,8 +265,8 @@ func (c *Client) doAuth(ctx context.Context, authorization, query string, vars m
 }
 
 // WithAuthorization returns a copy of c that sends the given Authorization header
-// value ("Bearer <token>", or "" for none) instead of its own token: a server that
-// forwards its caller's credentials (the MCP server) uses it.
+// value instead of its own token; "" sends none. The MCP server uses it to forward
+// its caller's credentials.
 func (c *Client) WithAuthorization(authorization string) *Client {
 	cp := *c
 	cp.authz = authorization

@@ -22,8 +22,8 @@ import (
 
 // Defaults of RecorderOptions.
 const (
-	// DefaultOutboxMaxBytes bounds the spooled (not yet delivered) events of an
-	// outbox: 64 MiB, about 200,000 typical events.
+	// DefaultOutboxMaxBytes bounds the undelivered events of an outbox: 64 MiB,
+	// about 200,000 typical events.
 	DefaultOutboxMaxBytes = 64 << 20
 	// DefaultRecordTimeout is the longest Record waits for the local fsync.
 	DefaultRecordTimeout = 2 * time.Second
@@ -33,18 +33,17 @@ const (
 	// compactMinBytes: the outbox file is rewritten without its delivered events
 	// once it is this large and at least twice its live content.
 	compactMinBytes = 4 << 20
-	// retryMin and retryMax bound the backoff of a delivery the service could not take
-	// (RATE_LIMITED waits its retryAfterMs instead).
+	// retryMin and retryMax bound the backoff of a delivery the service could not
+	// take; RATE_LIMITED waits its retryAfterMs instead.
 	retryMin = 100 * time.Millisecond
 	retryMax = 5 * time.Second
-	// MaxBatch is the most events one recordEvents request carries (the service's
-	// bound).
+	// MaxBatch is the service's bound on the events of one recordEvents request.
 	MaxBatch = 200
 	// batchBytes bounds the encoded events of one request, well under the service's
 	// 1 MiB body limit.
 	batchBytes = 512 << 10
-	// rateStrikes: a batch refused this many times in a row with RATE_LIMITED is split
-	// (a batch may cost more than the token's burst).
+	// rateStrikes: a batch refused this many times in a row with RATE_LIMITED is
+	// split, since a batch may cost more than the token's burst.
 	rateStrikes = 3
 	// retryMemo bounds the timed-out Records remembered for their retry, and how long.
 	retryMemoSize = 1024
@@ -53,23 +52,23 @@ const (
 
 // Errors of Record.
 var (
-	// ErrOutboxFull: the outbox holds RecorderOptions.MaxBytes of undelivered events
-	// (the service has been unreachable for long). The event was not spooled.
+	// ErrOutboxFull: the outbox holds RecorderOptions.MaxBytes of undelivered events,
+	// because the service has been unreachable for long. The event was not spooled.
 	ErrOutboxFull = errors.New("awareness recorder: the outbox is full (the service has not taken the spooled events); the event was not recorded")
 	// ErrRecordTimeout: the local fsync did not finish within RecordTimeout. The event
-	// may or may not have been spooled (and then it is delivered).
+	// may or may not have been spooled; if it was, it is delivered.
 	ErrRecordTimeout = errors.New("awareness recorder: the outbox write did not finish in time; the event may or may not be recorded")
 	// ErrClosed: the Recorder is closed.
 	ErrClosed = errors.New("awareness recorder: closed")
 	// ErrDeliveryStopped: the service refused the client's token (UNAUTHENTICATED);
 	// the Recorder delivers nothing more until Resume. Record goes on spooling: the
-	// events stay in the outbox, and a Recorder opened on it with a valid token (or
-	// this one after Resume) delivers them. Err wraps it with the service's answer.
+	// events stay in the outbox for this Recorder after Resume, or another opened on
+	// it with a valid token. Err wraps it with the service's answer.
 	ErrDeliveryStopped = errors.New("awareness recorder: delivery stopped: the service refused the token")
 )
 
 // Event is one event to record: the fields of the GraphQL RecordEventInput. Kind and
-// ActorType take the schema's values ("human_direct_message", "human" …).
+// ActorType take the schema's values, such as "human_direct_message" and "human".
 type Event struct {
 	SessionKey string `json:"sessionKey"`
 	AgentID    string `json:"agentId,omitempty"`
@@ -78,7 +77,7 @@ type Event struct {
 	ActorID    string `json:"actorId,omitempty"`
 	Summary    string `json:"summary,omitempty"`
 	// OccurredAt defaults to the time of Record, so that an event delivered after an
-	// outage keeps the time it happened (the service clamps it into the last 24 h).
+	// outage keeps the time it happened; the service clamps it into the last 24 h.
 	OccurredAt time.Time `json:"occurredAt,omitzero"`
 	RunID      string    `json:"runId,omitempty"`
 	Outcome    string    `json:"outcome,omitempty"`
@@ -86,8 +85,8 @@ type Event struct {
 	Turns      int       `json:"turns,omitempty"`
 	// DedupeKey defaults to a generated random key: the service records the event once
 	// however often the outbox delivers it (SIG-4). A Record that failed with
-	// ErrRecordTimeout and is called again with the same event reuses the key (and
-	// OccurredAt) of that attempt, so the retry cannot record it twice.
+	// ErrRecordTimeout and is called again with the same event reuses the key and
+	// OccurredAt of that attempt, so the retry cannot record it twice.
 	DedupeKey string   `json:"dedupeKey,omitempty"`
 	Watchers  []string `json:"watchers,omitempty"`
 }
@@ -95,17 +94,17 @@ type Event struct {
 // Delivery is the service's answer to one delivered event.
 type Delivery struct {
 	Event Event
-	// Recorded is false when the service had the event already (a replay).
+	// Recorded is false when the service had the event already.
 	Recorded     bool
 	Sequence     int64
 	StateVersion int64
 	// SkippedWatchers are the producer-passed watchers that cannot watch (WAT-4); the
 	// event is recorded all the same.
 	SkippedWatchers []SkippedWatcher
-	// Err is set when the service refused the event for good (FORBIDDEN: the token
-	// may not record for that session, CLT-1; or a rule the service has and Record's
-	// validation lacks); the event is then dropped from the outbox, and the refusal
-	// also goes to Errors as a *DeliveryError.
+	// Err is set when the service refused the event for good with FORBIDDEN (the
+	// token may not record for that session, CLT-1) or a rule Record's validation
+	// lacks. The event is then dropped from the outbox, and the refusal also goes to
+	// Errors as a *DeliveryError.
 	Err error
 }
 
@@ -130,34 +129,35 @@ type SkippedWatcher struct {
 
 // RecorderOptions configure OpenRecorder.
 type RecorderOptions struct {
-	// MaxBytes bounds the undelivered events held (default DefaultOutboxMaxBytes).
+	// MaxBytes bounds the undelivered events held; default DefaultOutboxMaxBytes.
 	MaxBytes int64
-	// RecordTimeout bounds how long Record waits for the local fsync (default
-	// DefaultRecordTimeout). Record never waits for the service.
+	// RecordTimeout bounds how long Record waits for the local fsync; default
+	// DefaultRecordTimeout. Record never waits for the service.
 	RecordTimeout time.Duration
-	// Senders is the number of sessions delivered in parallel (default DefaultSenders).
+	// Senders is the number of sessions delivered in parallel; default DefaultSenders.
 	Senders int
 	// OnDelivery, when set, is called from a sender goroutine after each event the
 	// service answered for good. It must not block for long.
 	OnDelivery func(Delivery)
-	// BatchSize bounds the events of one recordEvents request (default and maximum
-	// MaxBatch).
+	// BatchSize bounds the events of one recordEvents request; default and maximum
+	// MaxBatch.
 	BatchSize int
 }
 
 // Recorder records events through a durable local outbox (SIG-7, CLT-2).
 //
-// Record appends the event to the outbox file and fsyncs it (several concurrent
-// Records share one fsync) before it returns, and never waits for the service: an
-// outage of the service never fails or slows a turn. Sender goroutines deliver the
-// spooled events in the order they were recorded, per session, retrying with backoff
-// until the service commits them; each event carries a dedupeKey, so an event
-// delivered twice (the answer was lost, or the gateway crashed after the service
-// committed it) is recorded once. A Recorder opened again on the same file after a
-// crash delivers what the crashed one had not.
+// Record appends the event to the outbox file and fsyncs it before it returns,
+// concurrent Records sharing one fsync, and never waits for the service: an outage
+// of the service never fails or slows a turn. Sender goroutines deliver the spooled
+// events in the order they were recorded, per session, retrying with backoff until
+// the service commits them; each event carries a dedupeKey, so an event delivered
+// twice, because an answer was lost or the gateway crashed after the commit, is
+// recorded once. A Recorder opened again on the same file after a crash delivers
+// what the crashed one had not.
 //
-// One process at a time owns an outbox file (an advisory lock on <path>.lock, which
-// also holds the owner's pid for the TypeScript client, which shares the format).
+// One process at a time owns an outbox file, through an advisory lock on
+// <path>.lock that also holds the owner's pid for the TypeScript client, which
+// shares the format.
 type Recorder struct {
 	c    *Client
 	opts RecorderOptions
@@ -219,15 +219,15 @@ type retryMemo struct {
 	at         time.Time
 }
 
-// outboxLine is one line of the outbox file: a spooled event (ID and E), or the
-// delivery of one (Done).
+// outboxLine is one line of the outbox file: a spooled event with ID and E, or the
+// delivery of one with Done.
 type outboxLine struct {
 	ID   uint64 `json:"id,omitempty"`
 	E    *Event `json:"e,omitempty"`
 	Done uint64 `json:"done,omitempty"`
 }
 
-// OpenRecorder opens (or creates) the outbox file at path and starts delivering what
+// OpenRecorder opens or creates the outbox file at path and starts delivering what
 // it holds through c. Close stops it.
 func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 	if opts.MaxBytes <= 0 {
@@ -250,8 +250,8 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 		lock.Close()
 		return nil, fmt.Errorf("awareness recorder: the outbox %s is in use by another process", path)
 	}
-	// The lock file also names its owner's pid, for the TypeScript client (which
-	// cannot flock) sharing the outbox format: a live pid there is an owner.
+	// The lock file also names its owner's pid for the TypeScript client, which
+	// cannot flock: a live pid there is an owner.
 	if err := claimLock(lock); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("awareness recorder: the outbox %s: %w", path, err)
@@ -294,8 +294,8 @@ func (c *Client) OpenRecorder(path string, opts RecorderOptions) (*Recorder, err
 }
 
 // load reads the outbox file: the spooled events not delivered, in recording order.
-// A torn last line (a crash during a write whose Record therefore did not return nil)
-// is ignored.
+// A torn last line is ignored: a crash cut its write, so its Record did not return
+// nil.
 func (r *Recorder) load() ([]*spooled, error) {
 	f, err := os.Open(r.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -338,9 +338,9 @@ func (r *Recorder) load() ([]*spooled, error) {
 	return out, nil
 }
 
-// rewrite replaces the outbox file with the put lines of entries (write a temporary
-// file, fsync, rename, fsync the directory) and opens it for appending. It holds wmu
-// or runs before the goroutines start.
+// rewrite replaces the outbox file with the put lines of entries through a
+// temporary file, fsync, rename and a directory fsync, and opens it for appending.
+// It holds wmu or runs before the goroutines start.
 func (r *Recorder) rewrite(entries []*spooled) error {
 	tmp := r.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -413,11 +413,11 @@ func syncDir(dir string) error {
 // Record spools ev durably and returns; a sender delivers it to the service later.
 // It returns nil only once the event is fsync'd to the outbox: from then on the event
 // reaches the service's log exactly once, whatever happens to the service or to this
-// process. An event the service would refuse (an unknown kind, a two-line summary, a
-// malformed key …) is refused at once with the service's *Error (INVALID_ARGUMENT)
-// and nothing is spooled (CLT-5). Record waits at most RecordTimeout (or until ctx
-// ends) for the fsync, and never for the service. ErrOutboxFull says the outbox is at
-// its bound.
+// process. An event the service would refuse, such as an unknown kind or a two-line
+// summary, is refused at once with the service's INVALID_ARGUMENT *Error and
+// nothing is spooled (CLT-5). Record waits for the fsync at most RecordTimeout or
+// until ctx ends, and never for the service. ErrOutboxFull says the outbox is at its
+// bound.
 func (r *Recorder) Record(ctx context.Context, ev Event) error {
 	if err := ev.Validate(); err != nil {
 		return err
@@ -492,14 +492,15 @@ func (r *Recorder) Record(ctx context.Context, ev Event) error {
 	return out
 }
 
-// retryKey identifies an event as its caller passed it (before the defaults), so a
+// retryKey identifies an event as its caller passed it, before the defaults, so a
 // retry of a timed-out Record finds that attempt.
 func retryKey(ev Event) string {
 	b, _ := json.Marshal(ev)
 	return string(b)
 }
 
-// remember keeps (timedOut) or forgets the dedupeKey a Record of memo used.
+// remember keeps the dedupeKey a Record of memo used when it timed out, and forgets
+// it otherwise.
 func (r *Recorder) remember(memo string, ev Event, timedOut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// Notice is a stale notice (the GraphQL StaleNotice, NTC-1..7).
+// Notice is a stale notice: the GraphQL StaleNotice (NTC-1..7).
 type Notice struct {
 	Watcher       string `json:"watcher"`
 	Target        string `json:"target"`
@@ -26,33 +26,33 @@ type Notice struct {
 	MaterialVersion int64 `json:"materialVersion"`
 	// Text is the exact line to put into the watcher's prompt (NTC-1).
 	Text string `json:"text"`
-	// Wake: run the watcher's turn now (a main session, NTC-6); otherwise it sees the
-	// notice on its next turn.
+	// Wake: run the watcher's turn now, as for a main session (NTC-6); otherwise it
+	// sees the notice on its next turn.
 	Wake     bool      `json:"wake"`
 	OpenedAt time.Time `json:"openedAt"`
-	// TargetGeneration and WatcherGeneration are the generations (1, one more per
-	// reset) of the target and of the watcher the notice was opened for (LIF-2). Ack
-	// names WatcherGeneration, so a notice drained before the watcher's reset is never
-	// acknowledged for its new incarnation (CodeStaleGeneration).
+	// TargetGeneration and WatcherGeneration are the generations of the target and of
+	// the watcher the notice was opened for, starting at 1 and one more per reset
+	// (LIF-2). Ack names WatcherGeneration, so a notice drained before the watcher's
+	// reset is never acknowledged for its new incarnation: CodeStaleGeneration.
 	TargetGeneration  int64 `json:"targetGeneration"`
 	WatcherGeneration int64 `json:"watcherGeneration"`
 	// Closed is set on the item that tells the notice was acknowledged or removed.
 	Closed bool `json:"closed"`
-	// Redelivered is set on a notice that came back after a drain (DrainNotices)
-	// that was neither acknowledged nor released (RDL-1).
+	// Redelivered is set on a notice that came back after a DrainNotices that was
+	// neither acknowledged nor released (RDL-1).
 	Redelivered bool `json:"redelivered"`
-	// Delivery counts the times the service handed this notice out again (a
-	// redelivery, the end of a snooze; RDL-1, RDL-2).
+	// Delivery counts the times the service handed this notice out again, by
+	// redelivery or at the end of a snooze (RDL-1, RDL-2).
 	Delivery int `json:"delivery"`
 	// Digest is what changed between ChangesSince and NotifiedVersion, without
-	// content (DIG-1); set only by the calls that select it (PendingDigests).
+	// content (DIG-1); only PendingDigests and the other calls that select it set it.
 	Digest *NoticeDigest `json:"digest,omitempty"`
 }
 
-// NoticeDigest is a notice's digest (DIG-1): the events of (ChangesSince,
-// NotifiedVersion] counted by kind and actor type, the human events, the channel of
-// the latest human event, and N. Counted + Pruned = N − L: Pruned events were removed
-// by retention before the digest was read.
+// NoticeDigest is a notice's digest (DIG-1): the events after ChangesSince up to
+// and including NotifiedVersion counted by kind and actor type, the human events,
+// the channel of the latest human event, and N. Counted + Pruned = N − L: Pruned
+// events were removed by retention before the digest was read.
 type NoticeDigest struct {
 	ByKind []struct {
 		Kind  string `json:"kind"`
@@ -81,14 +81,13 @@ type Transport int
 
 // Transports of a Watcher.
 const (
-	// TransportAuto uses WebSocket, switches to SSE when the WebSocket upgrade is
-	// refused (a proxy that does not pass upgrades), and tries WebSocket again every
-	// WatcherOptions.WebSocketRetry.
+	// TransportAuto uses WebSocket, switches to SSE when a proxy refuses the
+	// WebSocket upgrade, and tries WebSocket again every WatcherOptions.WebSocketRetry.
 	TransportAuto Transport = iota
 	// TransportWebSocket uses graphql-transport-ws only.
 	TransportWebSocket
-	// TransportSSE uses Server-Sent Events only (graphql-sse, distinct connections:
-	// one POST stream per watcher session).
+	// TransportSSE uses graphql-sse in distinct connections mode only: one POST
+	// stream per watcher session.
 	TransportSSE
 )
 
@@ -108,8 +107,8 @@ const (
 	DefaultMaxBackoff     = 10 * time.Second
 	DefaultWebSocketRetry = 30 * time.Second
 	// streamPing is how often the watcher pings the service over WebSocket; a
-	// connection or SSE stream silent for streamDead is dropped and opened again (the
-	// service sends a keep-alive every 15 s on both).
+	// connection or SSE stream silent for streamDead is dropped and opened again. The
+	// service sends a keep-alive every 15 s on both.
 	streamPing  = 15 * time.Second
 	streamDead  = 45 * time.Second
 	wsAckWait   = 10 * time.Second
@@ -122,21 +121,20 @@ const (
 
 // WatcherOptions configure Watch.
 type WatcherOptions struct {
-	// MinBackoff and MaxBackoff bound the wait before reconnecting and before a
-	// failed acknowledgement is sent again (exponential with jitter; defaults
-	// DefaultMinBackoff and DefaultMaxBackoff).
+	// MinBackoff and MaxBackoff bound the exponential, jittered wait before
+	// reconnecting and before a failed acknowledgement is sent again; they default to
+	// DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// Transport: TransportAuto (the default), TransportWebSocket or TransportSSE.
+	// Transport defaults to TransportAuto.
 	Transport Transport
 	// WebSocketRetry is how long TransportAuto stays on SSE after a refused upgrade
-	// before it tries WebSocket again (default DefaultWebSocketRetry).
+	// before it tries WebSocket again; default DefaultWebSocketRetry.
 	WebSocketRetry time.Duration
-	// Dialer replaces the WebSocket dialer (default websocket.DefaultDialer).
+	// Dialer replaces websocket.DefaultDialer.
 	Dialer *websocket.Dialer
-	// OnChange, when set, is called (from the Watcher's goroutines, or from Ack for
-	// its follow-ups) for every item that changes what the service has pending: a
-	// notice that opened, or one that closed. Replays are not reported. It must not
-	// block.
+	// OnChange, when set, is called for every item that changes what the service has
+	// pending: a notice that opened, or one that closed. Replays are not reported. It
+	// runs on the Watcher's goroutines, or in Ack for its follow-ups, and must not block.
 	OnChange func(Notice)
 	// OnAck, when set, is called with every outcome of an acknowledgement the Watcher
 	// sent again by itself after Ack failed (ErrAckDeferred). It must not block.
@@ -147,9 +145,9 @@ type WatcherOptions struct {
 var (
 	// ErrWatcherClosed is returned by a closed Watcher.
 	ErrWatcherClosed = errors.New("awareness watcher: closed")
-	// ErrAckDeferred: Ack could not reach the service (it is down, or the call timed
-	// out). The notices stay held: the Watcher sends the acknowledgement again by
-	// itself until the service answers (outcomes go to OnAck), unless Release hands
+	// ErrAckDeferred: Ack could not reach the service because it is down or the call
+	// timed out. The notices stay held: the Watcher sends the acknowledgement again by
+	// itself until the service answers, with outcomes to OnAck, unless Release hands
 	// them back first. errors.Is(err, ErrAckDeferred) tells this from a refusal.
 	ErrAckDeferred = errors.New("awareness watcher: the acknowledgement did not reach the service; the Watcher sends it again")
 )
@@ -163,8 +161,8 @@ type StreamError struct {
 	Watcher string
 	// Status is the HTTP status of a refused upgrade or stream request; 0 otherwise.
 	Status int
-	// Fatal: retrying cannot help (the token was refused, the watcher is not
-	// allowed); the stream is not opened again.
+	// Fatal: retrying cannot help, e.g. the token was refused; the stream is not
+	// opened again.
 	Fatal bool
 	Err   error
 }
@@ -182,24 +180,25 @@ func (e *StreamError) Error() string {
 
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// Watcher follows the stale notices of watcher sessions (staleNotices(watcher,
-// includeClosed: true)) over one WebSocket connection, or one SSE stream per watcher,
-// reconnecting with backoff, and keeps each notice in one of three states (CLT-5):
+// Watcher follows the stale notices of watcher sessions, as
+// staleNotices(watcher, includeClosed: true), over one WebSocket connection or one
+// SSE stream per watcher, reconnecting with backoff, and keeps each notice in one of
+// three states (CLT-5):
 //
 //   - open: received, not handed out; Drain hands it out and it becomes held;
-//   - held: handed out by Drain and not yet settled. Ack settles it (the service
-//     answers per notice); Release hands it back (it is open again, for the next
-//     Drain): a turn that failed after Drain releases what it drained. A failed Ack
-//     keeps it held and sends the acknowledgement again by itself (ErrAckDeferred);
-//   - done: acknowledged (by this Watcher or anyone else) or closed: never handed out
-//     again, whatever the service replays.
+//   - held: handed out by Drain and not yet settled. Ack settles it, and the service
+//     answers per notice; Release makes it open again for the next Drain, which is
+//     what a turn that failed after Drain does. A failed Ack keeps it held and sends
+//     the acknowledgement again by itself: ErrAckDeferred;
+//   - done: acknowledged by anyone, or closed: never handed out again, whatever the
+//     service replays.
 //
-// A notice the service replays (after every reconnect and restart it sends every
-// pending notice again) is handed out only if it is neither open, held nor done; a
-// notice acknowledged elsewhere or removed is dropped from its closed item, or, when
-// the stream was down then, from the pendingNotices query the Watcher runs after each
-// (re)subscription. Watcher sessions are added and removed on the running Watcher
-// (Add, Remove). Errors reach the caller through Errors and Err, never only the log.
+// After every reconnect and restart the service replays every pending notice; a
+// replayed notice is handed out only if it is neither open, held nor done. A notice
+// acknowledged elsewhere or removed is dropped from its closed item, or, when the
+// stream was down then, from the pendingNotices query the Watcher runs after each
+// subscription. Add and Remove change the watcher sessions of a running Watcher.
+// Errors reach the caller through Errors and Err, never only the log.
 type Watcher struct {
 	c    *Client
 	opts WatcherOptions
@@ -245,17 +244,17 @@ type tracked struct {
 
 type heldNotice struct {
 	n Notice
-	// gone: the service no longer has this notice pending (acknowledged elsewhere,
-	// removed, or replaced): Release drops it instead of handing it out again.
+	// gone: the service no longer has this notice pending because it was
+	// acknowledged elsewhere, removed or replaced; Release drops it.
 	gone bool
 	// owed: an Ack of it failed to reach the service; the Watcher sends it again.
 	owed bool
-	// confirmed: seen since the last (re)subscription, as tracked.confirmed.
+	// confirmed: seen since the last subscription, as tracked.confirmed.
 	confirmed bool
 }
 
-// Watch starts following the notices of watchers (none is allowed: Add them later).
-// Close stops it.
+// Watch starts following the notices of watchers; the list may be empty, to Add
+// them later. Close stops it.
 func (c *Client) Watch(watchers []string, opts WatcherOptions) (*Watcher, error) {
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = DefaultMinBackoff
@@ -290,10 +289,10 @@ func (c *Client) Watch(watchers []string, opts WatcherOptions) (*Watcher, error)
 	return w, nil
 }
 
-// Add starts following the notices of more watcher sessions on the running Watcher
-// (a new subscription on its WebSocket, or a new SSE stream). It first asks the
+// Add starts following the notices of more watcher sessions on the running Watcher,
+// with a new subscription on its WebSocket or a new SSE stream. It first asks the
 // service for the watcher's pending notices with the client's credentials, so a
-// watcher the token may not read is refused here, with the service's *Error; when the
+// watcher the token may not read is refused here with the service's *Error; when the
 // service cannot be reached the watcher is added all the same and subscribed once it
 // can.
 func (w *Watcher) Add(ctx context.Context, watchers ...string) error {
@@ -334,7 +333,7 @@ func (w *Watcher) Add(ctx context.Context, watchers ...string) error {
 }
 
 // Remove stops following the notices of watcher sessions. Their open notices are
-// dropped (they stay pending in the service); held ones stay until Ack or Release.
+// dropped but stay pending in the service; held ones stay until Ack or Release.
 func (w *Watcher) Remove(watchers ...string) {
 	w.mu.Lock()
 	conn := w.conn
@@ -375,8 +374,8 @@ func (w *Watcher) Watchers() []string {
 // Drain.
 func (w *Watcher) Notify() <-chan struct{} { return w.notify }
 
-// NotifyOf receives a value when notices of watcher become available to Drain; nil
-// (never ready) for a watcher session the Watcher does not follow.
+// NotifyOf receives a value when notices of watcher become available to Drain. It
+// is nil, never ready, for a watcher session the Watcher does not follow.
 func (w *Watcher) NotifyOf(watcher string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -386,14 +385,14 @@ func (w *Watcher) NotifyOf(watcher string) <-chan struct{} {
 	return nil
 }
 
-// Errors receives every stream failure (a *StreamError: a refused upgrade with its
-// HTTP status, a lost connection, a refused subscription) and every failure of an
-// acknowledgement the Watcher sends again by itself. It holds the last errBuffer
-// errors for a caller that reads late; older ones are dropped.
+// Errors receives every stream failure as a *StreamError: a refused upgrade with its
+// HTTP status, a lost connection, a refused subscription. It also receives every
+// failure of an acknowledgement the Watcher sends again by itself. It holds the last
+// errBuffer errors for a caller that reads late; older ones are dropped.
 func (w *Watcher) Errors() <-chan error { return w.errs }
 
 // Err returns why the Watcher is not following its notices now: the error that
-// stopped it for good (a refused token), or, while a stream is down and being
+// stopped it for good, such as a refused token, or, while a stream is down and being
 // retried, its last failure. It is nil while every subscription is up.
 func (w *Watcher) Err() error {
 	w.mu.Lock()
@@ -414,8 +413,8 @@ func (w *Watcher) Transport() Transport {
 	return w.current
 }
 
-// WaitConnected waits until every watcher session's subscription is up, or the
-// Watcher stopped for good (its error), or ctx ends.
+// WaitConnected waits until every watcher session's subscription is up, the Watcher
+// stopped for good, or ctx ends.
 func (w *Watcher) WaitConnected(ctx context.Context) error {
 	w.mu.Lock()
 	ch, err := w.upAll, w.fatal
@@ -452,8 +451,8 @@ func (w *Watcher) Held(watchers ...string) []Notice {
 	return of(w.held, watchers, func(h *heldNotice) Notice { return h.n })
 }
 
-// of returns the notices of a state map that belong to watchers (all when none),
-// oldest first.
+// of returns the notices of a state map that belong to watchers, or all when none
+// is given, oldest first.
 func of[V any](m map[noticeKey]V, watchers []string, notice func(V) Notice) []Notice {
 	out := make([]Notice, 0, len(m))
 	for k, v := range m {
@@ -474,10 +473,10 @@ func sortNotices(ns []Notice) {
 	})
 }
 
-// Drain hands out the open notices to put into the prompt now (oldest first), each
-// once: those of the given watchers (the session whose turn is being built), or of
-// all when none is given. They are held until Ack (what the turn consumed) or Release
-// (what it did not).
+// Drain hands out, oldest first and each once, the open notices to put into the
+// prompt now: those of the given watchers, the sessions whose turn is being built,
+// or of all when none is given. Ack settles what the turn consumed; Release hands
+// back what it did not.
 func (w *Watcher) Drain(watchers ...string) []Notice {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -491,9 +490,9 @@ func (w *Watcher) Drain(watchers ...string) []Notice {
 }
 
 // Release hands drained notices back: each that is still held, and that the service
-// has not acknowledged or replaced meanwhile, is open again and handed out by the
-// next Drain (a turn that failed after Drain, CLT-5). A release also stops the
-// Watcher sending again a failed Ack of it. It returns how many were handed back.
+// has not acknowledged or replaced meanwhile, is open again for the next Drain; a
+// turn that failed after Drain does this (CLT-5). A release also stops the Watcher
+// sending again a failed Ack of it. It returns how many were handed back.
 func (w *Watcher) Release(drained ...Notice) int {
 	w.mu.Lock()
 	n := 0
@@ -518,9 +517,9 @@ func (w *Watcher) Release(drained ...Notice) int {
 	return n
 }
 
-// Snooze hides a notice until until (snoozeNotice, RDL-2): the Watcher forgets it
-// (neither open nor held) and the service delivers it again when the snooze ends, with
-// a higher Delivery, which the Watcher then hands out as open.
+// Snooze hides a notice until until with snoozeNotice (RDL-2): the Watcher forgets
+// it, and the service delivers it again when the snooze ends with a higher
+// Delivery, which the Watcher then hands out as open.
 func (w *Watcher) Snooze(ctx context.Context, n Notice, until time.Time) error {
 	if _, err := w.c.SnoozeNotice(ctx, n, until); err != nil {
 		return err
@@ -537,7 +536,7 @@ func (w *Watcher) Snooze(ctx context.Context, n Notice, until time.Time) error {
 	return nil
 }
 
-// Dismiss acknowledges a notice without reconciling (dismissNotice, RDL-2) and
+// Dismiss acknowledges a notice without reconciling, with dismissNotice (RDL-2), and
 // settles it as Ack does; the answer has Dismissed set.
 func (w *Watcher) Dismiss(ctx context.Context, n Notice) (NoticeAck, error) {
 	a, err := w.c.DismissNotice(ctx, n)
@@ -548,20 +547,20 @@ func (w *Watcher) Dismiss(ctx context.Context, n Notice) (NoticeAck, error) {
 	return a, nil
 }
 
-// Ack acknowledges exactly the given drained notices (acknowledgeNotices, NTC-3) and
-// returns the service's outcome for each:
+// Ack acknowledges exactly the given drained notices with acknowledgeNotices
+// (NTC-3) and returns the service's outcome for each:
 //
-//   - AckAcknowledged, AckAlreadyAcknowledged: the notice is done; a FollowUp (or
-//     Pending) notice is kept for the next Drain (and handed out once, however often
-//     the stream also delivers it);
+//   - AckAcknowledged, AckAlreadyAcknowledged: the notice is done; a FollowUp or
+//     Pending notice is kept for the next Drain and handed out once, however often
+//     the stream also delivers it;
 //   - AckSuperseded, AckNotPending: the notice was never acknowledged and the service
-//     has another one pending (kept for the next Drain) or none; the caller learns
+//     has another one pending, kept for the next Drain, or none; the caller learns
 //     that what its turn consumed is not what the service had pending.
 //
-// When the service cannot be reached (down, a timeout), the error wraps
-// ErrAckDeferred: the notices stay held and the Watcher sends the acknowledgement
-// again until the service answers (OnAck gets the outcomes), or until Release hands
-// them back. A refusal (an *Error such as FORBIDDEN) leaves them held, to release.
+// When the service cannot be reached, the error wraps ErrAckDeferred: the notices
+// stay held and the Watcher sends the acknowledgement again until the service
+// answers, with outcomes to OnAck, or until Release hands them back. A refusal, an
+// *Error such as FORBIDDEN, leaves them held, to release.
 func (w *Watcher) Ack(ctx context.Context, drained []Notice) ([]NoticeAck, error) {
 	var out []NoticeAck
 	var errs []error
@@ -648,8 +647,8 @@ func (w *Watcher) doneLocked(k noticeKey, version int64) {
 }
 
 // ackRetrier sends again the acknowledgements Ack could not deliver, with backoff,
-// until the service answers them, they are released, or the Watcher closes (Close
-// tries once more).
+// until the service answers them, they are released, or the Watcher closes; Close
+// tries once more.
 func (w *Watcher) ackRetrier() {
 	defer w.wg.Done()
 	delay := w.opts.MinBackoff

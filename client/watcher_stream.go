@@ -1,5 +1,5 @@
 // The Watcher's connection to the service: accepting notices, reporting and stopping,
-// which watchers are up, confirming pending notices after a (re)subscription, and the
+// which watchers are up, confirming pending notices after a subscription, and the
 // stream loop.
 
 package client
@@ -33,17 +33,17 @@ func (w *Watcher) notifyLocked(watcher string) {
 	}
 }
 
-// Duplicates returns how many replayed items the Watcher dropped so far (copies of a
-// notice open, held or done).
+// Duplicates returns how many replayed items the Watcher dropped so far: copies of
+// a notice open, held or done.
 func (w *Watcher) Duplicates() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.dups
 }
 
-// acceptLocked applies one item of a stream (or a follow-up of Ack); it reports
-// whether the item changed what the service has pending (not a replay). fresh says
-// the item comes from the service now (not from before a reconnect).
+// acceptLocked applies one item of a stream or a follow-up of Ack; it reports
+// whether the item changed what the service has pending, i.e. was not a replay.
+// fresh says the item comes from the service now, not from before a reconnect.
 func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 	k := n.key()
 	if w.subs[n.Watcher] == nil {
@@ -59,8 +59,8 @@ func (w *Watcher) acceptLocked(n Notice, fresh bool) bool {
 	}
 	if h := w.held[k]; h != nil {
 		if h.n.NotifiedVersion == n.NotifiedVersion && n.Delivery > h.n.Delivery {
-			// The service handed the held notice out again (RDL-1 redelivery, the end of
-			// a snooze): it is open again, for the next Drain.
+			// The service handed the held notice out again by redelivery (RDL-1) or at
+			// the end of a snooze: it is open again, for the next Drain.
 			delete(w.held, k)
 			w.open[k] = &tracked{n: n, confirmed: fresh}
 			w.notifyLocked(n.Watcher)
@@ -135,18 +135,18 @@ func (w *Watcher) stop(err error) {
 }
 
 // dropWatcher stops following one watcher session whose subscription the service
-// refused for good (FORBIDDEN, INVALID_ARGUMENT …): the others go on.
+// refused for good, e.g. FORBIDDEN or INVALID_ARGUMENT; the others go on.
 func (w *Watcher) dropWatcher(watcher string, err *StreamError) {
 	w.streamFailed(err)
 	w.Remove(watcher)
 }
 
-// setUp marks the subscriptions of watchers up (or down) and resets the confirmation
+// setUp marks the subscriptions of watchers up or down and resets the confirmation
 // of their open notices when they come up.
 func (w *Watcher) setUp(up bool, watchers ...string) { w.setUpIf(nil, up, watchers...) }
 
-// setUpIf is setUp while live (called with mu held) holds, or always for nil; it
-// reports whether it applied.
+// setUpIf is setUp applied only while live holds, called with mu held; a nil live
+// always applies. It reports whether it applied.
 func (w *Watcher) setUpIf(live func() bool, up bool, watchers ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -233,8 +233,8 @@ func (w *Watcher) confirmer() {
 
 // confirm drops the open notices of watcher that the service no longer has pending,
 // and marks such held ones gone: they were acknowledged or removed while its stream
-// was down. It runs after each (re)subscription, and leaves alone what the stream
-// delivered since (confirmed): the query's answer may be older than that.
+// was down. It runs after each subscription and leaves alone what the stream
+// delivered since, the confirmed ones: the query's answer may be older than that.
 func (w *Watcher) confirm(watcher string) {
 	pending, err := w.c.PendingNotices(w.ctx, watcher)
 	if err != nil {
@@ -265,7 +265,7 @@ func (w *Watcher) applyPending(watcher string, pending []Notice) {
 }
 
 // Close stops the streams; Close never fails. Acknowledgements still owed are tried
-// once more (for at most a second); notices not acknowledged stay pending in the
+// once more, for at most a second; notices not acknowledged stay pending in the
 // service, which delivers them again to the next Watcher.
 func (w *Watcher) Close() error {
 	w.mu.Lock()
@@ -286,7 +286,7 @@ func (w *Watcher) Close() error {
 }
 
 // run keeps the streams up until Close or a fatal refusal: WebSocket, or SSE when
-// the transport says so or (auto) when the upgrade was refused.
+// the transport says so or TransportAuto found the upgrade refused.
 func (w *Watcher) run() {
 	defer w.wg.Done()
 	mode := TransportWebSocket
@@ -335,9 +335,9 @@ func (w *Watcher) run() {
 }
 
 // upgradeRefused reports whether the HTTP status answering a WebSocket upgrade says
-// that upgrades do not pass (a proxy's 400, 403, 404, 405, 426, 501, a 200 from a
-// proxy that dropped the Upgrade header …), rather than an outage (502, 503, 504),
-// a refused token (401) or a limit (408, 429).
+// that upgrades do not pass: a proxy's 400, 403, 404, 405, 426 or 501, or a 200
+// from a proxy that dropped the Upgrade header. An outage (502, 503, 504), a refused
+// token (401) and a limit (408, 429) are not.
 func upgradeRefused(status int) bool {
 	switch {
 	case status == 0 || status == 401 || status == 408 || status == 429:
