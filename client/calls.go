@@ -35,8 +35,8 @@ const cursorFields = `watcher target targetAgentId lastAcked notified material p
 
 const watchMutation = `mutation($in: WatchInput!) { watch(input: $in) { watched reason cursor { ` + cursorFields + ` } } }`
 
-// WatchTarget makes watcher watch target from the target's current version on (the
-// watch mutation, WAT-3): earlier history never notifies.
+// WatchTarget makes watcher watch target from the target's current version on with
+// the watch mutation (WAT-3): earlier history never notifies.
 func (c *Client) WatchTarget(ctx context.Context, watcher string, target Target) (WatchResult, error) {
 	in := map[string]any{"watcher": watcher, "target": target.SessionKey}
 	if target.AgentID != "" {
@@ -51,8 +51,8 @@ func (c *Client) WatchTarget(ctx context.Context, watcher string, target Target)
 
 const unwatchMutation = `mutation($w: String!, $t: String!, $a: String) { unwatch(watcher: $w, target: $t, targetAgentId: $a) }`
 
-// UnwatchTarget removes watcher's cursor on target (the unwatch mutation, WAT-5); it
-// reports whether a cursor was removed. A pending notice of the pair closes.
+// UnwatchTarget removes watcher's cursor on target with the unwatch mutation (WAT-5)
+// and reports whether a cursor was removed. A pending notice of the pair closes.
 func (c *Client) UnwatchTarget(ctx context.Context, watcher string, target Target) (bool, error) {
 	vars := map[string]any{"w": watcher, "t": target.SessionKey}
 	if target.AgentID != "" {
@@ -87,14 +87,14 @@ const (
 	// AckAcknowledged: this call acknowledged the notice; FollowUp is the notice that
 	// opened for the changes after it, if any.
 	AckAcknowledged AckOutcome = "acknowledged"
-	// AckAlreadyAcknowledged: the notice had been acknowledged before (by an earlier
-	// call whose answer was lost, another gateway, the dashboard); nothing changed.
+	// AckAlreadyAcknowledged: the notice had been acknowledged before, by an earlier
+	// call whose answer was lost, another gateway or the dashboard; nothing changed.
 	AckAlreadyAcknowledged AckOutcome = "alreadyAcknowledged"
-	// AckSuperseded: the pair's pending notice is another one (Pending) and the named
-	// one was never acknowledged; nothing changed.
+	// AckSuperseded: the pair's pending notice is another one, in Pending, and the
+	// named one was never acknowledged; nothing changed.
 	AckSuperseded AckOutcome = "superseded"
-	// AckNotPending: the pair has no cursor (unwatched, reset, deleted, expired) or
-	// nothing pending, and the named notice was never acknowledged; nothing changed.
+	// AckNotPending: the pair has no cursor or nothing pending, and the named notice
+	// was never acknowledged; nothing changed.
 	AckNotPending AckOutcome = "notPending"
 )
 
@@ -124,8 +124,8 @@ func (a NoticeAck) key() noticeKey { return noticeKey{a.Watcher, a.TargetAgentID
 const acknowledgeMutation = `mutation($w: String!, $n: [NoticeRef!]!) { acknowledgeNotices(watcher: $w, notices: $n) {
   watcher target targetAgentId notifiedVersion outcome followUp { ` + noticeFields + ` } pending { ` + noticeFields + ` } } }`
 
-// AcknowledgeNotices acknowledges exactly the named notices of watcher (the
-// acknowledgeNotices mutation, NTC-3): each only while it is still its pair's pending
+// AcknowledgeNotices acknowledges exactly the named notices of watcher with the
+// acknowledgeNotices mutation (NTC-3): each only while it is still its pair's pending
 // notice. The answer says, per notice, what happened. It moves no Watcher's state:
 // Watcher.Ack is this call plus the Watcher's bookkeeping.
 // More than maxAckNotices notices are sent in several calls.
@@ -158,8 +158,8 @@ const digestFields = `digest { byKind { kind count } byActorType { actorType cou
 
 const pendingDigestsQuery = `query($w: String!) { pendingNotices(watcher: $w) { ` + noticeFields + ` ` + digestFields + ` } }`
 
-// PendingDigests is PendingNotices with each notice's Digest (DIG-1), read from the
-// log by the service (priced per notice).
+// PendingDigests is PendingNotices with each notice's Digest (DIG-1), which the
+// service reads from the log and prices per notice.
 func (c *Client) PendingDigests(ctx context.Context, watcher string) ([]Notice, error) {
 	var res struct {
 		PendingNotices []Notice `json:"pendingNotices"`
@@ -168,9 +168,9 @@ func (c *Client) PendingDigests(ctx context.Context, watcher string) ([]Notice, 
 	return res.PendingNotices, err
 }
 
-// WatchTargetRedeliver is WatchTarget that also sets the watch's maxRedeliver (RDL-1):
-// how often one opening of the pair's notice may come back after a drain neither
-// acknowledged nor released (0 to 100).
+// WatchTargetRedeliver is WatchTarget that also sets the watch's maxRedeliver, 0 to
+// 100: how often one opening of the pair's notice may come back after a drain
+// neither acknowledged nor released (RDL-1).
 func (c *Client) WatchTargetRedeliver(ctx context.Context, watcher string, target Target, maxRedeliver int) (WatchResult, error) {
 	in := map[string]any{"watcher": watcher, "target": target.SessionKey, "maxRedeliver": maxRedeliver}
 	if target.AgentID != "" {

@@ -26,11 +26,11 @@ type EventFeedOptions struct {
 	// events after it come first (FEED-1). Nil starts at the session's head, which the
 	// first Synced item names.
 	AfterSequence *int64
-	// Transport is TransportWebSocket (the default; TransportAuto is taken as it) or
-	// TransportSSE.
+	// Transport is TransportWebSocket, the default, or TransportSSE; TransportAuto
+	// means TransportWebSocket.
 	Transport Transport
-	// MinBackoff and MaxBackoff bound the wait before a reconnection (defaults 100ms
-	// and 5s); a RATE_LIMITED answer's retryAfterMs is waited when longer.
+	// MinBackoff and MaxBackoff bound the wait before a reconnection; defaults 100ms
+	// and 5s. A longer retryAfterMs of RATE_LIMITED is waited instead.
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -38,7 +38,7 @@ type EventFeedOptions struct {
 type FeedItem struct {
 	// Event is set on an event: the one after the last delivered, always.
 	Event *StateEvent
-	// Synced is set on the marker that ends the replay of each (re)subscription;
+	// Synced is set on the marker that ends the replay of each subscription;
 	// Bookmark on the one an idle feed gets at least every 30 s. LastSequence is then
 	// the last sequence delivered: every event up to it was.
 	Synced, Bookmark bool
@@ -89,7 +89,7 @@ func (c *Client) Events(o EventFeedOptions) *EventFeed {
 	return f
 }
 
-// LastSequence is the last sequence the feed delivered (or started after); ok is
+// LastSequence is the last sequence the feed delivered or started after; ok is
 // false before the feed knows one.
 func (f *EventFeed) LastSequence() (seq int64, ok bool) { return f.last, f.known }
 
@@ -102,9 +102,9 @@ func (f *EventFeed) Close() {
 }
 
 // Next returns the feed's next item, reconnecting as often as it takes. It returns
-// an error when ctx ends, or when the service refuses the feed for good (an *Error:
+// an error when ctx ends, or the service's *Error when it refuses the feed for good:
 // HISTORY_GAP when the sequence to resume after was pruned, CURSOR_AHEAD when it is
-// above the session's head, FORBIDDEN, …); the feed then returns that error again.
+// above the session's head, FORBIDDEN. The feed then returns that error again.
 func (f *EventFeed) Next(ctx context.Context) (FeedItem, error) {
 	for {
 		if f.err != nil {
@@ -139,7 +139,7 @@ func (f *EventFeed) Next(ctx context.Context) (FeedItem, error) {
 }
 
 // failed decides about a failed connection: a permanent refusal ends the feed, ctx's
-// end is returned, anything else waits the backoff (nil: try again).
+// end is returned, anything else waits the backoff and returns nil to try again.
 func (f *EventFeed) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -318,7 +318,7 @@ func (c *wsFeedConn) next(ctx context.Context) ([]byte, error) {
 
 func (c *wsFeedConn) close() { _ = c.conn.Close() }
 
-// sseFeedConn is one graphql-sse request (distinct connections mode).
+// sseFeedConn is one graphql-sse request in distinct connections mode.
 type sseFeedConn struct {
 	cancel context.CancelFunc
 	body   io.ReadCloser

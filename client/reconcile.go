@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// StateEvent is one event of a session's log (the GraphQL StateEvent).
+// StateEvent is one event of a session's log: the GraphQL StateEvent.
 type StateEvent struct {
 	Sequence   int64           `json:"sequence"`
 	Kind       string          `json:"kind"`
@@ -18,8 +18,8 @@ type StateEvent struct {
 	Payload    json.RawMessage `json:"payload"`
 }
 
-// Target names a session: its key, and its agent for a bare key (KEY-3; empty: the
-// agent of a canonical key, else main).
+// Target names a session: its key, and for a bare key its agent (KEY-3). An empty
+// agent means the agent of a canonical key, else main.
 type Target struct {
 	SessionKey string
 	AgentID    string
@@ -32,8 +32,8 @@ type Reconciliation struct {
 	Events []StateEvent
 	// StateVersion is the session's version when the last page was read.
 	StateVersion int64
-	// FullRefresh says the delta cannot be applied: part of it was pruned (historyGap,
-	// REC-2) or changesSince is ahead of the session (CURSOR_AHEAD, REC-3). The
+	// FullRefresh says the delta cannot be applied: part of it was pruned, historyGap
+	// (REC-2), or changesSince is ahead of the session, CURSOR_AHEAD (REC-3). The
 	// caller refreshes the whole session state instead; Reason says why.
 	FullRefresh bool
 	Reason      string
@@ -43,7 +43,7 @@ const statusQuery = `query($k: String!, $a: String, $s: Int, $l: Int) { sessionS
   stateVersion stateChanges { events { sequence kind actorType actorId summary occurredAt runId payload }
   historyGap truncated earliestAvailableSequence nextChangesSince } } }`
 
-// reconcilePage is the page size Reconcile asks for (the service's maximum).
+// reconcilePage is the page size Reconcile asks for: the service's maximum.
 const reconcilePage = 200
 
 // maxRetryAfter is the longest RATE_LIMITED wait Reconcile takes by itself; a longer
@@ -52,7 +52,7 @@ const maxRetryAfter = 5 * time.Second
 
 // Reconcile reads every change of target after changesSince, following
 // nextChangesSince across truncated pages (REC-1). A page refused with RATE_LIMITED
-// (the token's query budget) is asked again after its retryAfterMs, up to 5 s. It
+// by the token's query budget is asked again after its retryAfterMs, up to 5 s. It
 // never moves a cursor (REC-4).
 func (c *Client) Reconcile(ctx context.Context, target Target, changesSince int64) (Reconciliation, error) {
 	var out Reconciliation

@@ -104,8 +104,8 @@ type recordResult struct {
 	SkippedWatchers []SkippedWatcher `json:"skippedWatchers"`
 }
 
-// itemResult is what the service did with one event of a request: result, or a
-// refusal (err).
+// itemResult is what the service did with one event of a request: its result, or
+// its refusal in err.
 type itemResult struct {
 	result *recordResult
 	err    error
@@ -199,9 +199,10 @@ func (r *Recorder) sender(l *lane) {
 	}
 }
 
-// send posts batch (recordEvents, or recordEvent for one event on a service without
-// it). It returns the answer per event, in order, up to the first event the service
-// could not take now (an outage inside the batch): those after it are sent again.
+// send posts batch with recordEvents, or recordEvent for one event on a service
+// without recordEvents. It returns the answer per event, in order, up to the first
+// event the service could not take now because of an outage inside the batch: those
+// after it are sent again.
 func (r *Recorder) send(ctx context.Context, batch []*spooled, single bool) ([]itemResult, error) {
 	if single {
 		var res struct {
@@ -253,8 +254,8 @@ func (r *Recorder) send(ctx context.Context, batch []*spooled, single bool) ([]i
 	return out, nil
 }
 
-// tooLarge reports a refusal of the request's size (COMPLEXITY_LIMIT_EXCEEDED, HTTP
-// 413): a smaller batch may pass.
+// tooLarge reports a refusal of the request's size, COMPLEXITY_LIMIT_EXCEEDED or HTTP
+// 413: a smaller batch may pass.
 func tooLarge(err error) bool {
 	e, ok := errors.AsType[*Error](err)
 	return ok && (e.Code == CodeComplexity || e.Status == 413)
@@ -298,20 +299,20 @@ func (r *Recorder) report(err error) {
 }
 
 // Errors receives what goes wrong during delivery, which Record could not report: a
-// spooled event the service refused for good (*DeliveryError) and the refusal of the
-// token that stopped delivery (ErrDeliveryStopped). It holds the last errBuffer
+// spooled event the service refused for good, as a *DeliveryError, and the refusal of
+// the token that stopped delivery, ErrDeliveryStopped. It holds the last errBuffer
 // errors for a caller that reads late.
 func (r *Recorder) Errors() <-chan error { return r.errs }
 
-// Err returns the error that stopped delivery (wrapping ErrDeliveryStopped), or nil.
+// Err returns the error that stopped delivery, wrapping ErrDeliveryStopped, or nil.
 func (r *Recorder) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stopped
 }
 
-// Resume restarts delivery after the service refused the token (Err), for when the
-// refusal is fixed on the service's side (the token added to its auth file). A token
+// Resume restarts delivery after the service refused the token, once the refusal is
+// fixed on the service's side, e.g. the token was added to its auth file. A token
 // fixed on the gateway's side needs a new Client: Close this Recorder and open one on
 // the same outbox with it.
 func (r *Recorder) Resume() {
@@ -355,9 +356,9 @@ func (r *Recorder) answered(l *lane, batch []*spooled, results []itemResult) {
 	}
 }
 
-// delivered removes done, the head of l, and appends their done lines (not fsync'd: a
-// done line lost in a crash only makes the event be delivered again, which its
-// dedupeKey makes harmless).
+// delivered removes done, the head of l, and appends their done lines without an
+// fsync: a done line lost in a crash only makes the event be delivered again, which
+// its dedupeKey makes harmless.
 func (r *Recorder) delivered(l *lane, done []*spooled) {
 	r.mu.Lock()
 	l.queue = l.queue[len(done):]
@@ -390,7 +391,7 @@ func (r *Recorder) delivered(l *lane, done []*spooled) {
 	}
 }
 
-// compactLocked rewrites the outbox with only its undelivered events (wmu held).
+// compactLocked rewrites the outbox with only its undelivered events; wmu is held.
 func (r *Recorder) compactLocked() {
 	r.mu.Lock()
 	entries := make([]*spooled, 0, len(r.pending))
@@ -417,8 +418,8 @@ func (r *Recorder) Pending() int {
 
 func (r *Recorder) emptyLocked() bool { return len(r.pending) == 0 && r.cur == nil && r.writing == 0 }
 
-// Flush waits until every event recorded so far is delivered, or delivery stopped
-// (Err), or ctx ends.
+// Flush waits until every event recorded so far is delivered, delivery stopped, or
+// ctx ends.
 func (r *Recorder) Flush(ctx context.Context) error {
 	for {
 		r.mu.Lock()

@@ -15,13 +15,13 @@ import (
 	"github.com/tmaxmax/go-sse"
 )
 
-// sseStream is the SSE stream of one watcher session (graphql-sse, distinct
-// connections mode: one POST per subscription).
+// sseStream is the SSE stream of one watcher session: graphql-sse in distinct
+// connections mode, one POST per subscription.
 type sseStream struct {
 	cancel context.CancelFunc
 }
 
-// startSSELocked starts the stream of watcher (mu held).
+// startSSELocked starts the stream of watcher; mu is held.
 func (w *Watcher) startSSELocked(watcher string) {
 	if w.closed || w.sse[watcher] != nil {
 		return
@@ -116,8 +116,8 @@ func (w *Watcher) sseLoop(ctx context.Context, watcher string) {
 	}
 }
 
-// watchdogReader cancels its stream when nothing was read for streamDead (the service
-// sends a keep-alive comment every 15 s).
+// watchdogReader cancels its stream when nothing was read for streamDead; the
+// service sends a keep-alive comment every 15 s.
 type watchdogReader struct {
 	r io.Reader
 	t *time.Timer

@@ -56,7 +56,7 @@ func (c *wsConn) subscribe(watcher string) {
 		_ = c.conn.Close() // the reader sees the failure and reconnects
 		return
 	}
-	// Unless the connection ended meanwhile (the next one subscribes again).
+	// Unless the connection ended meanwhile: the next one subscribes again.
 	if c.w.setUpIf(func() bool { return c.w.conn == c }, true, watcher) {
 		c.w.enqueueConfirm(watcher)
 	}
@@ -144,7 +144,7 @@ func closeError(err error) *StreamError {
 	return se
 }
 
-// runWS runs one WebSocket connection (conn, or a new one): a subscription per
+// runWS runs one WebSocket connection, conn or a new one: a subscription per
 // watcher session, then reads until the connection fails.
 func (w *Watcher) runWS(c *wsConn) *StreamError {
 	if c == nil {
@@ -255,9 +255,9 @@ func (w *Watcher) item(t Transport, watcher string, payload []byte) *StreamError
 }
 
 // subscriptionError handles the service's error for the subscription of watcher: an
-// outage or RATE_LIMITED ends the stream, to be opened again (after RetryAfter); a
-// refused token stops the Watcher; any other refusal (FORBIDDEN, INVALID_ARGUMENT …)
-// drops that watcher session alone. It returns the error that ends the stream, or nil.
+// outage or RATE_LIMITED ends the stream, to be opened again after RetryAfter; a
+// refused token stops the Watcher; any other refusal, such as FORBIDDEN, drops that
+// watcher session alone. It returns the error that ends the stream, or nil.
 func (w *Watcher) subscriptionError(t Transport, watcher string, e *Error) *StreamError {
 	serr := &StreamError{Transport: t, Watcher: watcher, Status: e.Status, Err: e}
 	switch {
