@@ -23,36 +23,36 @@ import (
 // drawn from its caller's budget (internal/budget): its operation's cost in query
 // points, its writes, and the parsing of a document seen for the first time.
 const (
-	// MaxExpandedSelections bounds the selections (fields, fragment spreads, inline
-	// fragments) of a document once every fragment spread is replaced by its
+	// MaxExpandedSelections bounds the selections of a document, fields, fragment
+	// spreads and inline fragments, once every fragment spread is replaced by its
 	// fragment: the operations and every fragment definition, each expanded on its
 	// own, summed. gqlparser's validation and the cost walk below do work
-	// proportional to this number; GraphiQL's introspection query (gqlgen's
-	// introspection.Query) counts 484.
+	// proportional to this number; GraphiQL's introspection query,
+	// introspection.Query, counts 484.
 	MaxExpandedSelections = 2000
-	// MaxIdenticalFields bounds the fields of one response name (alias or name) in one
-	// selection set, fragments merged in. gqlparser's OverlappingFieldsCanBeMerged
-	// compares them pairwise: its work is quadratic in this number.
+	// MaxIdenticalFields bounds the fields of one response name in one selection
+	// set, fragments merged in. gqlparser's OverlappingFieldsCanBeMerged compares them
+	// pairwise: its work is quadratic in this number.
 	MaxIdenticalFields = 20
 	// CostBudget bounds an operation's cost: every field costs 1 plus what it reads,
-	// and the fields under a list cost once per element the list may hold (see
-	// OperationCost). A point is about a microsecond of the service's CPU.
+	// and the fields under a list cost once per element the list may hold; see
+	// OperationCost. A point is about a microsecond of the service's CPU.
 	CostBudget = 20000
-	// MaxMutationFields bounds the mutation fields (aliases included) of one request:
-	// at most this many appends, watches … per request.
+	// MaxMutationFields bounds the mutation fields of one request, aliases included:
+	// at most this many appends or watches per request.
 	MaxMutationFields = 10
-	// DefaultListCost is the element count assumed for a list with no size argument
-	// (pendingNotices, watches, upstreamLinks, ackNotices without notices).
+	// DefaultListCost is the element count assumed for a list with no size argument,
+	// such as pendingNotices, watches, upstreamLinks, or ackNotices without notices.
 	DefaultListCost = 10
 	// ActivityReadCost is what an activity field reads: it counts every event of its
-	// scope in its window, which may be the whole log (--max-rows, 50,000 by default:
-	// 20–50 ms of CPU on SQLite), so it is priced at half of CostBudget: one per
-	// request.
+	// scope in its window, which may be the whole log, --max-rows or 50,000 by
+	// default: 20–50 ms of CPU on SQLite. So it is priced at half of CostBudget: one
+	// per request.
 	ActivityReadCost = CostBudget / 2
-	// DigestReadCost is what a notice's digest reads (DIG-1): its range (L, N] of the
-	// target's log, counted by kind and actor type in the database, one indexed range
-	// read per notice. A range is usually a few events; 200 points covers counting a
-	// few thousand rows, and a list of notices pays it per notice it may hold.
+	// DigestReadCost is what a notice's digest reads (DIG-1): one indexed range read
+	// of the target's log after L up to N, counted by kind and actor type in the
+	// database. A range is usually a few events; 200 points covers counting a few
+	// thousand rows, and a list of notices pays it per notice it may hold.
 	DigestReadCost = 200
 	// ParseBytesPerPoint prices parsing and validating a document the query cache
 	// does not hold: a point per this many bytes.
@@ -67,20 +67,20 @@ func complexityError(format string, args ...any) *gqlerror.Error {
 
 // DocumentLimits is a gqlgen extension that bounds the work of parsing and validating a
 // document before gqlgen does either (ERR-4). gqlparser's validation costs grow with
-// the document after fragment expansion (doubling fragments: 2^n fields from n+1 tiny
-// fragments) and quadratically with identical fields in one selection set
-// (`{ __typename × 14000 }`); both were seconds of CPU from a kilobyte. It runs as an
-// OperationParameterMutator, i.e. before gqlgen's parse and validation: it parses the
-// document itself (linear, bounded by TokenLimit) and checks it with CheckDocument, whose
-// work is linear in the document. A document found in Cache (gqlgen's query cache, which
-// only holds documents that passed validation) was checked already.
+// the document after fragment expansion, where n+1 tiny doubling fragments give 2^n
+// fields, and quadratically with identical fields in one selection set, as in
+// `{ __typename × 14000 }`; both were seconds of CPU from a kilobyte. As an
+// OperationParameterMutator it runs before gqlgen's parse and validation: it parses
+// the document itself, linearly and bounded by TokenLimit, and checks it with
+// CheckDocument, whose work is linear in the document. A document found in Cache,
+// gqlgen's query cache, passed validation and was checked already.
 //
 // A document not in Cache is refused when a string literal escapes a lone UTF-16
-// surrogate (jsontext.ValidDocument, the rule request JSON meets, ERR-3); it then
-// costs its caller ParsePoints of Budget for the parsing and validation it asks for
-// (a caller out of points gets RATE_LIMITED).
+// surrogate: jsontext.ValidDocument, the rule request JSON meets (ERR-3). It then
+// costs its caller ParsePoints of Budget for the parsing and validation it asks for;
+// a caller out of points gets RATE_LIMITED.
 type DocumentLimits struct {
-	// TokenLimit is gqlgen's parser token limit (ParserTokenLimit).
+	// TokenLimit is gqlgen's ParserTokenLimit.
 	TokenLimit int
 	// Cache is gqlgen's query cache; nil checks every document.
 	Cache graphql.Cache[*ast.QueryDocument]
@@ -133,11 +133,11 @@ func (l DocumentLimits) MutateOperationParameters(ctx context.Context, params *g
 
 // CheckDocument checks a parsed document against MaxExpandedSelections and
 // MaxIdenticalFields without expanding it first: each fragment's expanded size is
-// computed once (memoized), so that pass visits each selection of the document once;
-// only a document within MaxExpandedSelections is then expanded, to count identical
-// fields. work counts the selections visited (at most the document's selections plus
-// MaxExpandedSelections), the deterministic measure the tests bound. It stops,
-// UNAVAILABLE, when ctx ends.
+// memoized, so that pass visits each selection of the document once; only a
+// document within MaxExpandedSelections is then expanded, to count identical fields.
+// work counts the selections visited, at most the document's selections plus
+// MaxExpandedSelections: the deterministic measure the tests bound. It stops with
+// UNAVAILABLE when ctx ends.
 func CheckDocument(ctx context.Context, doc *ast.QueryDocument) (work int, _ *gqlerror.Error) {
 	c := &docCheck{ctx: ctx, frags: map[string]*ast.FragmentDefinition{}, size: map[string]int{}}
 	for _, f := range doc.Fragments {
@@ -163,7 +163,7 @@ func CheckDocument(ctx context.Context, doc *ast.QueryDocument) (work int, _ *gq
 		return c.work, complexityError("the document has more than %d selections once its fragments are expanded (each operation and fragment definition on its own, summed): ask for fewer fields or split the request", MaxExpandedSelections)
 	}
 	if c.cyclic {
-		// gqlparser refuses the cycle (NoFragmentCycles); expanding it here would not end.
+		// gqlparser's NoFragmentCycles refuses the cycle; expanding it here would not end.
 		return c.work, nil
 	}
 	for _, set := range sets {
@@ -180,7 +180,7 @@ type docCheck struct {
 	ctx   context.Context
 	frags map[string]*ast.FragmentDefinition
 	// size is the expanded size of each fragment measured so far; -1 while it is
-	// being measured (a cycle meets it and counts 0).
+	// being measured, so a cycle meets it and counts 0.
 	size   map[string]int
 	cyclic bool
 	work   int
@@ -199,7 +199,7 @@ func (c *docCheck) tick() bool {
 
 // setSize returns the expanded selection count of set, saturated at
 // MaxExpandedSelections+1. A spread counts 1 besides its fragment, so that spreads of
-// fragments without fields (or unknown ones) still count.
+// empty or unknown fragments still count.
 func (c *docCheck) setSize(set ast.SelectionSet) int {
 	n := 0
 	for _, sel := range set {
@@ -239,10 +239,10 @@ func (c *docCheck) fragSize(name string) int {
 	return v
 }
 
-// identical refuses a selection set (fragments merged in, as
-// OverlappingFieldsCanBeMerged merges them) with more than MaxIdenticalFields fields of
-// one response name, in set and in every set below it. It expands fragments, so it
-// runs only on documents whose expanded size is bounded and that have no cycle.
+// identical refuses a selection set with more than MaxIdenticalFields fields of one
+// response name, in set and in every set below it, merging fragments in as
+// OverlappingFieldsCanBeMerged does. It expands fragments, so it runs only on
+// documents whose expanded size is bounded and that have no cycle.
 func (c *docCheck) identical(set ast.SelectionSet) {
 	var fields []*ast.Field
 	c.collect(set, &fields)
@@ -294,11 +294,11 @@ func truncateName(s string) string {
 
 // CostLimit is a gqlgen extension that refuses an operation costing more than
 // CostBudget, or with more than MaxMutationFields mutation fields, after validation
-// and before execution (ERR-4), then charges the operation to its caller's Budget:
-// its cost in query points and its writes (OperationWrites). It replaces gqlgen's
-// complexity limit, which counts every field 1 whatever it reads and its list size,
-// and expands fragments without memoizing (the document was bounded by
-// DocumentLimits first, so the walk here is bounded too).
+// and before execution (ERR-4), then charges the operation's cost in query points and
+// its OperationWrites to its caller's Budget. It replaces gqlgen's complexity limit,
+// which counts every field 1 whatever it reads and its list size, and expands
+// fragments without memoizing; DocumentLimits bounded the document first, so the
+// walk here is bounded too.
 type CostLimit struct {
 	// Budget is charged; nil charges nothing.
 	Budget *budget.Budget
@@ -362,25 +362,25 @@ func budgetError(err error) *gqlerror.Error {
 // field costs 1, plus what it reads, plus its selections' cost times the elements
 // the field's list may hold:
 //
-//   - sessionStatus reads its limit of events (default and maximum
-//     awareness.MaxChangesLimit) when changesSince is given, and StateChanges.events
+//   - sessionStatus reads its limit of events, default and maximum
+//     awareness.MaxChangesLimit, when changesSince is given, and StateChanges.events
 //     holds that many;
-//   - sessionsList reads its first sessions (default 50, maximum
-//     awareness.MaxListLimit), and SessionList.sessions holds that many;
-//   - activity reads ActivityReadCost, and holds a bucket per minute of its window
-//     (sinceMinutes, default 60); noticeActivity (counted in memory) reads nothing
-//     and holds as many;
+//   - sessionsList reads its first sessions, default 50, maximum
+//     awareness.MaxListLimit, and SessionList.sessions holds that many;
+//   - activity reads ActivityReadCost and holds a bucket per minute of its window,
+//     sinceMinutes, default 60; noticeActivity, counted in memory, reads nothing and
+//     holds as many;
 //   - stateEvents and stateEventFeed with afterSequence replay the log: they read
 //     awareness.MaxChangesLimit, as a full sessionStatus page;
-//   - StaleNotice.digest reads DigestReadCost (per notice of the enclosing list);
+//   - StaleNotice.digest reads DigestReadCost per notice of the enclosing list;
 //   - recordEvents holds one element per input, ackNotices and acknowledgeNotices
 //     one per notice named;
-//   - RecordEventResult.skippedWatchers holds at most the watchers an input names
-//     (the most of any input of the call; the watchers list of a stored event's
-//     input is bounded by awareness.MaxWatchersPerEvent);
+//   - RecordEventResult.skippedWatchers holds at most the most watchers any input of
+//     the call names; a stored event's watchers list is bounded by
+//     awareness.MaxWatchersPerEvent;
 //   - any other list: DefaultListCost;
-//   - introspection fields (__schema, __type, the fields of __Type …): 1 each, no
-//     list weight, as gqlgen counts them.
+//   - introspection fields such as __schema and __type: 1 each, no list weight, as
+//     gqlgen counts them.
 func OperationCost(op *ast.OperationDefinition, vars map[string]any) int {
 	w := costWalk{vars: vars}
 	return w.set(op.SelectionSet, 0, 0)
@@ -389,12 +389,12 @@ func OperationCost(op *ast.OperationDefinition, vars map[string]any) int {
 type costWalk struct {
 	vars map[string]any
 	// watchers is the most watchers an input of the enclosing recordEvent or
-	// recordEvents names (0 outside one).
+	// recordEvents names; 0 outside one.
 	watchers int
 }
 
 // set returns the cost of a selection set; limit and first are the size arguments of
-// the enclosing sessionStatus and sessionsList (0 outside one).
+// the enclosing sessionStatus and sessionsList, 0 outside one.
 func (w costWalk) set(set ast.SelectionSet, limit, first int) int {
 	cost := 0
 	for _, sel := range set {
@@ -468,7 +468,7 @@ func (w costWalk) field(f *ast.Field, limit, first int) int {
 }
 
 // mostWatchers returns the most watchers one of inputs names, at most
-// awareness.MaxWatchersPerEvent (an input naming more is refused before it runs);
+// awareness.MaxWatchersPerEvent since an input naming more is refused before it runs;
 // DefaultListCost when the inputs are not a list of objects.
 func mostWatchers(inputs any) int {
 	l, ok := inputs.([]any)
@@ -487,15 +487,15 @@ func mostWatchers(inputs any) int {
 	return n
 }
 
-// listLen returns the length of the field's list argument name (0 when absent or null).
+// listLen returns the length of the field's list argument name; 0 when absent or null.
 func listLen(f *ast.Field, vars map[string]any, name string) int {
 	l, _ := f.ArgumentMap(vars)[name].([]any)
 	return len(l)
 }
 
-// intArg returns the field's integer argument name, def when absent or null, clamped to
-// [1, maxV] (the resolver refuses or clamps values outside; the cost counts the most
-// the call can return).
+// intArg returns the field's integer argument name, def when absent or null, clamped
+// to [1, maxV]: the resolver refuses or clamps values outside, and the cost counts the
+// most the call can return.
 func (w costWalk) intArg(f *ast.Field, name string, def, maxV int) int {
 	v, ok := f.ArgumentMap(w.vars)[name]
 	if !ok || v == nil {
