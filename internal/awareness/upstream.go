@@ -14,13 +14,13 @@ import (
 	"unicode"
 )
 
-// OwnPromptWindow is how many of the gateway's own prompts per session are kept (as
-// salted hashes) for self-echo detection (UPS-3).
+// OwnPromptWindow is how many salted hashes of the gateway's own prompts per session
+// are kept for self-echo detection (UPS-3).
 const OwnPromptWindow = 10
 
 // Catalog is a source of external sessions that can be adopted (UPS-1) and monitored
-// (UPS-2..5). The product ships one implementation, a directory of JSONL transcripts
-// (package upstream); the monitor only ever reads a thread through this interface.
+// (UPS-2..5). The product ships one implementation in package upstream, a directory
+// of JSONL transcripts; the monitor only ever reads a thread through this interface.
 // Implementations must be safe for concurrent use.
 type Catalog interface {
 	// ID is the catalog id: a token shaped like an agent id (KEY-4). It is the channel
@@ -31,8 +31,8 @@ type Catalog interface {
 	Resolve(ctx context.Context, threadID string) (CatalogThread, error)
 	// Scan classifies the thread's complete lines after req.Marker, reading at most
 	// req.MaxBytes. A definitive "the thread is gone" is ScanResult.Missing; an error is
-	// inconclusive (neither a miss nor a success). Error messages are shown to operators
-	// (UpstreamLink.BlockedReason) and must not contain file paths.
+	// inconclusive, neither a miss nor a success. Error messages are shown to operators
+	// in UpstreamLink.BlockedReason and must not contain file paths.
 	Scan(ctx context.Context, req ScanRequest) (ScanResult, error)
 }
 
@@ -40,8 +40,8 @@ type Catalog interface {
 type CatalogThread struct {
 	// ThreadID is the canonical thread id.
 	ThreadID string
-	// Source identifies where the thread is read from (for a directory catalog, the
-	// file). Adopting again from the same source keeps the link's marker.
+	// Source identifies where the thread is read from, such as a directory catalog's
+	// file. Adopting again from the same source keeps the link's marker.
 	Source string
 	// End is the marker of the end of the thread's last complete line: what adoption
 	// treats as history (UPS-1).
@@ -77,8 +77,8 @@ type ScanResult struct {
 // most one link per session.
 type UpstreamLink struct {
 	Session SessionRef
-	// ID identifies this link: adopting again from the same source keeps it (and the
-	// marker); any other adoption, and every adoption after the link was removed,
+	// ID identifies this link: adopting again from the same source keeps it and the
+	// marker; any other adoption, and every adoption after the link was removed,
 	// creates a new link with a new ID. Dedupe keys of the link's events contain it.
 	ID        string
 	CatalogID string
@@ -103,9 +103,10 @@ func (l UpstreamLink) SameSource(o UpstreamLink) bool {
 	return l.CatalogID == o.CatalogID && l.ThreadID == o.ThreadID && l.Source == o.Source
 }
 
-// UpstreamCheck is the settlement of one check of a link: the link as the check read
-// it (Expect) and its new state. It applies only if the link is still exactly the one
-// read (same ID, marker, miss count and UpdatedAt); a marker never moves backwards.
+// UpstreamCheck is the settlement of one check of a link: Expect, the link as the
+// check read it, and its new state. It applies only if the link is still exactly the
+// one read, with the same ID, marker, miss count and UpdatedAt; a marker never moves
+// backwards.
 type UpstreamCheck struct {
 	Expect            UpstreamLink
 	Marker            int64
@@ -126,22 +127,22 @@ type UpstreamQuery struct {
 // assertion on its Store.
 type UpstreamStore interface {
 	// AdoptUpstream creates the session's link from l, or, when a link with the same
-	// source exists, keeps that link (ID, marker) and restarts its miss streak. A link
-	// with another source is replaced by l. created is true when l was written.
+	// source exists, keeps that link's ID and marker and restarts its miss streak. A
+	// link with another source is replaced by l. created is true when l was written.
 	AdoptUpstream(ctx context.Context, l UpstreamLink, now time.Time) (stored UpstreamLink, created bool, err error)
 	// UpstreamLink returns the session's link.
 	UpstreamLink(ctx context.Context, ref SessionRef) (l UpstreamLink, ok bool, err error)
-	// UpstreamLinks lists links ordered by (catalog, agent, key).
+	// UpstreamLinks lists links ordered by catalog, agent, key.
 	UpstreamLinks(ctx context.Context, q UpstreamQuery) ([]UpstreamLink, error)
 	// SettleUpstream applies checks in one transaction; applied[i] is false when check
-	// i's link changed since it was read (compare-and-set).
+	// i's link changed since it was read: a compare-and-set.
 	SettleUpstream(ctx context.Context, checks []UpstreamCheck) (applied []bool, err error)
 	// UpstreamRecordedEnd finds the session's upstream activity event recorded for the
-	// byte range starting at start of link linkID (its dedupe key, UpstreamDedupeKey)
-	// and returns where that range ended. ok is false when none was recorded: the
-	// marker at start is settled, or the event never committed.
+	// byte range starting at start of link linkID, by its UpstreamDedupeKey, and
+	// returns where that range ended. ok is false when none was recorded: the marker
+	// at start is settled, or the event never committed.
 	UpstreamRecordedEnd(ctx context.Context, ref SessionRef, linkID string, start int64) (end int64, ok bool, err error)
-	// RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
+	// RemoveUpstream deletes the link if its ID and UpdatedAt are still expect's.
 	RemoveUpstream(ctx context.Context, expect UpstreamLink) (ok bool, err error)
 	// ForgetUnwatchedMisses restarts the miss streak of links no cursor targets.
 	ForgetUnwatchedMisses(ctx context.Context) (n int64, err error)
@@ -149,14 +150,14 @@ type UpstreamStore interface {
 	// it on first use. It never changes afterwards.
 	UpstreamSalt(ctx context.Context) ([]byte, error)
 	// AddOwnPrompt appends a prompt hash to the session's window and keeps the last
-	// `keep`. ok is false (and nothing is written) when the session has no link.
+	// `keep`. ok is false, and nothing is written, when the session has no link.
 	AddOwnPrompt(ctx context.Context, ref SessionRef, hash string, now time.Time, keep int) (ok bool, err error)
 	// OwnPrompts returns the session's kept prompt hashes, oldest first.
 	OwnPrompts(ctx context.Context, ref SessionRef) ([]string, error)
 }
 
-// CheckUpstreamLink refuses (INVALID_ARGUMENT) a link a store must not adopt: without
-// a session, an id, a catalog, thread or source, or with a negative marker.
+// CheckUpstreamLink refuses with INVALID_ARGUMENT a link a store must not adopt:
+// without a session, an id, a catalog, thread or source, or with a negative marker.
 func CheckUpstreamLink(l UpstreamLink) error {
 	bad := func(what string) error {
 		return Errorf(EINVALID, "upstream link: %s", what)
@@ -175,8 +176,8 @@ func CheckUpstreamLink(l UpstreamLink) error {
 }
 
 // CheckUpstreamChecks refuses a settlement batch a store must not apply: a zero check
-// time (CheckClock), a marker that would move backwards, a negative miss count or a
-// check without a link id (INVALID_ARGUMENT).
+// time by CheckClock; with INVALID_ARGUMENT a marker that would move backwards, a
+// negative miss count or a check without a link id.
 func CheckUpstreamChecks(checks []UpstreamCheck) error {
 	for i, c := range checks {
 		if err := CheckClock("SettleUpstream", c.CheckedAt); err != nil {
@@ -191,16 +192,16 @@ func CheckUpstreamChecks(checks []UpstreamCheck) error {
 }
 
 // Applies reports whether the check still applies to cur, the session's link now: cur
-// is exactly the link the check read (same ID, marker, miss count and UpdatedAt).
+// has the ID, marker, miss count and UpdatedAt of the link the check read.
 func (c UpstreamCheck) Applies(cur UpstreamLink) bool {
 	e := c.Expect
 	return cur.Session == e.Session && cur.ID == e.ID && cur.Marker == e.Marker &&
 		cur.ConsecutiveMisses == e.ConsecutiveMisses && cur.UpdatedAt.Equal(e.UpdatedAt)
 }
 
-// AdoptLink is an adoption of l at now over the session's current link cur (nil when
-// none), UPS-1: a link of the same source is kept (ID, marker) with its miss streak
-// restarted and UpdatedAt moved; otherwise l replaces it, never checked yet.
+// AdoptLink is an adoption of l at now over the session's current link cur, nil when
+// none (UPS-1): a link of the same source keeps its ID and marker, with its miss
+// streak restarted and UpdatedAt moved; otherwise l replaces it, never checked yet.
 // created is true when l is the result.
 func AdoptLink(cur *UpstreamLink, l UpstreamLink, now time.Time) (next UpstreamLink, created bool) {
 	if cur != nil && cur.SameSource(l) {
@@ -214,8 +215,8 @@ func AdoptLink(cur *UpstreamLink, l UpstreamLink, now time.Time) (next UpstreamL
 	return next, true
 }
 
-// CheckOwnPrompt refuses an own-prompt write a store must not make: a zero now
-// (CheckClock), an empty hash or a window under one (INVALID_ARGUMENT).
+// CheckOwnPrompt refuses an own-prompt write a store must not make: a zero now by
+// CheckClock; with INVALID_ARGUMENT an empty hash or a window under one.
 func CheckOwnPrompt(hash string, now time.Time, keep int) error {
 	if err := CheckClock("AddOwnPrompt", now); err != nil {
 		return err
@@ -229,8 +230,8 @@ func CheckOwnPrompt(hash string, now time.Time, keep int) error {
 // UpstreamDedupeKey is the dedupe key of the human_direct_message that records the
 // external prompts of bytes [start, end) of link linkID's thread (UPS-2, SIG-4). It
 // names the exact range: a retry after a failed or crashed settlement that scans past
-// end (prompts appended meanwhile) has another key, and UpstreamRecordedEnd tells the
-// monitor where the recorded range ended, so that it records only what follows.
+// end, over prompts appended meanwhile, has another key, and UpstreamRecordedEnd tells
+// the monitor where the recorded range ended, so that it records only what follows.
 func UpstreamDedupeKey(linkID string, start, end int64) string {
 	return UpstreamDedupePrefix(linkID, start) + strconv.FormatInt(end, 10)
 }
@@ -242,7 +243,7 @@ func UpstreamDedupePrefix(linkID string, start int64) string {
 }
 
 // ParseUpstreamDedupeEnd returns the end of the range named by an UpstreamDedupeKey
-// that starts with prefix (UpstreamDedupePrefix); ok is false for any other key.
+// that starts with prefix, UpstreamDedupePrefix; ok is false for any other key.
 func ParseUpstreamDedupeEnd(key, prefix string) (end int64, ok bool) {
 	rest, found := strings.CutPrefix(key, prefix)
 	if !found {
@@ -291,8 +292,8 @@ func (s *Service) UpstreamStore() (UpstreamStore, error) {
 // AdoptSession links a session to a catalog thread and records `adopted` (UPS-1). The
 // marker starts at the end of the thread's last complete line: existing history is not
 // new activity. Adopting again from the same source keeps the link and its marker and
-// records nothing new (the event's dedupe key names the link); after upstream_missing
-// removed the link, adopting creates a new one.
+// records nothing new, since the event's dedupe key names the link; after
+// upstream_missing removed the link, adopting creates a new one.
 func (s *Service) AdoptSession(ctx context.Context, key string, agentID *string, catalogID, threadID string) (UpstreamLink, error) {
 	ref, err := ResolveSession(key, agentID)
 	if err != nil {
@@ -466,8 +467,8 @@ func newLinkID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// RecordEvents validates and appends several events in one write transaction (group
-// commit) and publishes their notices after the commit. It is all or nothing: one
+// RecordEvents validates and appends several events in one group-commit write
+// transaction and publishes their notices after the commit. It is all or nothing: one
 // invalid input, or one failing append, writes none of them (ERR-2). The results are
 // in input order.
 func (s *Service) RecordEvents(ctx context.Context, ins []RecordInput) ([]RecordResult, error) {

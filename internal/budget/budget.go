@@ -1,22 +1,23 @@
 // Package budget is the work budget of each caller of the service (ERR-4): what one
-// principal (a bearer token's role and name, or, without authentication, one remote
-// address) may spend over time, whatever transport it comes through. A caller has
+// principal, a bearer token's role and name or without authentication one remote
+// address, may spend over time, whatever transport it comes through. A caller has
 //
-//   - a bucket of query points, the priced work of its operations (graph/cost.go
-//     prices a GraphQL operation; the MCP server prices its tool calls the same way),
-//     restored at Limits.PointsPerSecond up to Limits.PointsBurst, as GitHub's and
-//     Shopify's GraphQL APIs do;
-//   - a bucket of writes: events appended (a batch counts by its inputs), other
-//     mutation fields, subscriptions started, restored at Limits.WritesPerSecond up
-//     to Limits.WritesBurst;
+//   - a bucket of query points, the priced work of its operations, restored at
+//     Limits.PointsPerSecond up to Limits.PointsBurst, as GitHub's and Shopify's
+//     GraphQL APIs do; graph/cost.go prices a GraphQL operation, and the MCP server
+//     prices its tool calls the same way;
+//   - a bucket of writes, restored at Limits.WritesPerSecond up to Limits.WritesBurst:
+//     events appended, a batch counting by its inputs, other mutation fields, and
+//     subscriptions started;
 //   - at most Limits.MaxStreams streams open at once: SSE streams, WebSocket
 //     subscriptions, MCP resource subscriptions.
 //
 // Charge takes a request's Cost from both buckets or refuses with *Exceeded, which
 // says when to retry; OpenStream takes a stream slot or refuses with *Exceeded. A
-// refused charge takes nothing. The buckets are token buckets (golang.org/x/time/rate); the callers kept
-// are bounded (least recently used forgotten: a forgotten caller starts again with
-// full buckets), the open streams are not (each is released by its owner).
+// refused charge takes nothing. The buckets are golang.org/x/time/rate token buckets.
+// The callers kept are bounded, the least recently used forgotten, so a forgotten
+// caller starts again with full buckets; the open streams are not, since each is
+// released by its owner.
 package budget
 
 import (
@@ -53,23 +54,23 @@ func (k Kind) String() string {
 	return "query points"
 }
 
-// Defaults of Limits (serve --query-rate, --query-burst, --rate-limit, --rate-burst,
-// --max-streams).
+// Defaults of Limits: serve --query-rate, --query-burst, --rate-limit, --rate-burst
+// and --max-streams.
 const (
 	// DefaultPointsPerSecond restores a caller's query points. A point is about a
-	// microsecond of the service's CPU (graph/cost.go): a caller spends at most
+	// microsecond of the service's CPU, see graph/cost.go: a caller spends at most
 	// about 5% of one core on queries.
 	DefaultPointsPerSecond = 50_000
 	// DefaultPointsBurst is the most query points a caller holds: five of the most
-	// expensive documents one request may send (graph.CostBudget).
+	// expensive documents one request may send, graph.CostBudget.
 	DefaultPointsBurst = 100_000
 	// DefaultWritesPerSecond restores a caller's writes.
 	DefaultWritesPerSecond = 1_000
 	// DefaultWritesBurst is the most writes a caller holds: a gateway replays 10,000
-	// spooled events (50 recordEvents of 200) without waiting for the rate.
+	// spooled events, 50 recordEvents of 200, without waiting for the rate.
 	DefaultWritesBurst = 10_000
 	// DefaultMaxStreams bounds the streams one caller holds open at once: two
-	// WebSockets full to their operations cap (wsgorilla.MaxSubscriptionsPerConn).
+	// WebSockets full to their operations cap, wsgorilla.MaxSubscriptionsPerConn.
 	DefaultMaxStreams = 200
 	// StreamRetry is the retry hint of a stream refused at MaxStreams.
 	StreamRetry = time.Second
@@ -118,7 +119,7 @@ func (l Limits) Validate() error {
 }
 
 // Caller names whose budget a request draws from: "token <role> <name>" for an
-// authenticated principal, "address <ip>" otherwise (CallerOf).
+// authenticated principal, "address <ip>" otherwise; see CallerOf.
 type Caller string
 
 // Budget holds the buckets and open streams of every caller. A nil *Budget allows
@@ -136,7 +137,7 @@ type account struct {
 	points, writes *rate.Limiter // nil: unlimited
 }
 
-// New returns the budget of limits (which Validate accepts).
+// New returns the budget of limits, which Validate accepts.
 func New(limits Limits) *Budget { return NewWithClock(limits, time.Now) }
 
 // NewWithClock is New with the clock the buckets refill by.
@@ -178,9 +179,8 @@ type Cost struct {
 
 // Charge takes cost from caller c's buckets, both or neither: it returns an
 // *Exceeded for the bucket that cannot give its part now, with RetryAfter when it
-// will hold it (the longer wait, when both are short), or with Never when the part
-// is more than the bucket ever holds (its burst). Zero or negative parts charge
-// nothing.
+// will hold it, the longer wait when both are short, or with Never when the part is
+// more than the bucket's burst. Zero or negative parts charge nothing.
 func (b *Budget) Charge(c Caller, cost Cost) error {
 	if b == nil || (cost.Points <= 0 && cost.Writes <= 0) {
 		return nil
@@ -227,8 +227,8 @@ func (b *Budget) Charge(c Caller, cost Cost) error {
 	return refusal
 }
 
-// Available returns how much caller c's bucket of kind k holds now (+Inf when it is
-// unlimited).
+// Available returns how much caller c's bucket of kind k holds now; +Inf when it is
+// unlimited.
 func (b *Budget) Available(c Caller, k Kind) float64 {
 	if b == nil {
 		return math.Inf(1)
@@ -245,9 +245,9 @@ func (b *Budget) Available(c Caller, k Kind) float64 {
 }
 
 // OpenStream takes one of caller c's stream slots, or returns an *Exceeded with
-// Streams set (its RetryAfter, StreamRetry, is a hint: a slot frees when one of the
-// caller's streams ends). release frees the slot; calling it more than once frees it
-// once.
+// Streams set, whose RetryAfter, StreamRetry, is only a hint: a slot frees when one
+// of the caller's streams ends. release frees the slot; calling it more than once
+// frees it once.
 func (b *Budget) OpenStream(c Caller) (release func(), err error) {
 	if b == nil || b.limits.MaxStreams <= 0 {
 		return func() {}, nil
@@ -270,8 +270,8 @@ func (b *Budget) OpenStream(c Caller) (release func(), err error) {
 	}, nil
 }
 
-// Admit is OpenStream for the caller of ctx (CallerOf): the admission of the
-// service's subscriptions (awareness.Config.Streams).
+// Admit is OpenStream for the caller of ctx: the admission of the service's
+// subscriptions, awareness.Config.Streams.
 func (b *Budget) Admit(ctx context.Context) (release func(), err error) {
 	return b.OpenStream(CallerOf(ctx))
 }
@@ -289,7 +289,7 @@ func (b *Budget) Streams(c Caller) int {
 // Exceeded is a refused Charge or OpenStream.
 type Exceeded struct {
 	Caller Caller
-	// Streams is set for a refused OpenStream (Burst is then the cap); Kind and N
+	// Streams is set for a refused OpenStream, Burst then being the cap; Kind and N
 	// are a refused Charge's.
 	Streams bool
 	Kind    Kind
@@ -297,15 +297,15 @@ type Exceeded struct {
 	// PerSecond and Burst are the bucket's limits.
 	PerSecond float64
 	Burst     int
-	// RetryAfter is when the bucket will hold N (StreamRetry with Streams); zero
-	// with Never.
+	// RetryAfter is when the bucket will hold N, StreamRetry with Streams; zero with
+	// Never.
 	RetryAfter time.Duration
 	// Never: N is more than the bucket ever holds; splitting the work is the only way.
 	Never bool
 }
 
 // Code is the ERR-1 code of the refusal: COMPLEXITY_LIMIT_EXCEEDED when waiting
-// cannot help (Never), RATE_LIMITED otherwise.
+// cannot help, RATE_LIMITED otherwise.
 func (e *Exceeded) Code() string {
 	if e.Never {
 		return awareness.ECOMPLEXITY
@@ -313,8 +313,8 @@ func (e *Exceeded) Code() string {
 	return awareness.ERATELIMITED
 }
 
-// RetryAfterMs is RetryAfter in whole milliseconds, rounded up (the retryAfterMs of
-// a RATE_LIMITED answer); 0 when there is nothing to wait for.
+// RetryAfterMs is RetryAfter in whole milliseconds, rounded up, for the retryAfterMs
+// of a RATE_LIMITED answer; 0 when there is nothing to wait for.
 func (e *Exceeded) RetryAfterMs() int64 {
 	return int64(math.Ceil(float64(e.RetryAfter) / float64(time.Millisecond)))
 }
@@ -349,23 +349,23 @@ func (c Caller) kind() string {
 // remoteKey carries a request's remote address for CallerOf.
 type remoteKey struct{}
 
-// WithRemoteAddr returns ctx carrying remoteAddr (an http.Request's RemoteAddr,
-// host:port or a bare address), the caller of an unauthenticated request.
+// WithRemoteAddr returns ctx carrying remoteAddr, an http.Request's RemoteAddr as
+// host:port or a bare address: the caller of an unauthenticated request.
 func WithRemoteAddr(ctx context.Context, remoteAddr string) context.Context {
 	return context.WithValue(ctx, remoteKey{}, remoteAddr)
 }
 
-// Remote puts every request's remote address in its context (WithRemoteAddr).
+// Remote puts every request's remote address in its context with WithRemoteAddr.
 func Remote(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r.WithContext(WithRemoteAddr(r.Context(), r.RemoteAddr)))
 	})
 }
 
-// CallerOf returns the caller of ctx: its principal (awareness.PrincipalFrom) when it
-// has one, else its remote address (WithRemoteAddr) without the port, an IPv6
-// address by its /64 (one host's addresses); every connection of one address is
-// one caller.
+// CallerOf returns the caller of ctx: its awareness.PrincipalFrom principal when it
+// has one, else its WithRemoteAddr address without the port, an IPv6 address by its
+// /64 so one host's addresses are one caller; every connection of one address is one
+// caller.
 func CallerOf(ctx context.Context) Caller {
 	if p, ok := awareness.PrincipalFrom(ctx); ok {
 		return Caller("token " + p.Role() + " " + p.Name)

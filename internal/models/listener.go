@@ -27,8 +27,8 @@ const (
 	// watchers of interest even when its connection is healthy: the safety net for a
 	// hint lost in between.
 	DefaultNoticePoll = 30 * time.Second
-	// ListenerAppName prefixes the application_name of a listener connection; the
-	// process id follows ("awareness-listener/1234"), so an operator can find it in
+	// ListenerAppName prefixes the application_name of a listener connection, followed
+	// by the process id as in "awareness-listener/1234", so an operator can find it in
 	// pg_stat_activity.
 	ListenerAppName = "awareness-listener"
 
@@ -49,46 +49,47 @@ type ListenerConfig struct {
 	Logger *slog.Logger
 	// Observer is told of every reconnect and every hint received; nil: nobody.
 	Observer awareness.Observer
-	// Bus, when set, carries the hints in place of LISTEN (the store publishes on the
-	// same bus, Options.Bus): the listener subscribes to the subjects of its interest
+	// Bus, when set, carries the hints in place of LISTEN; the store publishes on the
+	// same bus, Options.Bus. The listener subscribes to the subjects of its interest
 	// and opens no connection of its own.
 	Bus HintBus
 }
 
 // Listener carries notices and events across processes that share one PostgreSQL
-// database. It owns one dedicated connection (outside the pools: LISTEN is a session
-// state) and one goroutine between Start and Stop, which receives the hints; while
-// connected a second one handles them, every hint queued meanwhile in one batch. With
-// a bus (ListenerConfig.Bus) it opens no connection: the hints come from the bus, on
-// the subjects of its interest only, and a (re)connect of the bus is a rescan.
+// database. It owns one dedicated connection outside the pools, since LISTEN is
+// session state, and one goroutine between Start and Stop, which receives the hints;
+// while connected a second one handles them, every hint queued meanwhile in one batch.
+// With ListenerConfig.Bus it opens no connection: the hints come from the bus, on the
+// subjects of its interest only, and a reconnect of the bus is a rescan.
 //
 // Hints of this process's own store are skipped: its service has published their
 // notices and events already.
 //
 // It reads only what this process has live subscribers for: the hub tells it, through
-// awareness.Interest, which watchers and sessions are subscribed here (interest). On
-// every (re)connect it first LISTENs, then scans the pending notices of the watchers of
+// awareness.Interest, which watchers and sessions are subscribed here. On every
+// connect it first LISTENs, then scans the pending notices of the watchers of
 // interest, so that nothing committed while it was away is missed; then it waits for
-// hints (notify.go). On a hint it reads the pending notices of the named watchers that
-// are of interest and publishes to the hub those it has not published before, and it
-// loads the events another process recorded in sessions of interest and publishes
-// them. A hint that names nothing of interest costs no read at all. Every Poll it pings
-// the connection and rescans the watchers of interest. Any connection error closes the
+// hints. On a hint it reads the pending notices of the named watchers that are of
+// interest and publishes to the hub those it has not published before, and it loads
+// the events another process recorded in sessions of interest and publishes them. A
+// hint that names nothing of interest costs no read at all. Every Poll it pings the
+// connection and rescans the watchers of interest. Any connection error closes the
 // connection and reconnects after a jittered backoff doubling from 100ms to 30s.
 //
-// A subscription without a watcher (staleNotices for every watcher, a dashboard) is
-// interest in every watcher: while one is live the listener reads every named watcher
-// and rescans every pending notice, as a process with all subscriptions must; likewise
-// a stateEvents subscription without a session loads every foreign event span.
+// A subscription without a watcher, such as a dashboard's staleNotices for every
+// watcher, is interest in every watcher: while one is live the listener reads every
+// named watcher and rescans every pending notice, as a process with all subscriptions
+// must; likewise a stateEvents subscription without a session loads every foreign
+// event span.
 //
 // Delivery is at least once: a notice may reach the hub from the writer's own process
 // and from the listener, or from a hint and a rescan; Service.SubscribeNotices sends
 // each opened notice once per subscription. No notice is lost to the interest filter:
 // the hub announces a subscription's interest before the service reads its pending
-// notices, so a commit the listener skipped (its hint came before the interest) is in
-// that read. Events are best effort: those recorded while the listener is disconnected
-// are not replayed (subscribers reconcile with changesSince), and hints carry events
-// of other processes only.
+// notices, so a commit whose hint came before the interest is in that read. Events are
+// best effort: those recorded while the listener is disconnected are not replayed, as
+// subscribers reconcile with changesSince, and hints carry events of other processes
+// only.
 type Listener struct {
 	cfg     ListenerConfig
 	appName string
@@ -101,14 +102,14 @@ type Listener struct {
 	lifecycle startstop.Base
 
 	// imu guards the interest and published; it is never held across a read or a
-	// publish (the hub calls Notice/EventInterest under its own lock).
+	// publish, because the hub calls Notice/EventInterest under its own lock.
 	imu sync.Mutex
 	// allWatchers counts as interest in every watcher; watchers are the keys of
 	// interest otherwise.
 	allWatchers bool
 	watchers    map[string]struct{}
-	// allSessions is interest in every session's events; sessions are the refs of
-	// interest otherwise (an empty AgentID: the key under every agent).
+	// allSessions is interest in every session's events; otherwise sessions are the
+	// refs of interest, where an empty AgentID means the key under every agent.
 	allSessions bool
 	sessions    map[awareness.SessionRef]struct{}
 	// published: watcher → pair → ID of the notice last published for that pair, for
@@ -144,8 +145,8 @@ func (l *Listener) Stats() ListenerStats {
 }
 
 // NoticeInterest implements awareness.Interest. With a bus it subscribes to the
-// watcher's subject (to every watcher's while interest in every watcher lasts, and to
-// the single ones again, before leaving the wildcard, when it ends).
+// watcher's subject, or to every watcher's while interest in every watcher lasts;
+// when that ends, it subscribes to the single ones again before leaving the wildcard.
 func (l *Listener) NoticeInterest(watcher string, on bool) {
 	l.imu.Lock()
 	defer l.imu.Unlock()
@@ -214,8 +215,9 @@ func (l *Listener) EventInterest(ref *awareness.SessionRef, on bool) {
 	}
 }
 
-// subscribe and unsubscribe change the bus's subjects, if there is a bus. A failure
-// (the connection closed) is logged: the watcher's notices then come with the polls.
+// subscribe and unsubscribe change the bus's subjects, if there is a bus. A failure,
+// such as a closed connection, is logged: the watcher's notices then come with the
+// polls.
 func (l *Listener) subscribe(subject string) {
 	if l.cfg.Bus == nil {
 		return
@@ -236,9 +238,9 @@ func (l *Listener) unsubscribe(subject string) {
 
 // SyncInterest implements awareness.InterestSync: with a bus, it returns once the bus
 // server has the subscriptions announced so far, so that a subscription's read of
-// durable state that follows misses no hint (listen, then read). Without a bus the
-// one LISTEN covers every watcher and it returns at once. While the bus is down it
-// fails at once; the reconnect rescans.
+// durable state that follows misses no hint: listen, then read. Without a bus the one
+// LISTEN covers every watcher and it returns at once. While the bus is down it fails
+// at once; the reconnect rescans.
 func (l *Listener) SyncInterest(ctx context.Context) error {
 	if l.cfg.Bus == nil {
 		return nil
@@ -323,8 +325,8 @@ func (l *Listener) Connects() int64 { return l.conns.Load() }
 // listener does nothing.
 func (l *Listener) Start(ctx context.Context) { l.lifecycle.Start(ctx, l.run) }
 
-// Stop closes the connection and waits for the goroutine. Stopping a stopped (or never
-// started) listener does nothing.
+// Stop closes the connection and waits for the goroutine. Stopping a stopped or never
+// started listener does nothing.
 func (l *Listener) Stop() { l.lifecycle.Stop() }
 
 func (l *Listener) run(ctx context.Context) {
@@ -354,8 +356,8 @@ func (l *Listener) run(ctx context.Context) {
 }
 
 // session runs one connection: connect, LISTEN, scan, then wait for hints until an
-// error. healthy reports whether it got as far as waiting for hints (the reconnect
-// backoff then starts over).
+// error. healthy reports whether it got as far as waiting for hints, so the reconnect
+// backoff starts over.
 func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 	cfg := l.cfg.Store.pg.Copy()
 	cfg.RuntimeParams["application_name"] = l.appName
@@ -379,16 +381,16 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 	n := l.conns.Add(1)
 	l.cfg.Logger.Info("notice listener: listening", "connects", n, "poll", l.cfg.Poll)
 	// Listen first, then read durable state: a notice committed in between is seen by
-	// the scan or announced by a hint (or both; publishing is idempotent). The scan
+	// the scan, announced by a hint, or both, and publishing is idempotent. The scan
 	// covers the watchers of interest only: a subscription that comes later reads its
 	// own pending notices after announcing its interest.
 	if err := l.scan(ctx, nil); err != nil {
 		return false, err
 	}
 	// This goroutine receives hints; a worker reads and publishes, taking every hint
-	// queued meanwhile in one batch (one read for all their watchers), so that a burst
-	// of hints does not queue a read each behind one another. A failed read ends the
-	// session through sctx.
+	// queued meanwhile in one batch with one read for all their watchers, so that a
+	// burst of hints does not queue a read each behind one another. A failed read ends
+	// the session through sctx.
 	sctx, stop := context.WithCancel(ctx)
 	work := make(chan string, listenerQueue)
 	werr := make(chan error, 1)
@@ -441,10 +443,10 @@ func (l *Listener) session(ctx context.Context) (healthy bool, err error) {
 }
 
 // listenerQueue bounds the hints received and not yet handled; the receiver waits
-// when it is full (PostgreSQL queues the rest).
+// when it is full, and PostgreSQL queues the rest.
 const listenerQueue = 1024
 
-// rescanItem, queued to the worker, asks for a rescan (the safety poll).
+// rescanItem, queued to the worker, asks for the safety poll's rescan.
 const rescanItem = "\x00rescan"
 
 // ended returns why a session's context ended: the worker's error, or nil when the
@@ -487,9 +489,9 @@ func (l *Listener) work(ctx context.Context, work <-chan string) error {
 	}
 }
 
-// handle acts on a batch of hints (and rescan requests) received together: one read
-// of the pending notices of all their watchers of interest (a rescan when any asks for
-// one), then the foreign event spans of sessions of interest.
+// handle acts on a batch of hints and rescan requests received together: one read of
+// the pending notices of all their watchers of interest, a rescan when any asks for
+// one, then the foreign event spans of sessions of interest.
 func (l *Listener) handle(ctx context.Context, batch []string) error {
 	defer l.hints.Add(int64(len(batch)))
 	rescan := false
@@ -564,8 +566,8 @@ func (l *Listener) handle(ctx context.Context, batch []string) error {
 	return nil
 }
 
-// scan reads the pending notices of those of names that are of interest (every watcher
-// of interest when names is nil: a rescan) and publishes those not published before. A
+// scan reads the pending notices of those of names that are of interest, or of every
+// watcher of interest when names is nil, and publishes those not published before. A
 // scan with nothing of interest reads nothing. A failed read ends the connection: the
 // next one scans again.
 func (l *Listener) scan(ctx context.Context, names []string) error {
@@ -656,8 +658,8 @@ func (l *Listener) loadEvents(ctx context.Context, e eventSpan) error {
 
 // The listener reads pending notices with their holds (RDL-1, RDL-2) in one
 // statement, so that it publishes them as the service marks them: a snoozed notice
-// not at all, a redelivered or woken one with its delivery (a new ID, which the
-// listener's dedupe then publishes).
+// not at all, a redelivered or woken one with its delivery, whose new ID the
+// listener's dedupe then publishes.
 var (
 	heldNoticesSQL = strings.Replace(cursorSelect, " FROM cursors ",
 		", ho.redeliveries, ho.deliveries, ho.snoozed_until FROM cursors LEFT JOIN notice_holds ho ON "+
@@ -699,7 +701,8 @@ func markedNotices(hs []heldNotice) []awareness.Notice {
 	return out
 }
 
-// pendingOf lists the pending notices of the given watchers (every watcher when nil).
+// pendingOf lists the pending notices of the given watchers, or of every watcher
+// when nil.
 func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.Notice, error) {
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)
@@ -720,6 +723,6 @@ func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.N
 	return out, nil
 }
 
-// gapItem, queued to the worker, asks for a round trip to the bus server (so that it
-// has every subscription), then a rescan: the bus (re)connected or lost messages.
+// gapItem, queued to the worker, asks for a round trip to the bus server, so that it
+// has every subscription, then a rescan: the bus reconnected or lost messages.
 const gapItem = "\x00gap"
