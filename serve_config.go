@@ -37,7 +37,7 @@ type serveConfig struct {
 	PruneInterval  time.Duration
 	AllowedOrigins []string
 	// AllowedHosts are the Host names served besides IP addresses, localhost and the
-	// listen host (edge.Hosts; "*" serves every name).
+	// listen host; "*" serves every name. See edge.Hosts.
 	AllowedHosts    []string
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
@@ -54,14 +54,14 @@ type serveConfig struct {
 	AuthWarnings []string
 	Insecure     bool
 	// ReusePort binds Addr with SO_REUSEPORT, so that the next process can bind it
-	// while this one drains (listen.go).
+	// while this one drains.
 	ReusePort bool
-	// WSPingInterval and WSInitTimeout are the WebSocket ping cadence (a peer silent
-	// for twice it is dropped) and the connection_init deadline.
+	// WSPingInterval and WSInitTimeout are the WebSocket ping cadence, a peer silent
+	// for twice it being dropped, and the connection_init deadline.
 	WSPingInterval time.Duration
 	WSInitTimeout  time.Duration
-	// NoticePoll is the safety poll of the cross-process notice listener
-	// (PostgreSQL only).
+	// NoticePoll is the safety poll of the cross-process notice listener, on
+	// PostgreSQL only.
 	NoticePoll time.Duration
 	// FeedBookmark is the longest a feed subscription goes idle without a bookmark
 	// (FEED-3).
@@ -70,32 +70,32 @@ type serveConfig struct {
 	// the due holds are woken.
 	Holds    awareness.HoldPolicy
 	HoldPoll time.Duration
-	// MetricsToken, read from MetricsTokenFile, is the bearer token /metrics requires
-	// ("": /metrics is open).
+	// MetricsToken, read from MetricsTokenFile, is the bearer token /metrics requires;
+	// with "" /metrics is open.
 	MetricsTokenFile string
 	MetricsToken     string
 	// Tracing is true when the standard OTEL_* environment configures an OTLP
-	// exporter (telemetry.TracingEnabled).
+	// exporter; see telemetry.TracingEnabled.
 	Tracing bool
-	// Hints is how cross-process hints are sent (--pg-hints; "" is the default).
+	// Hints is how cross-process hints are sent: --pg-hints, "" for the default.
 	Hints models.HintMode
-	// Bus is the NATS server that carries the hints in place of NOTIFY (--bus; ""
-	// for none).
+	// Bus is the NATS server that carries the hints in place of NOTIFY: --bus, ""
+	// for none.
 	Bus string
-	// TestHoldUpstreamSettlement is a test-only crash point, from
-	// $AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 (no flag): after the upstream monitor
-	// commits a cycle's activity events it holds their settlement (logging
-	// testHoldUpstreamLog) until it is stopped, so that an end-to-end test can kill -9
-	// the process between the event commit and the settlement (e2e/upstream_crash_test.go).
-	// Never set it in production: watched links stop advancing.
+	// TestHoldUpstreamSettlement is a test-only crash point, set by
+	// $AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT=1 and no flag: after the upstream
+	// monitor commits a cycle's activity events it logs testHoldUpstreamLog and holds
+	// their settlement until it is stopped, so that e2e/upstream_crash_test.go can
+	// kill -9 the process between the event commit and the settlement. Never set it in
+	// production: watched links stop advancing.
 	TestHoldUpstreamSettlement bool
-	// Budget is the budget of each caller (internal/budget): query points (--query-rate,
-	// --query-burst), writes and subscriptions started (--rate-limit, --rate-burst),
-	// open streams (--max-streams).
+	// Budget is the budget of each caller: query points by --query-rate and
+	// --query-burst, writes and subscriptions started by --rate-limit and
+	// --rate-burst, open streams by --max-streams.
 	Budget budget.Limits
 	// NoticeTool is the reconcile tool the notice text names (NTC-1).
 	NoticeTool awareness.NoticeTool
-	// MCP configures /mcp (mcp.go).
+	// MCP configures /mcp.
 	MCP mcpConfig
 }
 
@@ -109,7 +109,7 @@ const (
 // parseServeConfig reads the flags of serve, then the environment for every flag not
 // given on the command line, and validates the result. It opens nothing.
 func parseServeConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (serveConfig, error) {
-	// Errors are returned (run prints them); help is printed by printServeHelp.
+	// Errors are returned for run to print; printServeHelp prints the help.
 	fs := newFlagSet("serve")
 	var (
 		addr            = envFlag(fs, fs.String, "addr", "127.0.0.1:8080", "AWARENESS_ADDR", "listen address host:port (unused when systemd passes the socket: socket activation)")
@@ -273,7 +273,7 @@ func readMetricsToken(path string) (string, error) {
 }
 
 // hintsLabel says how this process's hints travel, for the log of the effective
-// configuration: "" on SQLite (one process, no hints).
+// configuration: "" on SQLite, where one process sends no hints.
 func (c serveConfig) hintsLabel() string {
 	switch {
 	case !models.IsPostgresDSN(c.DB):
@@ -286,7 +286,7 @@ func (c serveConfig) hintsLabel() string {
 	return "notify " + string(c.Hints)
 }
 
-// loopbackHost reports whether host (of --addr) only accepts connections from this
+// loopbackHost reports whether host, of --addr, only accepts connections from this
 // machine.
 func loopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -386,8 +386,8 @@ func (c serveConfig) validate() error {
 	return nil
 }
 
-// hosts is the Host allowlist of every route (edge.Hosts): IP addresses, localhost,
-// the --addr host and --allowed-hosts.
+// hosts is the edge.Hosts allowlist of every route: IP addresses, localhost, the
+// --addr host and --allowed-hosts.
 func (c serveConfig) hosts() (*edge.Hosts, error) {
 	return edge.NewHosts(c.Addr, c.AllowedHosts)
 }
@@ -400,7 +400,7 @@ type catalogSpec struct {
 
 func (c catalogSpec) String() string { return c.ID + "=" + c.Dir }
 
-// parseCatalogSpecs parses "id=dir[,id2=dir2…]" (a DIR cannot contain a comma).
+// parseCatalogSpecs parses "id=dir[,id2=dir2…]"; a DIR cannot contain a comma.
 func parseCatalogSpecs(v string) ([]catalogSpec, error) {
 	var out []catalogSpec
 	for _, part := range strings.Split(v, ",") {
@@ -417,7 +417,8 @@ func parseCatalogSpecs(v string) ([]catalogSpec, error) {
 	return out, nil
 }
 
-// validateCatalogs checks ids (agent-id-like, unique) and directories (they exist).
+// validateCatalogs checks that ids are agent-id-like and unique and that the
+// directories exist.
 func validateCatalogs(cs []catalogSpec) error {
 	seen := map[string]bool{}
 	for _, c := range cs {

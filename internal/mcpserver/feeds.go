@@ -16,19 +16,20 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// session is what the server keeps of one MCP session: its owner (the caller that
-// opened it, CLT-6) and its feeds, one per watcher.
+// session is what the server keeps of one MCP session: its owner, the caller that
+// opened it (CLT-6), and its feeds, one per watcher.
 type session struct {
 	ss    *mcp.ServerSession
 	owner string
 	feeds map[string]*feed // canonical watcher key → feed
-	// lastSeen is the time of its last request (guarded by Server.mu).
+	// lastSeen is the time of its last request; Server.mu guards it.
 	lastSeen time.Time
 }
 
-// feed follows one watcher's notices for one session: one hub subscription (a push
-// stream: no goroutine while idle) shared by the session's resource subscriptions to
-// that watcher and its wait_for_notices calls. It ends when the last of them does.
+// feed follows one watcher's notices for one session: one hub subscription, a push
+// stream with no goroutine while idle, shared by the session's resource
+// subscriptions to that watcher and its wait_for_notices calls. It ends when the last
+// of them does.
 type feed struct {
 	srv     *Server
 	sess    *session
@@ -50,17 +51,18 @@ type feed struct {
 	reached  map[string]bool
 }
 
-// Until the SDK has registered a session's subscription (after the subscribe handler
-// returns, and a subscriptions/listen client's Subscribe returns before that), its
-// ResourceUpdated reaches nobody: an update that found no subscriber is sent again,
-// every announceRetry at first and then less often, for up to announceFor.
+// Until the SDK has registered a session's subscription, which happens after the
+// subscribe handler returns while a subscriptions/listen client's Subscribe returns
+// before that, its ResourceUpdated reaches nobody: an update that found no subscriber
+// is sent again, every announceRetry at first and then less often, for up to
+// announceFor.
 const (
 	announceRetry = 5 * time.Millisecond
 	announceFor   = 5 * time.Second
 )
 
-// ownerOf returns the caller a request's token identifies ("" without
-// authentication: every caller shares the limits).
+// ownerOf returns the caller a request's token identifies; "" without
+// authentication, where every caller shares the limits.
 func ownerOf(extra *mcp.RequestExtra) string {
 	if extra != nil && extra.TokenInfo != nil {
 		return extra.TokenInfo.UserID
@@ -72,7 +74,7 @@ func ownerOf(extra *mcp.RequestExtra) string {
 const principalKey = "awareness.principal"
 
 // callerContext returns ctx carrying the request's principal, for the service's
-// authorize (CLT-1). A request without one (no authentication) runs as admin.
+// authorize (CLT-1). A request without one runs as admin: there is no authentication.
 func callerContext(ctx context.Context, extra *mcp.RequestExtra) context.Context {
 	if extra == nil || extra.TokenInfo == nil {
 		return ctx
@@ -84,13 +86,13 @@ func callerContext(ctx context.Context, extra *mcp.RequestExtra) context.Context
 }
 
 // tokenInfo is the SDK's view of an authenticated caller: UserID binds the sessions it
-// opens to its token (the SDK refuses another token on them), Extra carries the
+// opens to its token, so the SDK refuses another token on them; Extra carries the
 // principal to the handlers.
 func tokenInfo(owner string, p awareness.Principal) *auth.TokenInfo {
 	return &auth.TokenInfo{UserID: owner, Expiration: time.Now().Add(24 * time.Hour), Extra: map[string]any{principalKey: p}}
 }
 
-// charge draws a call's cost from its caller's budget (Config.Charge).
+// charge draws a call's cost from its caller's budget through Config.Charge.
 func (s *Server) charge(ctx context.Context, points, writes int) error {
 	if s.cfg.Charge == nil {
 		return nil
@@ -98,10 +100,10 @@ func (s *Server) charge(ctx context.Context, points, writes int) error {
 	return s.cfg.Charge(ctx, points, writes)
 }
 
-// sessionOf returns the state of ss, made at its initialize (or first subscription).
+// sessionOf returns the state of ss, made at its initialize or first subscription.
 // Past the owner's MaxSessions its least recently used session idle for
-// Config.EvictIdle is closed to make room (a client that went away without DELETE leaves such sessions);
-// with none, the new session is refused.
+// Config.EvictIdle is closed to make room, since a client that went away without
+// DELETE leaves such sessions; with none, the new session is refused.
 func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) (*session, error) {
 	for {
 		s.mu.Lock()
@@ -138,14 +140,14 @@ func (s *Server) sessionOf(ss *mcp.ServerSession, owner string) (*session, error
 	}
 }
 
-// over reports whether owner holds MaxSessions sessions (under s.mu).
+// over reports whether owner holds MaxSessions sessions; s.mu is held.
 func (s *Server) over(owner string) bool {
 	c := s.owners[owner]
 	return c != nil && c.sessions >= s.cfg.MaxSessions
 }
 
-// evictable returns owner's least recently used session idle for EvictIdle, or nil
-// (under s.mu).
+// evictable returns owner's least recently used session idle for EvictIdle, or nil;
+// s.mu is held.
 func (s *Server) evictable(owner string) *session {
 	var oldest *session
 	for _, st := range s.sessions {
@@ -181,7 +183,7 @@ func (s *Server) roomForSession(owner string) error {
 	return s.tooManySessions()
 }
 
-// seen records a request of the session (its last use).
+// seen records the session's last use.
 func (s *Server) seen(ss *mcp.ServerSession) {
 	s.mu.Lock()
 	if st := s.sessions[ss]; st != nil {
@@ -235,9 +237,9 @@ func (s *Server) gcOwner(o string) {
 	}
 }
 
-// acquire returns the session's feed of watcher, starting it (one hub subscription)
-// when it has none, with one more subscription (uri != "") or wait of the caller
-// counted against MaxSubscriptions.
+// acquire returns the session's feed of watcher, starting its hub subscription when
+// it has none, and counts one more subscription, for a non-empty uri, or wait of the
+// caller against MaxSubscriptions.
 func (s *Server) acquire(ctx context.Context, st *session, watcher, uri string) (*feed, error) {
 	ref, err := awareness.ResolveWatcher(watcher)
 	if err != nil {
@@ -299,8 +301,8 @@ func (s *Server) acquire(ctx context.Context, st *session, watcher, uri string) 
 	return nil, err
 }
 
-// release drops one subscription (uri != "") or wait from the feed, and the feed
-// with the last.
+// release drops one subscription, for a non-empty uri, or wait from the feed, and
+// the feed with the last.
 func (s *Server) release(f *feed, uri string) {
 	s.mu.Lock()
 	st := f.sess
@@ -333,7 +335,7 @@ func (s *Server) release(f *feed, uri string) {
 
 // push is the feed's hub sink: it wakes the waits on an opened notice and sends a
 // resources/updated for any change, and once for what was pending when the feed
-// started (a client that subscribes, then waits, is told it has something to read).
+// started, so a client that subscribes, then waits, is told it has something to read.
 // It never blocks: sending is another goroutine's, started only while something is
 // due.
 func (f *feed) push(n *awareness.Notice, replay bool) bool {
@@ -354,8 +356,8 @@ func (f *feed) push(n *awareness.Notice, replay bool) bool {
 	return true
 }
 
-// endedBy is the sink's End: the hub ended the subscription (it closed). The feed's
-// waits return and later ones start another.
+// endedBy is the sink's End: the hub closed the subscription. The feed's waits
+// return and later ones start another.
 func (f *feed) endedBy(error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -365,7 +367,7 @@ func (f *feed) endedBy(error) {
 	}
 }
 
-// end marks the feed over (under srv.mu): waits return, nothing more is sent.
+// end marks the feed over, under srv.mu: waits return, nothing more is sent.
 func (f *feed) end() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -389,9 +391,9 @@ func (f *feed) waitChan() <-chan struct{} {
 }
 
 // sendUpdates sends resources/updated for each subscribed URI until nothing is due.
-// The SDK's ResourceUpdated notifies every session subscribed to a URI; send (the
-// sending middleware) lets it through to this session only. A URI whose update
-// reached no subscription of the SDK yet is sent again (announceRetry).
+// The SDK's ResourceUpdated notifies every session subscribed to a URI; the sending
+// middleware, send, lets it through to this session only. A URI whose update reached
+// no subscription of the SDK yet is sent again after announceRetry.
 func (f *feed) sendUpdates() {
 	var missed map[string]bool
 	var giveUp time.Time
@@ -487,9 +489,10 @@ func (s *Server) sending(ss *mcp.ServerSession, uri string) bool {
 	return false
 }
 
-// receive is the receiving middleware: it makes a session's state at its initialize
-// (a request that opens no MCP session, such as server/discover, counts for nothing), refuses a resource URI with a control character before the SDK echoes it,
-// and gives every refusal an ERR-1 code (the JSON-RPC error's data.code).
+// receive is the receiving middleware: it makes a session's state at its initialize,
+// while a request that opens no MCP session, such as server/discover, counts for
+// nothing; it refuses a resource URI with a control character before the SDK echoes
+// it, and gives every refusal an ERR-1 code in the JSON-RPC error's data.code.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
@@ -547,8 +550,8 @@ const (
 )
 
 // rpcError turns err into a JSON-RPC error whose data.code is its ERR-1 code. An
-// error the SDK made (a JSON-RPC error without our data) keeps its code and message,
-// with data.code INVALID_ARGUMENT (or INTERNAL for an internal error).
+// error the SDK made, a JSON-RPC error without our data, keeps its code and message,
+// with data.code INVALID_ARGUMENT, or INTERNAL for an internal error.
 func rpcError(err error) error {
 	if je, ok := err.(*jsonrpc.Error); ok {
 		if len(je.Data) > 0 {

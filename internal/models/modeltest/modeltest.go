@@ -1,21 +1,21 @@
 // Package modeltest is a model-based property test of the watcher and notice protocol
-// (SPEC §3–4): random sequences of record, watch, unwatch, ack, drain and exact ack,
-// reset, delete, prune, restart (with a restart between a drain and its exact ack) and,
-// where the database is shared, another process's start run against a real store
-// through awareness.Service, and after every step the store's cursors and pending
-// notices are compared with a small reference model written from the specification
-// (not from the implementation's state machine). Each exact acknowledgement's answer
+// of SPEC §3–4: random sequences of record, watch, unwatch, ack, drain and exact ack,
+// reset, delete, prune, restart, including a restart between a drain and its exact
+// ack, and, where the database is shared, another process's start, run against a real
+// store through awareness.Service. After every step the store's cursors and pending
+// notices are compared with a small reference model written from the specification,
+// not from the implementation's state machine. Each exact acknowledgement's answer
 // per notice is compared with the model's, and no notice is handed out twice: a drain
-// never returns a notice (pair and changesSince) that an acknowledgement closed,
+// never returns a notice, by pair and changesSince, that an acknowledgement closed,
 // whatever restarts came in between (NTC-3, NTC-5).
 //
-// The lifecycle kinds are part of it (LIF-1, LIF-2): a reset (recorded, or by
-// resetSession) starts a new generation of its session, drops the cursors it holds and
-// closes the notices on it; a deletion (recorded, or by deleteSession) notifies every
+// The lifecycle kinds are part of it (LIF-1, LIF-2): a reset, recorded or by
+// resetSession, starts a new generation of its session, drops the cursors it holds and
+// closes the notices on it; a deletion, recorded or by deleteSession, notifies every
 // watcher once and retires their cursors, which go once nothing is pending. At most one
 // notice is pending per pair, every notice carries the generations of its pair, and an
 // exact acknowledgement drained by an earlier generation of its watcher is refused
-// (STALE_GENERATION) and acknowledges nothing.
+// with STALE_GENERATION and acknowledges nothing.
 package modeltest
 
 import (
@@ -32,7 +32,7 @@ import (
 )
 
 // Database opens stores on one database. Each call opens a new store on the same
-// database (a restart); the test closes each store it opens.
+// database, as a restart does; the test closes each store it opens.
 type Database func() (awareness.Store, error)
 
 // NewDatabase returns a fresh, empty database for one property-test run.
@@ -40,14 +40,14 @@ type NewDatabase func(t *testing.T) Database
 
 // Options tunes Run for a backend.
 type Options struct {
-	// OtherProcess adds the step of another process starting on the same database
-	// (its store opened beside the running one, its startup sweep, closed again): a
-	// database several processes share (PostgreSQL).
+	// OtherProcess adds the step of another process starting on a shared database,
+	// as PostgreSQL allows: its store opened beside the running one, its startup
+	// sweep, closed again.
 	OtherProcess bool
 }
 
-// Run runs the model test. Steps and runs are bounded by rapid's flags
-// (-rapid.checks, -rapid.steps).
+// Run runs the model test. rapid's -rapid.checks and -rapid.steps bound the runs
+// and steps.
 func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
 	var o Options
 	for _, x := range opts {
@@ -81,7 +81,8 @@ func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
 	})
 }
 
-// The universe of sessions: agent-qualified keys (possible watchers) and a bare key.
+// The universe of sessions: agent-qualified keys, the possible watchers, and a bare
+// key.
 var (
 	qualified = []string{"agent:main:main", "agent:main:subagent:a", "agent:main:subagent:b", "agent:ops:main"}
 	targets   = append(append([]string{}, qualified...), "global")
@@ -112,15 +113,15 @@ type model struct {
 	events  []event // retained, in append order
 	dedupe  map[string]bool
 	cursors map[pair]*cur
-	// closed holds, per pair, the changesSince (L) of every notice an acknowledgement
+	// closed holds, per pair, the changesSince L of every notice an acknowledgement
 	// closed during the cursor's life: a drain must never hand one out again. A new
-	// cursor of the pair (after unwatch, reset, delete or expiry) starts afresh.
+	// cursor of the pair after unwatch, reset, delete or expiry starts afresh.
 	closed map[pair]map[int64]bool
-	// snoozed holds, per pair, the notice snoozed (its N) and until when (RDL-2): it
+	// snoozed holds, per pair, the N of the notice snoozed and until when (RDL-2): it
 	// is hidden while the pair's pending notice is that one and until is ahead.
 	snoozed map[pair]snooze
-	// gen is each session's generation (LIF-2; absent: 1), deleted the sessions whose
-	// head is marked deleted (LIF-1).
+	// gen is each session's generation, 1 when absent (LIF-2); deleted holds the
+	// sessions whose head is marked deleted (LIF-1).
 	gen     map[string]int64
 	deleted map[string]bool
 }
@@ -304,9 +305,9 @@ func (mc *machine) record(rt *rapid.T) {
 }
 
 // applied applies a recorded event of kind at sequence s on target to the model's
-// cursors (actor "" for none, passed the producer-passed watchers that can watch) and
-// returns how many notices it opened. Every append revives a deleted session; a
-// deleted event deletes it again after it notified (LIF-1).
+// cursors and returns how many notices it opened. actor is "" for none; passed are
+// the producer-passed watchers that can watch. Every append revives a deleted
+// session; a deleted event deletes it again after it notified (LIF-1).
 func (m *model) applied(target string, kind awareness.EventKind, s int64, actor string, passed []string, now time.Time) int {
 	m.deleted[target] = false
 	opened := 0
@@ -324,7 +325,7 @@ func (m *model) applied(target string, kind awareness.EventKind, s int64, actor 
 		}
 	case kind.StartsIncarnation():
 		// LIF-2: a new generation; the cursors the session holds go (WAT-5); those on
-		// it close their notice and move to the reset (no watch here selects reset).
+		// it close their notice and move to the reset, which no watch here selects.
 		m.gen[target] = m.genOf(target) + 1
 		for p, c := range m.cursors {
 			switch {
@@ -373,8 +374,8 @@ func (m *model) applied(target string, kind awareness.EventKind, s int64, actor 
 }
 
 // retire is what follows a deleted event at s on target once it notified (LIF-1): the
-// cursors target holds go, those on it are retired (gone at once when nothing is
-// pending), its events before s go, and the session is deleted.
+// cursors target holds go, those on it are retired and gone at once when nothing is
+// pending, its events before s go, and the session is deleted.
 func (m *model) retire(target string, s int64) {
 	for p, c := range m.cursors {
 		switch {
@@ -475,7 +476,7 @@ func (mc *machine) ack(rt *rapid.T) {
 
 // drain takes a snapshot of a watcher's pending notices, as a gateway does when it
 // builds a prompt; ackExact acknowledges one snapshot later, after any interleaving of
-// other steps (restarts included). No notice an acknowledgement closed is ever handed
+// other steps, restarts included. No notice an acknowledgement closed is ever handed
 // out again.
 func (mc *machine) drain(rt *rapid.T) {
 	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
@@ -502,10 +503,11 @@ func (mc *machine) drainOf(rt *rapid.T, w string) drained {
 }
 
 // ackExact acknowledges a drained snapshot exactly (NTC-3), with acknowledgeNotices
-// (an answer per notice) or ackNotices(notices:) (the follow-ups). The property: a pair
-// is acknowledged only when its pending notice is the one drained; every notice opened
-// after the drain (a different notifiedVersion, or a pair not drained) stays pending
-// exactly as it was; and the answer per notice is the model's.
+// and its answer per notice, or with ackNotices(notices:) and its follow-ups. The
+// property: a pair is acknowledged only when its pending notice is the one drained;
+// every notice opened after the drain, with a different notifiedVersion or on a pair
+// not drained, stays pending exactly as it was; and the answer per notice is the
+// model's.
 func (mc *machine) ackExact(rt *rapid.T) {
 	if len(mc.drains) == 0 {
 		rt.Skip("nothing drained")
@@ -517,7 +519,7 @@ func (mc *machine) ackExact(rt *rapid.T) {
 }
 
 // drainRestartAck is a gateway's turn across a restart of the service: it drains the
-// watcher's notices, the service restarts (its startup sweep runs), and the exact
+// watcher's notices, the service restarts and runs its startup sweep, and the exact
 // acknowledgement of what was drained acknowledges every one of them (NTC-5).
 func (mc *machine) drainRestartAck(rt *rapid.T) {
 	w := rapid.SampledFrom(qualified).Draw(rt, "watcher")
