@@ -11,8 +11,8 @@ import (
 
 // Limits of the sessions registry (REG-1, REG-2).
 const (
-	// MaxEntryFieldBytes bounds each typed string field of an entry (sessionId,
-	// chatType, provider, displayName).
+	// MaxEntryFieldBytes bounds each typed string field of an entry: sessionId,
+	// chatType, provider, displayName.
 	MaxEntryFieldBytes = 1024
 	// MaxExtraBytes bounds the encoded extra fields of one entry, after a merge too.
 	MaxExtraBytes = 256 << 10
@@ -20,8 +20,8 @@ const (
 	MaxExtraKeyBytes = 128
 	// MaxImportBytes bounds one sessions.json import.
 	MaxImportBytes = 64 << 20
-	// MaxImportEntries bounds the entries of one import (the gateway's own default
-	// maintenance cap is 500).
+	// MaxImportEntries bounds the entries of one import; the gateway's own default
+	// maintenance cap is 500.
 	MaxImportEntries = 100_000
 )
 
@@ -35,17 +35,17 @@ const (
 type SessionWrite struct {
 	Ref   SessionRef
 	Entry SessionEntry
-	// Replace makes the registry entry exactly Entry: nil fields are cleared and Extra
-	// replaces every stored extra field (an import: the gateway is the authority).
-	// Otherwise nil fields are left unchanged and Extra is merged key by key, a JSON
-	// null removing a key (an upsert).
+	// Replace makes the registry entry exactly Entry, as an import does, the gateway
+	// being the authority: nil fields are cleared and Extra replaces every stored
+	// extra field. Otherwise, as in an upsert, nil fields are left unchanged and Extra
+	// is merged key by key, a JSON null removing a key.
 	Replace bool
-	// UpdatedAt is the gateway's last activity time (sessions.json updatedAt); nil
+	// UpdatedAt is the gateway's last activity time, sessions.json updatedAt; nil
 	// means now. A live session's time never goes backwards: the later of the stored
 	// and the given time is kept.
 	UpdatedAt *time.Time
-	// CompactionCount, when not nil, replaces the session's compaction count (the
-	// gateway's own count, on import). Otherwise the count is left as it is.
+	// CompactionCount, when not nil, replaces the session's compaction count with the
+	// gateway's own, on import. Otherwise the count is left as it is.
 	CompactionCount *int64
 }
 
@@ -53,14 +53,14 @@ type SessionWrite struct {
 // implements it; a Store without it answers the registry operations UNIMPLEMENTED.
 //
 // Implementations read the rows a call writes, merge each write with
-// MergeSessionWrite, and write the results back, in one transaction. The compaction
-// count is kept by Store.Append: a recorded (not deduplicated) op adds its
+// MergeSessionWrite, and write the results back, in one transaction. Store.Append
+// keeps the compaction count: a recorded, not deduplicated, op adds its
 // AppendOp.Compactions in the append transaction (REG-3).
 type RegistryStore interface {
 	// UpsertSessions applies ws in order in one write transaction and returns the
 	// resulting sessions: every write commits or none does. A write creates the
-	// session's row when absent (kind classified from the key), revives a deleted one,
-	// and marks it registered.
+	// session's row when absent, its kind classified from the key, revives a deleted
+	// one, and marks it registered.
 	UpsertSessions(ctx context.Context, ws []SessionWrite, now time.Time) ([]Session, error)
 	// RecordMemoryFlush sets memoryFlushAt = now and memoryFlushCompactionCount =
 	// compactionCount on a registered session, in one statement (REG-3). ok is false
@@ -69,7 +69,7 @@ type RegistryStore interface {
 }
 
 // CheckSessionWrites refuses a registry batch a store must not write: a write without a
-// session (INVALID_ARGUMENT) or a zero now (CheckClock).
+// session, INVALID_ARGUMENT, or a zero now, by CheckClock.
 func CheckSessionWrites(ws []SessionWrite, now time.Time) error {
 	if err := CheckClock("UpsertSessions", now); err != nil {
 		return err
@@ -85,10 +85,10 @@ func CheckSessionWrites(ws []SessionWrite, now time.Time) error {
 // RegistryRow is a session's row as a registry write finds it and as it leaves it.
 type RegistryRow struct {
 	Session Session
-	// New is true for a row the same call created (its head and entry did not exist):
+	// New is true for a row the same call created, without a head or entry before:
 	// the first write then sets its update time as given, even one before now.
 	New bool
-	// Deleted is true for a deleted session (DeleteSession): a write revives it with a
+	// Deleted is true for a session DeleteSession deleted: a write revives it with a
 	// fresh entry and a compaction count of 0.
 	Deleted bool
 }
@@ -96,10 +96,10 @@ type RegistryRow struct {
 // MergeSessionWrite is the registry write w applied to row at now (REG-1, REG-2): the
 // row to store, registered, its kind classified from the key. A deleted row is
 // revived anew; Replace clears the entry first; non-nil fields are set; Extra is
-// merged key by key (a JSON null removing a key) into the stored fields, and the
+// merged key by key into the stored fields, a JSON null removing a key, and the
 // merged fields, encoded, stay within MaxExtraBytes; a live session's update time
-// never goes backwards. Extra values come back as encoding/json writes them
-// (compact), which is how a store that encodes them gives them back. row is not
+// never goes backwards. Extra values come back compact, as encoding/json writes
+// them, which is how a store that encodes them gives them back. row is not
 // modified. Several writes of one session in one call merge in order, each into the
 // result of the previous one.
 func MergeSessionWrite(row RegistryRow, w SessionWrite, now time.Time) (RegistryRow, error) {
@@ -304,7 +304,7 @@ type CompactionPolicy struct {
 	// CompactionThreshold is contextWindow − reserveTokens.
 	CompactionThreshold int64
 	// MemoryFlushDue: contextTokens > MemoryFlushThreshold and no flush ran in this
-	// compaction cycle (memoryFlushCompactionCount ≠ compactionCount).
+	// compaction cycle: memoryFlushCompactionCount ≠ compactionCount.
 	MemoryFlushDue bool
 	// CompactionDue: contextTokens > CompactionThreshold.
 	CompactionDue bool
@@ -357,7 +357,7 @@ func EvaluateCompaction(sess Session, contextWindow, reserveTokens, softThreshol
 }
 
 // maxTokens bounds the token arguments of the policy, so that no arithmetic on them
-// can overflow (and GraphQL clients that read Int as a double stay exact).
+// can overflow and GraphQL clients that read Int as a double stay exact.
 const maxTokens = 1 << 40
 
 func checkCompactionArgs(window, reserve, soft int64) error {
@@ -385,8 +385,8 @@ type errorString string
 func (e errorString) Error() string { return string(e) }
 
 // upsertEntry validates the entry of an upsert. Extra may not name a field that has
-// its own column (those are set through their own arguments); a `spawnedBy` in Extra
-// gives the lineage when ParentSessionKey is nil, as on import.
+// its own column and argument; a `spawnedBy` in Extra gives the lineage when
+// ParentSessionKey is nil, as on import.
 func upsertEntry(e SessionEntry) (SessionEntry, error) {
 	out := e
 	out.Extra = nil
@@ -443,7 +443,7 @@ func upsertEntry(e SessionEntry) (SessionEntry, error) {
 // parent key.
 func checkTypedFields(e *SessionEntry) error {
 	// One rule for every typed text field, displayName included: one line, no NUL
-	// or other control character (PostgreSQL refuses NUL where SQLite stores it).
+	// or other control character. PostgreSQL refuses NUL where SQLite stores it.
 	for _, f := range []struct {
 		name string
 		v    *string
@@ -504,7 +504,7 @@ func checkExtraKey(k string) error {
 	return nil
 }
 
-// checkJSONText refuses a JSON value with a NUL (\u0000) in any string or object
+// checkJSONText refuses a JSON value with a NUL, \u0000, in any string or object
 // key: PostgreSQL's jsonb refuses it where SQLite stores it (ERR-3). Other escaped
 // control characters are kept, as the gateway wrote them.
 func checkJSONText(what string, v json.RawMessage) error {
@@ -523,8 +523,8 @@ func checkJSONText(what string, v json.RawMessage) error {
 	}
 }
 
-// reservedNames are names the service itself puts next to an entry's fields (in
-// `awareness sessions --json`); no extra field may take them.
+// reservedNames are names the service itself puts next to an entry's fields in
+// `awareness sessions --json`; no extra field may take them.
 var reservedNames = map[string]bool{
 	"sessionKey": true, "agentId": true, "kind": true, "stateVersion": true, "registered": true,
 }

@@ -25,12 +25,12 @@ func (s *Service) Watch(ctx context.Context, watcher, target string, targetAgent
 // WatchOptions is what a watch sets besides its pair.
 type WatchOptions struct {
 	// Kinds selects the notifying kinds that open a notice for the cursor (LIF-3): nil
-	// keeps an existing cursor's selection (the default for a new one,
-	// DefaultWatchKinds); a kind a watch cannot select is INVALID_ARGUMENT.
+	// keeps an existing cursor's selection, DefaultWatchKinds for a new one; a kind a
+	// watch cannot select is INVALID_ARGUMENT.
 	Kinds []string
 	// MaxRedeliver, when set, is how often one opening of the pair's notice may come
-	// back after a drain neither acknowledged nor released (RDL-1; default
-	// DefaultMaxRedeliver); outside [0, MaxMaxRedeliver] it is INVALID_ARGUMENT.
+	// back after a drain neither acknowledged nor released (RDL-1); by default
+	// DefaultMaxRedeliver, and outside [0, MaxMaxRedeliver] INVALID_ARGUMENT.
 	MaxRedeliver *int
 }
 
@@ -104,9 +104,10 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 	return ok, nil
 }
 
-// NoticeRef names one notice a watcher's turn consumed (NTC-3, the exact form): its
-// target, as the notice names it, and its NotifiedVersion. TargetAgentID qualifies a
-// bare target as everywhere else (default: the agent of a canonical key, else main).
+// NoticeRef names one notice a watcher's turn consumed, for the exact form (NTC-3):
+// its target, as the notice names it, and its NotifiedVersion. TargetAgentID
+// qualifies a bare target as everywhere else, by default the agent of a canonical
+// key, else main.
 type NoticeRef struct {
 	Target          string
 	TargetAgentID   *string
@@ -118,14 +119,14 @@ type NoticeRef struct {
 }
 
 // AckNotices acknowledges the watcher's pending notices and publishes, after the
-// commit, each notice it closed (Closed set) and then the follow-ups it opened (NTC-3).
-// It returns the follow-ups.
+// commit, each notice it closed, with Closed set, and then the follow-ups it opened
+// (NTC-3). It returns the follow-ups.
 //
-// With notices (the exact form, what a gateway uses) it acknowledges exactly those: a
-// pair whose pending notice is no longer the one named (its notifiedVersion) is left
-// alone, so a notice opened after the prompt was built is never acknowledged unseen.
-// Without notices it acknowledges whatever is pending now on targets (each qualified
-// by targetAgentID as keys are), or on every target when targets is nil: racy for a
+// With notices, the exact form a gateway uses, it acknowledges exactly those: a pair
+// whose pending notice no longer has the notifiedVersion named is left alone, so a
+// notice opened after the prompt was built is never acknowledged unseen. Without
+// notices it acknowledges whatever is pending now on targets, each qualified by
+// targetAgentID as keys are, or on every target when targets is nil: racy for a
 // remote caller. notices together with targets or targetAgentID is INVALID_ARGUMENT.
 func (s *Service) AckNotices(ctx context.Context, watcher string, targets []string, targetAgentID *string, notices []NoticeRef) ([]Notice, error) {
 	w, err := ResolveWatcher(watcher)
@@ -167,9 +168,9 @@ func (s *Service) AckNotices(ctx context.Context, watcher string, targets []stri
 }
 
 // AcknowledgeNotices is the exact form of AckNotices with an answer per named notice
-// (NTC-3): what it did with each, in the order named (see AckOutcome and AckNamed),
-// with the follow-up an acknowledgement opened or the pair's pending notice. Closed
-// notices and follow-ups are published after the commit, as AckNotices publishes them.
+// (NTC-3): what it did with each, in the order named, with the follow-up an
+// acknowledgement opened or the pair's pending notice; see AckOutcome and AckNamed.
+// Closed notices and follow-ups are published after the commit, as AckNotices does.
 func (s *Service) AcknowledgeNotices(ctx context.Context, watcher string, notices []NoticeRef) ([]NoticeAck, error) {
 	w, err := ResolveWatcher(watcher)
 	if err != nil {
@@ -199,7 +200,8 @@ func (s *Service) AcknowledgeNotices(ctx context.Context, watcher string, notice
 	return acks, nil
 }
 
-// exactAcks checks and resolves the notices of an exact acknowledgement (never nil).
+// exactAcks checks and resolves the notices of an exact acknowledgement; it never
+// returns nil.
 func exactAcks(notices []NoticeRef) ([]AckTarget, error) {
 	if len(notices) > MaxAckNotices {
 		return nil, Errorf(EINVALID, "at most %d notices per acknowledgement, got %d", MaxAckNotices, len(notices))
@@ -250,7 +252,7 @@ func (s *Service) ack(ctx context.Context, w SessionRef, req AckRequest) (AckRes
 	return res, nil
 }
 
-// MaxAckNotices bounds the notices (or targets) one acknowledgement names.
+// MaxAckNotices bounds the notices or targets one acknowledgement names.
 const MaxAckNotices = 1000
 
 // PendingNotices lists a watcher's pending notices without acknowledging them.
@@ -273,8 +275,8 @@ func (s *Service) PendingNotices(ctx context.Context, watcher string) ([]Notice,
 }
 
 // Watches lists cursors held by a watcher and/or on a target. targetAgentID qualifies
-// a bare target as keys are (default main): the cursors on one agent's `global` are not
-// another's.
+// a bare target as keys are, by default main: the cursors on one agent's `global` are
+// not another's.
 func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *string) ([]Cursor, error) {
 	var q CursorQuery
 	// The watcher's agent owns its cursors; without a watcher, the target's agent may
@@ -325,12 +327,12 @@ func (s *Service) Watches(ctx context.Context, watcher, target, targetAgentID *s
 	return cs, nil
 }
 
-// ResetSession records a reset of the session (LIF-1): a new incarnation. It is the
-// reset event's append, the one path of a reset (RecordEvent with kind reset does the
-// same): the session's generation moves up by one (LIF-2), the cursors it holds as a
-// watcher are dropped (WAT-5), and the pending notices on it close, a watcher that
-// selects reset (LIF-3) getting one notice for the new incarnation. The targets'
-// history is kept. It reports true once the reset is recorded.
+// ResetSession records a reset of the session, a new incarnation (LIF-1). The reset
+// event's append is the one path of a reset, also for RecordEvent with kind reset:
+// the session's generation moves up by one (LIF-2), the cursors it holds as a watcher
+// are dropped (WAT-5), and the pending notices on it close, a watcher that selects
+// reset (LIF-3) getting one notice for the new incarnation. The targets' history is
+// kept. It reports true once the reset is recorded.
 func (s *Service) ResetSession(ctx context.Context, key string, agentID *string) (bool, error) {
 	ref, err := s.sessionToWrite(ctx, key, agentID)
 	if err != nil {
@@ -372,14 +374,14 @@ func (s *Service) DeleteSession(ctx context.Context, key string, agentID *string
 	return true, nil
 }
 
-// Sweep is the startup sweep (NTC-5). Pending notices survive a restart unchanged
-// (same N, text and opening time) and are not touched: every (re)subscription reads its
-// watcher's pending notices from the store first (NTC-7), a process that starts has no
-// subscriber yet, and the subscribers of other processes are not concerned by this
-// one's start. What remains is a cursor with M > N == L, which no committed write
-// leaves behind: the sweep opens its notice (SweepCursor) and publishes it after the
-// commit, in pages that each lock only their own rows (Store.Sweep). It returns how
-// many notices it opened.
+// Sweep is the startup sweep (NTC-5). Pending notices survive a restart unchanged,
+// with the same N, text and opening time, and are not touched: every subscription
+// reads its watcher's pending notices from the store first (NTC-7), a process that
+// starts has no subscriber yet, and the subscribers of other processes are not
+// concerned by this one's start. What remains is a cursor with M > N == L, which no
+// committed write leaves behind: the sweep opens its notice by SweepCursor and
+// publishes it after the commit, in Store.Sweep pages that each lock only their own
+// rows. It returns how many notices it opened.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	now := s.Now()
 	n, err := s.store.Sweep(ctx, now, func(opened []Notice) {

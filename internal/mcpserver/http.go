@@ -23,30 +23,37 @@ import (
 // HTTPConfig wires Handler.
 type HTTPConfig struct {
 	// Authenticate returns the principal of an Authorization header; nil serves
-	// without authentication (every caller is admin, and all share the limits).
+	// without authentication: every caller is admin, and all share the limits.
 	Authenticate func(authorization string) (awareness.Principal, error)
-	// OriginAllowed decides a request's Origin header (the /query rule); nil allows
+	// OriginAllowed decides a request's Origin header by the /query rule; nil allows
 	// no Origin but the request's own host.
 	OriginAllowed func(origin, host string) bool
 	// MaxBodyBytes bounds a POST body: the /query limit.
 	MaxBodyBytes int64
-	// HostChecked says the server checks Host in front of every route (edge.Hosts):
-	// the SDK's own rule (a loopback listener serves loopback Host names only) is then
-	// off, so that a name --allowed-hosts allows is served on a loopback listener too.
+	// HostChecked says the server checks Host in front of every route with
+	// edge.Hosts. The SDK's own rule, that a loopback listener serves loopback Host
+	// names only, is then off, so that a name --allowed-hosts allows is served on a
+	// loopback listener too.
 	HostChecked bool
 }
 
-// Handler serves streamable HTTP (CLT-6), behind the server's Host allowlist. In this
-// order, each refusal a JSON-RPC error whose data.code is an ERR-1 code: the Origin
-// rule (403 FORBIDDEN); authentication (401 UNAUTHENTICATED, with WWW-Authenticate); a session
-// id that is not one of this token's sessions (404 NOT_FOUND, as for an unknown id: it
-// learns nothing); a POST body over MaxBodyBytes (413 INVALID_ARGUMENT), not JSON or not
-// valid text (jsontext: 400 INVALID_ARGUMENT); a JSON-RPC batch of more than
-// MaxBatchMessages messages (413 COMPLEXITY_LIMIT_EXCEEDED); a new session past
-// MaxSessions (429 RATE_LIMITED). Then the SDK's handler, which binds the session to
-// the token (its auth.TokenInfo.UserID, a hash of the token), closes it after
-// SessionIdle without a request, and refuses a non-loopback Host on a loopback
-// listener (unless HostChecked); its plain-text refusals get a code too.
+// Handler serves streamable HTTP (CLT-6), behind the server's Host allowlist. Each
+// refusal is a JSON-RPC error whose data.code is an ERR-1 code; in this order:
+//
+//   - the Origin rule: 403 FORBIDDEN;
+//   - authentication: 401 UNAUTHENTICATED, with WWW-Authenticate;
+//   - a session id that is not one of this token's sessions: 404 NOT_FOUND, as for an
+//     unknown id, so it learns nothing;
+//   - a POST body over MaxBodyBytes: 413 INVALID_ARGUMENT; not JSON or, by jsontext,
+//     not valid text: 400 INVALID_ARGUMENT;
+//   - a JSON-RPC batch of more than MaxBatchMessages messages: 413
+//     COMPLEXITY_LIMIT_EXCEEDED;
+//   - a new session past MaxSessions: 429 RATE_LIMITED.
+//
+// Then the SDK's handler binds the session to the token through its
+// auth.TokenInfo.UserID, a hash of the token, closes it after SessionIdle without a
+// request, and, unless HostChecked, refuses a non-loopback Host on a loopback
+// listener; its plain-text refusals get a code too.
 func (s *Server) Handler(hc HTTPConfig) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger:              slog.New(demote{s.log.Handler()}),
@@ -77,8 +84,8 @@ type httpHandler struct {
 
 type callerKey struct{}
 
-// caller is an authenticated request's token: owner identifies it (never the token
-// itself), p is its principal.
+// caller is an authenticated request's token: owner identifies it, never as the
+// token itself; p is its principal.
 type caller struct {
 	owner string
 	p     awareness.Principal
@@ -197,8 +204,8 @@ func tokenOwner(authorization string) string {
 	return "token:" + hex.EncodeToString(sum[:16])
 }
 
-// ownedBy reports whether the session id is one of owner's, or unknown here (the SDK
-// then answers it). Another owner's session reads as unknown.
+// ownedBy reports whether the session id is one of owner's, or unknown here, for
+// the SDK to answer. Another owner's session reads as unknown.
 func (s *Server) ownedBy(id, owner string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -242,7 +249,7 @@ func writeRPCError(w http.ResponseWriter, status int, code, msg string) {
 	_, _ = w.Write(body)
 }
 
-// codedWriter rewrites the SDK's plain-text refusals (http.Error) as coded JSON-RPC
+// codedWriter rewrites the SDK's plain-text http.Error refusals as coded JSON-RPC
 // errors. Everything else passes through, streams included.
 type codedWriter struct {
 	http.ResponseWriter
@@ -290,8 +297,8 @@ func (c *codedWriter) finish() {
 	var code string
 	switch c.status {
 	case http.StatusNotFound, http.StatusForbidden:
-		// An unknown session and another token's read the same (the SDK's own binding
-		// check, should ownedBy not have answered).
+		// An unknown session and another token's read the same: this is the SDK's own
+		// binding check, should ownedBy not have answered.
 		c.status, code, msg = http.StatusNotFound, awareness.ENOTFOUND, noSession
 	case http.StatusUnauthorized:
 		code = awareness.EUNAUTHENTICATED

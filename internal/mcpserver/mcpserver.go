@@ -1,21 +1,21 @@
 // Package mcpserver serves the awareness service to agents over the Model Context
 // Protocol (CLT-3, CLT-6), with the official Go SDK, in the service's own process:
 // every tool calls awareness.Service directly with the caller's Principal, and a
-// watcher's notices resource (awareness://notices/{watcher}) is fed by one hub
-// subscription per (MCP session, watcher), with no goroutine while it is idle.
+// watcher's notices resource, awareness://notices/{watcher}, is fed by one hub
+// subscription per MCP session and watcher, with no goroutine while it is idle.
 //
-// Tools come in toolsets, as in the GitHub MCP server: sessions (session_status,
-// sessions_list), notices (pending_notices, wait_for_notices, ack_notices and the
-// notices resource) and write (record_event, session_watch, session_unwatch);
+// Tools come in toolsets, as in the GitHub MCP server: sessions with session_status
+// and sessions_list; notices with pending_notices, wait_for_notices, ack_notices and
+// the notices resource; write with record_event, session_watch and session_unwatch.
 // Config.ReadOnly keeps only the tools that change nothing, whatever the toolsets.
 // Every tool has an input and an output schema, annotations, and a description that
 // tells an agent when to call it. A tool's structuredContent holds the GraphQL
-// answer's fields by the same names and values, plus summary (the sentences its text
-// content says, which harnesses that drop text content still pass to the model) and,
-// when the call names a watcher, watcherNotices (that watcher's pending-notice digest).
+// answer's fields by the same names and values, plus summary, the sentences its text
+// content says, which harnesses that drop text content still pass to the model, and,
+// when the call names a watcher, watcherNotices, that watcher's pending-notice digest.
 //
-// Over streamable HTTP (Handler) a session belongs to the token that opened it, expires
-// after Config.SessionIdle without a request, and each token holds at most
+// Over streamable HTTP a session belongs to the token that opened it and expires
+// after Config.SessionIdle without a request; each token holds at most
 // Config.MaxSessions sessions and Config.MaxSubscriptions subscriptions and waits.
 // `awareness mcp` serves stdio through Proxy, a client of the service's /mcp.
 package mcpserver
@@ -67,8 +67,8 @@ const (
 	DefaultMaxSessions      = 64
 	DefaultMaxSubscriptions = 128
 	DefaultEvictIdle        = time.Minute
-	// MaxBatchMessages bounds the messages of one JSON-RPC batch (protocol 2025-03-26;
-	// later versions have no batches, and the SDK refuses them).
+	// MaxBatchMessages bounds the messages of one JSON-RPC batch of protocol
+	// 2025-03-26; later versions have no batches, and the SDK refuses them.
 	MaxBatchMessages = 20
 	// MaxWait is the longest wait_for_notices.
 	MaxWait = 30 * time.Second
@@ -80,23 +80,23 @@ type Config struct {
 	Logger  *slog.Logger
 	// Version is reported in the MCP server info.
 	Version string
-	// Toolsets are the toolsets served (AllToolsets when empty); ReadOnly then drops
+	// Toolsets are the toolsets served, AllToolsets when empty; ReadOnly then drops
 	// every tool that changes state.
 	Toolsets []string
 	ReadOnly bool
-	// SessionIdle closes a session that received no request for that long
-	// (DefaultSessionIdle when zero). MaxSessions and MaxSubscriptions bound what one
-	// token (one caller without authentication) holds at once (the defaults when zero).
+	// SessionIdle closes a session that received no request for that long.
+	// MaxSessions and MaxSubscriptions bound what one token, or one caller without
+	// authentication, holds at once. Zero means the Default of each.
 	SessionIdle      time.Duration
 	MaxSessions      int
 	MaxSubscriptions int
 	// EvictIdle: past MaxSessions, a token's least recently used session without a
-	// request for this long is closed for its new one (DefaultEvictIdle when zero).
+	// request for this long is closed for its new one; DefaultEvictIdle when zero.
 	EvictIdle time.Duration
-	// Charge, when set, draws a call's cost from the budget of ctx's caller (ERR-4)
-	// before the call runs: query points and writes, priced as GraphQL prices the same
-	// operation (cost.go). Its error refuses the call; an error with a Code method gives
-	// its code (and RetryAfterMs its retry hint).
+	// Charge, when set, draws a call's cost from the budget of ctx's caller before the
+	// call runs (ERR-4): query points and writes, priced as GraphQL prices the same
+	// operation. Its error refuses the call; an error with a Code method gives its
+	// code, and one with RetryAfterMs its retry hint.
 	Charge func(ctx context.Context, points, writes int) error
 }
 
@@ -121,7 +121,7 @@ type Server struct {
 
 type ownerCount struct{ sessions, subscriptions int }
 
-// ParseToolsets reads a comma-separated list of toolsets ("all" for every one).
+// ParseToolsets reads a comma-separated list of toolsets; "all" names every one.
 func ParseToolsets(s string) ([]string, error) {
 	var out []string
 	for _, t := range strings.Split(s, ",") {
@@ -239,7 +239,7 @@ func (s *Server) Close() {
 }
 
 // sweepInterval is how often ended sessions are looked for: their feeds and counts go
-// within it of the end (DELETE and Close drop them at once).
+// within it of the end. DELETE and Close drop them at once.
 const sweepInterval = 5 * time.Second
 
 func (s *Server) sweep() {
@@ -256,8 +256,8 @@ func (s *Server) sweep() {
 	}
 }
 
-// dropEnded drops the state of the sessions the SDK no longer holds (idle expiry,
-// DELETE, a failed initialization).
+// dropEnded drops the state of the sessions the SDK no longer holds after idle
+// expiry, DELETE or a failed initialization.
 func (s *Server) dropEnded() {
 	live := map[*mcp.ServerSession]bool{}
 	for ss := range s.mcp.Sessions() {

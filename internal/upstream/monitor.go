@@ -21,8 +21,8 @@ const (
 	// MissingThreshold is how many checks in a row must not find a thread before it
 	// is declared missing.
 	MissingThreshold = 3
-	// settleBatch bounds how many link settlements (and, separately, how many activity
-	// events) share one write transaction.
+	// settleBatch bounds how many link settlements, and separately how many activity
+	// events, share one write transaction.
 	settleBatch = 256
 )
 
@@ -31,9 +31,10 @@ type Recorder interface {
 	RecordEvent(ctx context.Context, in awareness.RecordInput) (awareness.RecordResult, error)
 }
 
-// BatchRecorder is a Recorder that can also append several events in one transaction
-// (all or nothing). The monitor uses it, when available, to commit the activity of a
-// batch of links at once, and falls back to one event at a time when the batch fails.
+// BatchRecorder is a Recorder that can also append several events in one
+// all-or-nothing transaction. The monitor uses it, when available, to commit the
+// activity of a batch of links at once, and falls back to one event at a time when
+// the batch fails.
 type BatchRecorder interface {
 	Recorder
 	RecordEvents(ctx context.Context, ins []awareness.RecordInput) ([]awareness.RecordResult, error)
@@ -49,7 +50,7 @@ type Config struct {
 	// Recorder defaults to Service.
 	Recorder Recorder
 	// FirstCheck is the delay of the first check after Start; Interval the period of
-	// the checks, counted from Start (so with the defaults: 15 s, 60 s, 120 s, …).
+	// the checks, counted from Start: with the defaults 15 s, 60 s, 120 s, and so on.
 	FirstCheck, Interval time.Duration
 	// MaxScanBytes defaults to MaxScanBytes.
 	MaxScanBytes int64
@@ -59,8 +60,8 @@ type Config struct {
 	// Observer is told the counts of every cycle that ran; nil: nobody.
 	Observer awareness.Observer
 	// AfterRecord, when set, runs after a cycle's activity events committed and before
-	// their settlements apply: a test-only crash point (the e2e test holds it and kills
-	// the process there, see serve_config.go's AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT).
+	// their settlements apply: a test-only crash point where the e2e test holds and
+	// kills the process; see AWARENESS_TEST_HOLD_UPSTREAM_SETTLEMENT in serve_config.go.
 	AfterRecord func(ctx context.Context)
 }
 
@@ -68,30 +69,30 @@ type Config struct {
 // one goroutine between Start and Stop; RunOnce runs one cycle directly. Cycles never
 // overlap: a cycle due while one runs is skipped.
 //
-// One cycle lists the links that at least one cursor targets (unwatched links are
-// never read), and checks each through its catalog:
+// One cycle lists the links that at least one cursor targets, so unwatched links are
+// never read, and checks each through its catalog:
 //
-//   - new external human prompts record one human_direct_message (actor human,
-//     channel = catalog id, turns when more than one, dedupe key
-//     "upstream:<linkId>:<start>-<end>", the exact byte range: UpstreamDedupeKey); the
-//     marker advances only after that event committed, so a failed insert is retried
-//     by the next cycle and never doubled. When the event committed but its
-//     settlement did not (a failed write, a crash), the next check finds the recorded
-//     range (UpstreamRecordedEnd) and scans from its end: the prompts appended since
-//     are recorded once, those already recorded are not recorded again;
+//   - new external human prompts record one human_direct_message with actor human,
+//     channel the catalog id, turns when more than one, and the UpstreamDedupeKey of
+//     the exact byte range, "upstream:<linkId>:<start>-<end>"; the marker advances
+//     only after that event committed, so a failed insert is retried by the next
+//     cycle and never doubled. When the event committed but a failed write or a crash
+//     lost its settlement, the next check finds the recorded range with
+//     UpstreamRecordedEnd and scans from its end: the prompts appended since are
+//     recorded once, those already recorded are not recorded again;
 //   - echoes of the gateway's own prompts, and lines that are not human, only advance
 //     the marker;
 //   - a thread not found MissingThreshold checks in a row records one upstream_missing
-//     (system, dedupe key "upstream_missing:<linkId>") and removes the link; the
+//     by system, dedupe key "upstream_missing:<linkId>", and removes the link; the
 //     streak is stored in the link, so it survives restarts, and any successful check
 //     restarts it;
 //   - an inconclusive failure changes neither the marker nor the streak and shows in
 //     the link's blocked reason.
 //
 // Every settlement is a compare-and-set on the link as read: a link adopted again
-// during its check is left alone (and, having changed, gets no event from the check).
-// Settlements of a batch share one transaction; when it fails, each is applied on its
-// own, so one link's failing write never holds back another's marker (UPS-2).
+// during its check is left alone and gets no event from the check. Settlements of a
+// batch share one transaction; when it fails, each is applied on its own, so one
+// link's failing write never holds back another's marker (UPS-2).
 type Monitor struct {
 	cfg Config
 	svc *awareness.Service
@@ -189,10 +190,10 @@ func (m *Monitor) loop(ctx context.Context) {
 }
 
 // Stop aborts a running cycle, waits for the goroutine and returns. Stopping a stopped
-// (or never started) monitor does nothing.
+// or never started monitor does nothing.
 func (m *Monitor) Stop() { m.lifecycle.Stop() }
 
-// RunOnce runs one cycle now, unless one is running (then Skipped is true). Cancelling
+// RunOnce runs one cycle now, unless one is running: then Skipped is true. Cancelling
 // ctx aborts it: links not yet settled are checked again by a later cycle.
 func (m *Monitor) RunOnce(ctx context.Context) (CycleStats, error) {
 	if !m.running.TryLock() {
@@ -255,9 +256,9 @@ func (m *Monitor) RunOnce(ctx context.Context) (CycleStats, error) {
 }
 
 // settle applies checks in one transaction, and when that fails, one by one: a link
-// whose own settlement fails keeps its marker (its next check retries, and finds its
-// recorded event with UpstreamRecordedEnd), the others settle in this cycle (UPS-2).
-// It returns ctx's error only.
+// whose own settlement fails keeps its marker, and its next check retries and finds
+// its recorded event with UpstreamRecordedEnd; the others settle in this cycle
+// (UPS-2). It returns ctx's error only.
 func (m *Monitor) settle(ctx context.Context, checks []awareness.UpstreamCheck, st *CycleStats) error {
 	applied, err := m.st.SettleUpstream(ctx, checks)
 	if err != nil && ctx.Err() == nil && len(checks) > 1 {
@@ -308,7 +309,7 @@ type activity struct {
 }
 
 // record commits the events of acts and returns the settlements of those that
-// committed (recorded or deduplicated). A link changed since its scan gets neither.
+// committed, recorded or deduplicated. A link changed since its scan gets neither.
 // With a BatchRecorder the events share one transaction; if that fails, each is tried
 // on its own so that one bad link does not hold back the others.
 func (m *Monitor) record(ctx context.Context, acts []activity, st *CycleStats) []awareness.UpstreamCheck {
@@ -367,8 +368,8 @@ func (m *Monitor) afterRecord(ctx context.Context) {
 }
 
 // check checks one link and returns its settlement; ok is false when the link must be
-// left as it is (the link changed, the cycle was aborted). When the scan found external
-// prompts, act is the event to commit before the settlement may apply.
+// left as it is because it changed or the cycle was aborted. When the scan found
+// external prompts, act is the event to commit before the settlement may apply.
 func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *CycleStats) (c awareness.UpstreamCheck, act *awareness.RecordInput, ok bool) {
 	log := m.log.With("session", l.Session.Key, "agent", l.Session.AgentID, "catalog", l.CatalogID)
 	keep := awareness.UpstreamCheck{Expect: l, Marker: l.Marker, ConsecutiveMisses: l.ConsecutiveMisses,
@@ -392,8 +393,8 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 		return loadErr == nil && isOwn(text)
 	}
 	st.Checked++
-	// Where the scan starts: past every range already recorded but not settled (the
-	// event committed, its settlement failed or the process died in between).
+	// The scan starts past every range already recorded but not settled: the event
+	// committed, and its settlement failed or the process died in between.
 	start, err := m.recordedEnd(ctx, l)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -461,8 +462,8 @@ func (m *Monitor) check(ctx context.Context, l awareness.UpstreamLink, st *Cycle
 }
 
 // recordedEnd returns where the link's scan starts: its marker, moved past every
-// range whose activity event is already recorded (UpstreamRecordedEnd). Each step
-// moves forward, so the walk ends.
+// range whose activity event UpstreamRecordedEnd finds recorded. Each step moves
+// forward, so the walk ends.
 func (m *Monitor) recordedEnd(ctx context.Context, l awareness.UpstreamLink) (int64, error) {
 	start := l.Marker
 	for {
@@ -481,7 +482,7 @@ func (m *Monitor) recordedEnd(ctx context.Context, l awareness.UpstreamLink) (in
 
 // missing handles the check that reached MissingThreshold: record upstream_missing,
 // then remove the link. If the record fails, the streak is left one short of the
-// threshold, so the next miss tries again (the dedupe key prevents a double).
+// threshold, so the next miss tries again; the dedupe key prevents a double.
 func (m *Monitor) missing(ctx context.Context, l awareness.UpstreamLink, channel string, keep awareness.UpstreamCheck,
 	st *CycleStats, log *slog.Logger) (awareness.UpstreamCheck, bool) {
 	if !m.unchanged(ctx, l) {
@@ -516,8 +517,8 @@ func (m *Monitor) missing(ctx context.Context, l awareness.UpstreamLink, channel
 	return keep, false
 }
 
-// unchanged re-reads the link before an event is recorded: a link adopted again (or
-// removed) since it was scanned gets no event from that scan (reference #116864).
+// unchanged re-reads the link before an event is recorded: a link adopted again or
+// removed since it was scanned gets no event from that scan, see reference #116864.
 func (m *Monitor) unchanged(ctx context.Context, l awareness.UpstreamLink) bool {
 	log := m.log.With("session", l.Session.Key, "agent", l.Session.AgentID)
 	cur, ok, err := m.st.UpstreamLink(ctx, l.Session)
