@@ -16,8 +16,9 @@ func keyOfNotice(n Notice) holdKey   { return holdKey{n.Watcher, n.Target} }
 func keyOfHold(h NoticeHold) holdKey { return holdKey{h.Watcher, h.Target} }
 func keyOfView(v HoldView) holdKey   { return keyOfHold(v.Hold) }
 
-// applyHolds marks the pending notices ns of watcher ("" every watcher) as their holds
-// say (Redelivered, Delivery) and leaves out the snoozed ones (RDL-1, RDL-2).
+// applyHolds marks the pending notices ns of watcher, or of every watcher for "", as
+// their holds say, with Redelivered and Delivery, and leaves out the snoozed ones
+// (RDL-1, RDL-2).
 func (s *Service) applyHolds(ctx context.Context, watcher string, ns []Notice) ([]Notice, error) {
 	if s.holds == nil || len(ns) == 0 {
 		return ns, nil
@@ -29,8 +30,8 @@ func (s *Service) applyHolds(ctx context.Context, watcher string, ns []Notice) (
 	return MarkHeld(ns, hs, s.Now()), nil
 }
 
-// MarkHeld marks the pending notices ns by their holds hs at now (Redelivered,
-// Delivery) and leaves out the snoozed ones (RDL-1, RDL-2). The service applies it to
+// MarkHeld sets Redelivered and Delivery on the pending notices ns by their holds hs
+// at now and leaves out the snoozed ones (RDL-1, RDL-2). The service applies it to
 // every notice it reads; a store's cross-process listener to those it publishes.
 func MarkHeld(ns []Notice, hs []NoticeHold, now time.Time) []Notice {
 	by := make(map[holdKey]NoticeHold, len(hs))
@@ -61,10 +62,10 @@ func (s *Service) checkHolds() error {
 // DrainNotices hands out the watcher's pending notices for a turn (RDL-1): every
 // pending notice that is neither snoozed nor held, oldest first, and records the drain.
 // A drained notice that the watcher then neither acknowledges nor releases comes back
-// once, marked redelivered, after the policy's number of the watcher's later turns
-// (acknowledgements that do not name it) or its time, whichever comes first; at most
-// the watch's maxRedeliver times per opening. A notice whose redeliveries are used up
-// is handed out by every drain until acknowledged, as in v1.
+// once, marked redelivered, after the policy's number of the watcher's later turns,
+// counted as acknowledgements that do not name it, or its time, whichever comes
+// first; at most the watch's maxRedeliver times per opening. A notice whose
+// redeliveries are used up is handed out by every drain until acknowledged, as in v1.
 func (s *Service) DrainNotices(ctx context.Context, watcher string) ([]Notice, error) {
 	w, err := ResolveWatcher(watcher)
 	if err != nil {
@@ -167,8 +168,8 @@ func (s *Service) ReleaseNotices(ctx context.Context, watcher string, notices []
 	return s.noticesOf(ctx, released, nil)
 }
 
-// noticesOf reads the pending notices of the views' pairs (as their holds now mark
-// them), for an answer or a publication; with due, only those whose hold is in due.
+// noticesOf reads the pending notices of the views' pairs, as their holds now mark
+// them, for an answer or a publication.
 func (s *Service) noticesOf(ctx context.Context, vs []HoldView, _ []NoticeHold) ([]Notice, error) {
 	out := []Notice{}
 	if len(vs) == 0 {
@@ -202,14 +203,14 @@ func (s *Service) noticesOf(ctx context.Context, vs []HoldView, _ []NoticeHold) 
 
 // turn counts an acknowledgement of the watcher as a turn for its drained notices
 // that it does not name (RDL-1), and redelivers those that waited the policy's number
-// of turns. It runs after the acknowledgement committed; when it fails, the notices
-// come back by the time bound instead (it is logged).
+// of turns. It runs after the acknowledgement committed; when it fails, it logs and
+// the notices come back by the time bound instead.
 func (s *Service) turn(ctx context.Context, req AckRequest) {
 	if s.holds == nil || req.Exact == nil && req.Targets == nil {
 		return // the all form names every notice of the watcher
 	}
-	// An acknowledgement of a watcher that holds no drained notice (every gateway that
-	// does not drain with drainNotices) costs one read of its holds, no write.
+	// An acknowledgement of a watcher that holds no drained notice, as from every
+	// gateway that does not use drainNotices, costs one read of its holds, no write.
 	hs, err := s.holds.Holds(ctx, req.Watcher)
 	if err != nil {
 		s.log.Warn("notice redelivery: reading the holds failed; the time bound applies", "watcher", req.Watcher, "err", err)
@@ -299,8 +300,8 @@ func (s *Service) WakeHolds(ctx context.Context) (int, error) {
 }
 
 // WakeHold is what waking a due hold at now does: wake is true when its notice is to
-// be delivered again (a snooze ended, or the drain's time bound passed: a redelivery).
-// A hold whose notice is no longer pending is cleared.
+// be delivered again, because a snooze ended or, for a redelivery, the drain's time
+// bound passed. A hold whose notice is no longer pending is cleared.
 func WakeHold(v HoldView, p HoldPolicy, now time.Time) (h NoticeHold, wake bool) {
 	h = v.Hold
 	if !v.pendingOpening() {
@@ -322,10 +323,10 @@ func WakeHold(v HoldView, p HoldPolicy, now time.Time) (h NoticeHold, wake bool)
 	return h, wake && h.SnoozedUntil.IsZero()
 }
 
-// SnoozeNotice hides the watcher's pending notice on target (named by its
-// notifiedVersion) until until, then delivers it again (RDL-2). A snooze also
+// SnoozeNotice hides the watcher's pending notice on target, named by its
+// notifiedVersion, until until, then delivers it again (RDL-2). A snooze also
 // releases a drain of it. until must be in the future and at most the policy's
-// MaxSnooze ahead (INVALID_ARGUMENT); a notice that is not pending is NOT_FOUND.
+// MaxSnooze ahead, else INVALID_ARGUMENT; a notice that is not pending is NOT_FOUND.
 func (s *Service) SnoozeNotice(ctx context.Context, watcher string, ref NoticeRef, until time.Time) (Notice, error) {
 	w, err := ResolveWatcher(watcher)
 	if err != nil {
@@ -385,10 +386,10 @@ func (s *Service) SnoozeNotice(ctx context.Context, watcher string, ref NoticeRe
 	return Notice{}, Errorf(ENOTFOUND, "%s has no pending notice on %s with notifiedVersion %d", w.Key, a.Target.Key, a.NotifiedVersion)
 }
 
-// DismissNotice acknowledges the watcher's pending notice on target (named by its
-// notifiedVersion) without reconciling (RDL-2): the exact acknowledgement of NTC-3
-// (a follow-up opens for what came after N), answered with Dismissed set and
-// recorded on the pair's hold (its last dismissed notice). A notice that is not
+// DismissNotice acknowledges the watcher's pending notice on target, named by its
+// notifiedVersion, without reconciling (RDL-2): the exact acknowledgement of NTC-3,
+// so a follow-up opens for what came after N, answered with Dismissed set and
+// recorded as the last dismissed notice on the pair's hold. A notice that is not
 // pending is NOT_FOUND, and nothing is written.
 func (s *Service) DismissNotice(ctx context.Context, watcher string, ref NoticeRef) (NoticeAck, error) {
 	w, err := ResolveWatcher(watcher)
@@ -443,7 +444,7 @@ func (s *Service) DismissNotice(ctx context.Context, watcher string, ref NoticeR
 	return ack, nil
 }
 
-// SetMaxRedeliver sets the maxRedeliver of the watch (watcher, target) (RDL-1).
+// setMaxRedeliver sets the maxRedeliver of the watch of w on t (RDL-1).
 func (s *Service) setMaxRedeliver(ctx context.Context, w string, t SessionRef, max int) error {
 	return s.holds.UpdateHolds(ctx, HoldQuery{Watcher: w}, func(vs []HoldView) ([]NoticeHold, error) {
 		h := NoticeHold{Watcher: w, Target: t}
@@ -465,9 +466,9 @@ func CheckMaxRedeliver(n int) error {
 	return nil
 }
 
-// RunHoldPoll wakes the due holds (WakeHolds) every interval until ctx ends (RDL-1,
-// RDL-2): a snooze ends, or a drained notice's time bound passes, within an interval.
-// A failed pass is logged and the next one retries.
+// RunHoldPoll runs WakeHolds every interval until ctx ends (RDL-1, RDL-2), so a
+// snooze ends, or a drained notice's time bound passes, within an interval. A failed
+// pass is logged and the next one retries.
 func (s *Service) RunHoldPoll(ctx context.Context, every time.Duration) {
 	if s.holds == nil {
 		return

@@ -8,13 +8,13 @@ import (
 )
 
 // Principal is the authenticated caller of a request: an administrator, or an agent
-// that may act on its own sessions only. Transports (package graph) put it in the
-// context; the Service enforces it in one place, authorize.
+// that may act on its own sessions only. Transports put it in the context; the
+// Service enforces it in one place, authorize.
 type Principal struct {
 	// Admin may do everything: every agent's sessions, unfiltered streams, the
 	// dashboard.
 	Admin bool
-	// AgentID is the agent a non-admin principal acts for (role "agent:<id>").
+	// AgentID is the agent a non-admin principal acts for: role "agent:<id>".
 	AgentID string
 	// Name identifies the credential in logs; it is never a secret.
 	Name string
@@ -29,7 +29,7 @@ func (p Principal) Role() string {
 	return "agent:" + p.AgentID
 }
 
-// ParseRole parses "admin" or "agent:<id>" (KEY-4 agent ids).
+// ParseRole parses "admin" or "agent:<id>", with a KEY-4 agent id.
 func ParseRole(role string) (Principal, error) {
 	r := strings.TrimSpace(role)
 	if r == "admin" {
@@ -48,8 +48,8 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// PrincipalFrom returns the principal of ctx; ok is false when there is none (the
-// service runs without authentication, or the caller is the service itself).
+// PrincipalFrom returns the principal of ctx; ok is false when there is none: the
+// service runs without authentication, or the caller is the service itself.
 func PrincipalFrom(ctx context.Context) (p Principal, ok bool) {
 	p, ok = ctx.Value(principalKey{}).(Principal)
 	return p, ok
@@ -59,12 +59,12 @@ func PrincipalFrom(ctx context.Context) (p Principal, ok bool) {
 // Service method once the keys of the call are resolved, with the agent ids whose
 // state the call reads or writes:
 //
-//   - no principal in ctx (no auth file, or an internal caller): allowed;
+//   - no principal in ctx, without an auth file or for an internal caller: allowed;
 //   - an admin: allowed;
 //   - an agent principal: allowed when every given agent id is its own; a call with
-//     no agent id at all is admin-only (listings and unfiltered streams narrow
-//     themselves to the principal's agent before they get here: scopeAgent,
-//     streamAgent).
+//     no agent id at all is admin-only. Listings and unfiltered streams narrow
+//     themselves to the principal's agent before they get here, with scopeAgent and
+//     streamAgent.
 //
 // A refusal is FORBIDDEN and happens before anything is written (ERR-2).
 func (s *Service) authorize(ctx context.Context, agentIDs ...string) error {
@@ -83,8 +83,8 @@ func (s *Service) authorize(ctx context.Context, agentIDs ...string) error {
 	return nil
 }
 
-// scopeAgent returns the agent filter a listing must use: the given one (checked by
-// authorize), or, for an agent principal without a filter, its own agent.
+// scopeAgent returns the agent filter a listing must use: the given one, checked by
+// authorize, or, for an agent principal without a filter, its own agent.
 func (s *Service) scopeAgent(ctx context.Context, agentID string) (string, error) {
 	if p, ok := PrincipalFrom(ctx); ok && !p.Admin && agentID == "" {
 		return p.AgentID, nil
@@ -100,7 +100,7 @@ func (s *Service) scopeAgent(ctx context.Context, agentID string) (string, error
 // every catalog is open to every agent.
 type Grants struct {
 	// Watch maps an agent id to the other agents whose sessions its sessions may
-	// watch (cursors, notices, change counts). Absent: its own agent only.
+	// watch, for cursors, notices and change counts. Absent: its own agent only.
 	Watch map[string][]string
 	// Catalogs maps a catalog id to the agents that may adopt from it. A catalog not
 	// named is open to every agent; admins may always adopt.
@@ -135,10 +135,10 @@ func (s *Service) authorizeWatch(ctx context.Context, watcher SessionRef, target
 }
 
 // watchVisible returns, for an agent principal, whether a cursor's or notice's target
-// is one the principal's agent may watch (its own, or granted). A cursor made before a
-// grant was withdrawn (or before CLT-1 held) thus shows nothing of the other agent's
-// session: not in pendingNotices, staleNotices, watches or ackNotices. nil means
-// everything is visible (admin, or no principal).
+// is one the principal's agent may watch: its own, or granted. A cursor made before a
+// grant was withdrawn, or before CLT-1 held, thus shows nothing of the other agent's
+// session in pendingNotices, staleNotices, watches or ackNotices. nil means
+// everything is visible, for an admin or without a principal.
 func (s *Service) watchVisible(ctx context.Context) func(target SessionRef) bool {
 	p, ok := PrincipalFrom(ctx)
 	if !ok || p.Admin {
@@ -147,7 +147,7 @@ func (s *Service) watchVisible(ctx context.Context) func(target SessionRef) bool
 	return func(t SessionRef) bool { return s.grants.MayWatch(p.AgentID, t.AgentID) }
 }
 
-// visibleNotices keeps the notices whose target visible accepts (all when it is nil).
+// visibleNotices keeps the notices whose target visible accepts; all when it is nil.
 func visibleNotices(ns []Notice, visible func(SessionRef) bool) []Notice {
 	if visible == nil {
 		return ns
@@ -171,13 +171,14 @@ func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {
 	return Errorf(EFORBIDDEN, "the token's role %s may not adopt from catalog %q: the auth file restricts it to other agents", p.Role(), catalog)
 }
 
-// authorizeRecord is authorize for an append (every append path calls it): the
-// agents it writes or speaks for are the session's, each producer-passed watcher's
-// (their cursors, WAT-4), and an agent-qualified actorId's (the event is credited to
-// that session, and self-suppression trusts it). A person's or system's actorId
-// names no agent; an agent principal's agent actor must be one of its own sessions
-// (CLT-1): an actorType agent event whose actorId is not an agent-qualified key (a
-// lookalike, a bare key, a free name) is refused, as one of another agent is.
+// authorizeRecord is authorize for an append; every append path calls it. The
+// agents an append writes or speaks for are the session's, each producer-passed
+// watcher's, whose cursors it moves (WAT-4), and an agent-qualified actorId's, since
+// the event is credited to that session and self-suppression trusts it. A person's
+// or system's actorId names no agent; an agent principal's agent actor must be one of
+// its own sessions (CLT-1): an actorType agent event whose actorId is not an
+// agent-qualified key, such as a lookalike, a bare key or a free name, is refused, as
+// one of another agent is.
 func (s *Service) authorizeRecord(ctx context.Context, ne NewEvent) error {
 	agents := []string{ne.Event.Session.AgentID}
 	for _, w := range ne.Watchers {

@@ -2,9 +2,9 @@
 // them: a WebSocket handshake, a Server-Sent Events stream, plain GraphQL over HTTP, or
 // a request refused for asking to upgrade to anything else. It is the one place that
 // reads the Upgrade header and the Accept header's preference for a stream; the graph
-// handler, its transports, authentication, the WebSocket adapter (internal/wsgorilla),
-// the subscription extension and the server's shutdown tracking all ask it. It also
-// holds the Host allowlist every route is guarded by (Hosts, against DNS rebinding).
+// handler, its transports, authentication, the WebSocket adapter, the subscription
+// extension and the server's shutdown tracking all ask it. It also holds Hosts, the
+// Host allowlist that guards every route against DNS rebinding.
 package edge
 
 import (
@@ -21,17 +21,17 @@ type Transport uint8
 
 // The transports, as Of decides them.
 const (
-	// HTTP is GraphQL over HTTP (and a CORS preflight): no Upgrade header, and not an
+	// HTTP is GraphQL over HTTP, or a CORS preflight: no Upgrade header, and not an
 	// SSE request.
 	HTTP Transport = iota
-	// WebSocket is a WebSocket handshake: a GET with Upgrade: websocket (any case).
+	// WebSocket is a WebSocket handshake: a GET with Upgrade: websocket in any case.
 	WebSocket
 	// SSE is a Server-Sent Events stream: a POST without an Upgrade header whose
-	// Accept prefers text/event-stream (PrefersEventStream).
+	// Accept prefers text/event-stream.
 	SSE
-	// Refused is a request with an Upgrade header that is not a WebSocket handshake
-	// (another method, or another protocol such as h2c): the handler answers it with
-	// 400 before anything else sees it.
+	// Refused is a request with an Upgrade header that is not a WebSocket handshake,
+	// by its method or a protocol such as h2c: the handler answers it with 400 before
+	// anything else sees it.
 	Refused
 )
 
@@ -50,7 +50,7 @@ func (t Transport) String() string {
 	return "Transport(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Stream reports whether t opens a long-lived stream (WebSocket or SSE), which the
+// Stream reports whether t opens a long-lived stream, WebSocket or SSE, which the
 // server ends itself at shutdown: http.Server.Shutdown would wait for it.
 func (t Transport) Stream() bool { return t == WebSocket || t == SSE }
 
@@ -84,9 +84,9 @@ const (
 )
 
 // PrefersEventStream reports whether an Accept header asks for text/event-stream
-// above every JSON type (graphql-sse sends only text/event-stream; urql lists it after
-// the JSON types, for incremental delivery, and gets JSON). A header that does not
-// name event-stream (in any case) is not parsed: that is every plain GraphQL request.
+// above every JSON type. graphql-sse sends only text/event-stream; urql lists it after
+// the JSON types, for incremental delivery, and gets JSON. A header that does not
+// name event-stream in any case is not parsed: that is every plain GraphQL request.
 func PrefersEventStream(accept string) bool {
 	return strings.Contains(strings.ToLower(accept), "event-stream") && prefersEventStream(accept)
 }
@@ -104,8 +104,8 @@ func prefersEventStream(accept string) bool {
 	return sse > 0 && sse > other
 }
 
-// AcceptRanges yields the media ranges of an Accept header with their quality (1
-// when it gives none), in the header's order, skipping the ranges that do not parse.
+// AcceptRanges yields the media ranges of an Accept header with their quality, 1
+// when it gives none, in the header's order, skipping the ranges that do not parse.
 func AcceptRanges(accept string) iter.Seq2[string, float64] {
 	return func(yield func(string, float64) bool) {
 		for part := range strings.SplitSeq(accept, ",") {
@@ -128,11 +128,11 @@ func AcceptRanges(accept string) iter.Seq2[string, float64] {
 
 type transportKey struct{}
 
-// Mark returns r with its transport (Of) recorded in its context, and the transport.
-// Everything that runs under that context, gqlgen's operations included (their
-// context derives from the request's, also on a WebSocket), reads it with FromContext.
-// A plain HTTP request is returned as it is (FromContext answers HTTP for it), so the
-// common request pays nothing.
+// Mark returns r with its transport recorded in its context, and the transport.
+// Everything that runs under that context reads it with FromContext, gqlgen's
+// operations included, since their context derives from the request's, also on a
+// WebSocket. A plain HTTP request is returned as it is, FromContext answering HTTP
+// for it, so the common request pays nothing.
 func Mark(r *http.Request) (*http.Request, Transport) {
 	if t, marked := r.Context().Value(transportKey{}).(Transport); marked {
 		return r, t
@@ -144,8 +144,8 @@ func Mark(r *http.Request) (*http.Request, Transport) {
 	return r.WithContext(context.WithValue(r.Context(), transportKey{}, t)), t
 }
 
-// FromContext returns the transport Mark recorded in ctx (or in a context it derives
-// from); HTTP when there is none.
+// FromContext returns the transport Mark recorded in ctx or a context it derives
+// from; HTTP when there is none.
 func FromContext(ctx context.Context) Transport {
 	t, _ := ctx.Value(transportKey{}).(Transport)
 	return t

@@ -15,19 +15,19 @@ import (
 // InstallConfig says what `awareness hook install` writes.
 type InstallConfig struct {
 	Harness Format
-	// Project is the project directory whose settings to write; "" writes the user's
-	// (Home's).
+	// Project is the project directory whose settings to write; "" writes the user's,
+	// under Home.
 	Project string
-	// Home is the user's home directory; CodexHome is $CODEX_HOME ("": Home/.codex).
+	// Home is the user's home directory; CodexHome is $CODEX_HOME, "" for Home/.codex.
 	Home, CodexHome string
 	// Binary is the awareness executable the hooks and the MCP server run.
 	Binary string
 	// URL, Watcher and TokenFile are passed to every hook command; URL also to the
 	// MCP server.
 	URL, Watcher, TokenFile string
-	// WaitTimeout is hook wait's --timeout (DefaultWaitTimeout when 0).
+	// WaitTimeout is hook wait's --timeout; DefaultWaitTimeout when 0.
 	WaitTimeout int // seconds
-	// NoWake leaves out Claude Code's asyncRewake hook (hook wait).
+	// NoWake leaves out Claude Code's asyncRewake hook, hook wait.
 	NoWake bool
 }
 
@@ -35,22 +35,22 @@ type InstallConfig struct {
 // calls its tools mcp__awareness__<tool>.
 const MCPServerName = "awareness"
 
-// mcpTools are the MCP tools the Claude Code settings allow without asking (in -p
-// mode an unallowed tool is refused).
+// mcpTools are the MCP tools the Claude Code settings allow without asking: in -p
+// mode an unallowed tool is refused.
 var mcpTools = []string{"session_status", "sessions_list", "pending_notices", "ack_notices", "session_watch", "session_unwatch", "wait_for_notices"}
 
 // rewakeMessage is what Claude Code puts before hook wait's output when it wakes the
-// model (its default calls the output a "Stop hook blocking error").
+// model; its default calls the output a "Stop hook blocking error".
 const rewakeMessage = "While this session was idle, another actor changed a session it depends on:"
 
 // injectTimeout is the harness's timeout for an inject hook, in seconds: far above
 // the hook's own bound, which is what limits it.
 const injectTimeout = 10
 
-// Install writes the harness's settings: the hooks, the MCP server and (Claude Code)
-// the tool permissions, merged into the files already there (every other key and
-// hook is kept; the hooks and server it wrote before are replaced, so running it
-// again changes nothing). It returns the files it wrote.
+// Install writes the harness's settings, merged into the files already there: the
+// hooks, the MCP server and, for Claude Code, the tool permissions. Every other key
+// and hook is kept; the hooks and server it wrote before are replaced, so running it
+// again changes nothing. It returns the files it wrote.
 func Install(cfg InstallConfig) ([]string, error) {
 	if cfg.Binary == "" || cfg.URL == "" || cfg.Watcher == "" {
 		return nil, errors.New("install needs the binary, --url and --watcher")
@@ -101,7 +101,7 @@ func (cfg InstallConfig) hookEntries() map[string][]any {
 	}
 	if cfg.Harness == Claude && !cfg.NoWake {
 		// The asyncRewake hook runs in the background when a turn ends and wakes the
-		// idle session when a notice opens (Codex has no such hook).
+		// idle session when a notice opens. Codex has no such hook.
 		out["Stop"] = group(cmd(inject), map[string]any{"type": "command", "command": wait, "asyncRewake": true,
 			"timeout": cfg.waitTimeout() + 60, "rewakeMessage": rewakeMessage, "rewakeSummary": "awareness: a watched session changed"})
 	} else {
@@ -115,8 +115,8 @@ func (cfg InstallConfig) hookEntries() map[string][]any {
 var ourCommand = regexp.MustCompile(`(^|[/'"\s])awareness(\.exe)?['"]?\s+hook\s+(inject|wait)(\s|$)`)
 
 // mergeHooks merges entries into a settings object's "hooks": every matcher group's
-// hooks that ourCommand matches are removed (groups left empty go), then the entries
-// are appended.
+// hooks that ourCommand matches are removed, and groups left empty go; then the
+// entries are appended.
 func mergeHooks(settings map[string]any, entries map[string][]any) error {
 	hooks, ok := settings["hooks"].(map[string]any)
 	if settings["hooks"] != nil && !ok {
@@ -172,9 +172,9 @@ func mergeHooks(settings map[string]any, entries map[string][]any) error {
 func installClaude(cfg InstallConfig) ([]string, error) {
 	var settingsPath, mcpPath string
 	if cfg.Project != "" {
-		// Project scope: .claude/settings.json holds the hooks and permissions (Claude
-		// Code reads it in -p mode too), .mcp.json the server, which the settings
-		// approve by name.
+		// Project scope: .claude/settings.json holds the hooks and permissions, and
+		// Claude Code reads it in -p mode too; .mcp.json holds the server, which the
+		// settings approve by name.
 		settingsPath = filepath.Join(cfg.Project, ".claude", "settings.json")
 		mcpPath = filepath.Join(cfg.Project, ".mcp.json")
 	} else {
@@ -293,7 +293,7 @@ func installCodex(cfg InstallConfig) ([]string, error) {
 	return []string{hooksPath, configPath}, nil
 }
 
-// replaceTOMLTable returns doc with the table name (and its sub-tables) replaced by
+// replaceTOMLTable returns doc with the table name and its sub-tables replaced by
 // block, or block appended when doc has no such table. The rest of doc, comments
 // included, is kept byte for byte.
 func replaceTOMLTable(doc []byte, name, block string) ([]byte, error) {
@@ -334,7 +334,7 @@ func replaceTOMLTable(doc []byte, name, block string) ([]byte, error) {
 	return []byte(strings.Join(lines[:start], "") + block + sep + strings.Join(lines[end:], "")), nil
 }
 
-// tomlHeader returns the name of a table header line ("[a.b]" or "[[a.b]]").
+// tomlHeader returns the name of a table header line, "[a.b]" or "[[a.b]]".
 func tomlHeader(line string) (string, bool) {
 	l := strings.TrimSpace(line)
 	if i := strings.Index(l, "#"); i >= 0 && !strings.Contains(l[:i], `"`) {
@@ -347,7 +347,7 @@ func tomlHeader(line string) (string, bool) {
 	return strings.ReplaceAll(l, " ", ""), true
 }
 
-// tomlString is s as a TOML basic string (JSON's escapes are TOML's).
+// tomlString is s as a TOML basic string: JSON's escapes are TOML's.
 func tomlString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -389,7 +389,7 @@ func writeJSON(path string, v any) error {
 }
 
 // writeFile replaces path's content through a temporary file and a rename, keeping
-// its mode (0600 for a new file: settings may name a token file).
+// its mode; a new file gets 0600, since settings may name a token file.
 func writeFile(path string, b []byte) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return nil

@@ -23,18 +23,18 @@ import (
 
 // ProxyConfig wires RunProxy.
 type ProxyConfig struct {
-	// URL is the service's /mcp endpoint; Token its bearer token ("" without one).
+	// URL is the service's /mcp endpoint; Token its bearer token, "" for none.
 	URL   string
 	Token string
-	// Toolsets and ReadOnly narrow what the service offers (they never widen it).
+	// Toolsets and ReadOnly narrow what the service offers; they never widen it.
 	Toolsets []string
 	ReadOnly bool
 	// KeepAlive is the ping cadence that keeps the service's session alive while the
-	// stdio client is (DefaultProxyKeepAlive when zero).
+	// stdio client is; DefaultProxyKeepAlive when zero.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
 	Version   string
-	// HTTPClient, when set, is used for the service (tests).
+	// HTTPClient, when set, is used for the service; tests set it.
 	HTTPClient *http.Client
 }
 
@@ -43,10 +43,10 @@ type ProxyConfig struct {
 const DefaultProxyKeepAlive = time.Minute
 
 // RunProxy serves MCP on stdin/stdout in front of a running service's /mcp: a
-// client of the service's streamable HTTP endpoint (one session, reopened after the
-// service restarted) and a stdio server with the service's tools and notices
+// client of the service's streamable HTTP endpoint, with one session reopened after
+// the service restarted, and a stdio server with the service's tools and notices
 // resource, each call forwarded as it is. What a call may do, its answer and its
-// refusal are the service's; stdin lines that are not valid text (jsontext) are
+// refusal are the service's; stdin lines that jsontext finds not valid text are
 // refused here, before any decoder could replace a byte, and a URI with a control
 // character is refused without ending the process.
 func RunProxy(ctx context.Context, cfg ProxyConfig, stdin io.Reader, stdout io.Writer) error {
@@ -149,8 +149,8 @@ type announce struct {
 // update passes the service's resources/updated for uri to the stdio client. The
 // stdio server's SDK registers a subscription only after the subscribe handler
 // returns, and the service may announce before that: an update that reached no
-// subscription is sent again while the client subscribes to uri (announceRetry, for
-// up to announceFor).
+// subscription is sent again every announceRetry, for up to announceFor, while the
+// client subscribes to uri.
 func (p *proxy) update(uri string) {
 	p.mu.Lock()
 	if a := p.announcing[uri]; a != nil {
@@ -207,8 +207,8 @@ func (p *proxy) offers(t *mcp.Tool) bool {
 	return slices.Contains(p.cfg.Toolsets, set)
 }
 
-// session returns the service session, opening one (and resubscribing) when there
-// is none or the last one ended.
+// session returns the service session, opening one and resubscribing when there is
+// none or the last one ended.
 func (p *proxy) session(ctx context.Context) (*mcp.ClientSession, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -249,8 +249,8 @@ func (p *proxy) session(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// watch waits for the service session to end (the service restarted, or its pings
-// failed): the next call opens a new one, and while the stdio client holds
+// watch waits for the service session to end, because the service restarted or its
+// pings failed: the next call opens a new one, and while the stdio client holds
 // subscriptions a new one is opened at once, retried with backoff, so that its
 // notifications go on.
 func (p *proxy) watch(cs *mcp.ClientSession) {
@@ -284,10 +284,10 @@ func (p *proxy) close() {
 }
 
 // forward runs one call on the service session. A JSON-RPC error is the service's
-// answer, except the refusal of a session the service no longer has (it restarted, or
-// the session expired): the call did not run, so it runs once more on a new session.
-// Any other failure drops the session (the next call opens another) and reads
-// UNAVAILABLE, never retried: the call may have run.
+// answer, except the refusal of a session the service no longer has because it
+// restarted or the session expired: the call did not run, so it runs once more on a
+// new session. Any other failure drops the session, for the next call to open
+// another, and reads UNAVAILABLE, never retried: the call may have run.
 func forward[T any](ctx context.Context, p *proxy, call func(*mcp.ClientSession) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
@@ -312,7 +312,7 @@ func forward[T any](ctx context.Context, p *proxy, call func(*mcp.ClientSession)
 	}
 }
 
-// isNoSession reports the service's refusal of an unknown session id (Handler).
+// isNoSession reports Handler's refusal of an unknown session id.
 func isNoSession(je *jsonrpc.Error) bool {
 	var d struct{ Code string }
 	return je.Code == codeRefused && json.Unmarshal(je.Data, &d) == nil && d.Code == awareness.ENOTFOUND
@@ -387,9 +387,9 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// textFilter passes stdin's lines to the SDK, refusing a line that is not valid text
-// (jsontext) with a JSON-RPC error of its own: the SDK's decoder would replace the
-// bytes with U+FFFD (ERR-3).
+// textFilter passes stdin's lines to the SDK, refusing a line that jsontext finds
+// not valid text with a JSON-RPC error of its own: the SDK's decoder would replace
+// the bytes with U+FFFD (ERR-3).
 type textFilter struct {
 	r    *bufio.Reader
 	w    *lockedWriter

@@ -1,7 +1,7 @@
-// Package upstream monitors adopted sessions (SPEC §6, UPS-1..5): the catalog shipped
-// with the product (DirCatalog, a directory of JSONL transcripts) and the Monitor
-// service that checks watched links on a fixed cadence and records what a person typed
-// upstream as human_direct_message, or upstream_missing when the thread is gone.
+// Package upstream monitors adopted sessions (UPS-1..5, SPEC §6): DirCatalog, the
+// catalog shipped with the product, a directory of JSONL transcripts; and the Monitor
+// service that checks watched links on a fixed cadence and records what a person
+// typed upstream as human_direct_message, or upstream_missing when the thread is gone.
 package upstream
 
 import (
@@ -22,22 +22,22 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// MaxThreadIDBytes bounds a thread id (it becomes a file name).
+// MaxThreadIDBytes bounds a thread id, which becomes a file name.
 const MaxThreadIDBytes = 255
 
 // transcriptExt is the file extension of a thread in a DirCatalog.
 const transcriptExt = ".jsonl"
 
-// DirCatalog is a directory of JSONL transcripts, one file per thread
-// (<dir>/<threadId>.jsonl), in the shape coding agents such as Claude Code write: one
-// JSON object per line. A line is a human prompt when it is
+// DirCatalog is a directory of JSONL transcripts, one file <dir>/<threadId>.jsonl per
+// thread, in the shape coding agents such as Claude Code write: one JSON object per
+// line. A line is a human prompt when it is
 //
 //	{"type":"user","message":{"role":"user","content":<string or array of blocks>}}
 //
-// with some non-blank text (a string, or the "text" blocks of the array) and none of:
-// a tool_result block, "isMeta": true, "isSidechain": true (a sub-agent's prompt),
+// with some non-blank text, a string or the "text" blocks of the array, and none of:
+// a tool_result block, "isMeta": true, "isSidechain": true for a sub-agent's prompt,
 // "isCompactSummary": true. Assistant lines, other types and malformed lines are not
-// human. Markers are byte offsets; only complete lines (ending in '\n') are classified.
+// human. Markers are byte offsets; only complete lines, ending in '\n', are classified.
 type DirCatalog struct {
 	id  string
 	dir string
@@ -152,11 +152,12 @@ func lastLineEnd(r io.ReaderAt, size int64) (int64, error) {
 }
 
 // Scan classifies the complete lines after req.Marker, reading at most req.MaxBytes.
-// The thread is Missing when its file does not exist (in a catalog directory that
-// does) or is no longer a regular file; any other failure is an inconclusive error. A window without a complete line that
-// fills req.MaxBytes is a line over the limit: the scan is blocked there, since bytes
-// are never skipped unclassified (UPS-5). A file shorter than the marker (truncated or
-// replaced) also blocks: the link must be adopted again to rebase.
+// The thread is Missing when its file does not exist in a catalog directory that
+// does, or is no longer a regular file; any other failure is an inconclusive error. A
+// window without a complete line that fills req.MaxBytes is a line over the limit:
+// the scan is blocked there, since bytes are never skipped unclassified (UPS-5). A
+// file shorter than the marker, truncated or replaced, also blocks: the link must be
+// adopted again to rebase.
 func (c *DirCatalog) Scan(ctx context.Context, req awareness.ScanRequest) (awareness.ScanResult, error) {
 	res := awareness.ScanResult{Next: req.Marker}
 	if err := ctx.Err(); err != nil {
@@ -171,7 +172,7 @@ func (c *DirCatalog) Scan(ctx context.Context, req awareness.ScanRequest) (aware
 	}
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		// A missing catalog directory (an unmounted volume, say) says nothing about
+		// A missing catalog directory, such as an unmounted volume, says nothing about
 		// one thread: inconclusive, so that links are not all removed at once.
 		if fi, derr := os.Stat(c.dir); derr != nil || !fi.IsDir() {
 			return res, &awareness.Error{Code: awareness.EUNAVAILABLE, Message: "the catalog directory is not available", Err: derr}
@@ -253,9 +254,9 @@ type contentBlock struct {
 // userMarker is in every human line; lines without it are not decoded.
 var userMarker = []byte(`"user"`)
 
-// HumanPrompt classifies one transcript line (without its newline). It returns the
-// prompt's text and the line's timestamp (zero when absent or malformed) when the line
-// is a human prompt.
+// HumanPrompt classifies one transcript line without its newline. When the line is a
+// human prompt it returns the prompt's text and the line's timestamp, zero when
+// absent or malformed.
 func HumanPrompt(line []byte) (text string, at time.Time, ok bool) {
 	if !bytes.Contains(line, userMarker) {
 		return "", time.Time{}, false
@@ -302,8 +303,8 @@ func HumanPrompt(line []byte) (text string, at time.Time, ok bool) {
 	return text, at, true
 }
 
-// unreadable is an inconclusive failure to read a thread. Its message names the cause
-// (e.g. "permission denied") but never the path.
+// unreadable is an inconclusive failure to read a thread. Its message names the
+// cause, such as "permission denied", but never the path.
 func unreadable(err error) error {
 	cause := err
 	var pe *fs.PathError
