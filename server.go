@@ -4,17 +4,17 @@
 //
 // Usage:
 //
-//	awareness [serve] [flags]   run the service (the default command)
-//	awareness status [--json]   print the database's state (cli.go)
-//	awareness sessions [--json] list the sessions registry (cli.go)
-//	awareness import --agent ID FILE   import a gateway's sessions.json (cli.go)
+//	awareness [serve] [flags]   run the service, the default command
+//	awareness status [--json]   print the database's state
+//	awareness sessions [--json] list the sessions registry
+//	awareness import --agent ID FILE   import a gateway's sessions.json
 //	awareness help              print this help
 //
-// This file and serve_config.go are the composition root: only they (and the tools of
-// cli.go, through the loader of config.go) read flags and environment variables; serve
-// validates them all before opening anything, and Main (serve.go) opens the store, the
-// service, the background services and the HTTP server in order and closes them in
-// reverse.
+// This file and serve_config.go are the composition root: only they, and the tools of
+// cli.go through the loader of config.go, read flags and environment variables; serve
+// validates them all before opening anything, and Main in serve.go opens the store,
+// the service, the background services and the HTTP server in order and closes them
+// in reverse.
 package main
 
 //go:generate go run ./graph/bindcheck
@@ -41,9 +41,9 @@ const (
 	exitUsage = 2 // bad command line or environment
 )
 
-// HTTP server timeouts. ReadTimeout bounds reading one request (net/http clears it
-// when a WebSocket hijacks the connection). There is no write timeout: WebSocket
-// streams are long-lived and bound their own writes (wsgorilla.WriteTimeout).
+// HTTP server timeouts. ReadTimeout bounds reading one request; net/http clears it
+// when a WebSocket hijacks the connection. There is no write timeout: WebSocket
+// streams are long-lived and bound their own writes with wsgorilla.WriteTimeout.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
@@ -58,8 +58,8 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command and returns the process exit code. Cancelling ctx (SIGINT
-// or SIGTERM in main) shuts the service down gracefully.
+// run executes one command and returns the process exit code. Cancelling ctx, on
+// SIGINT or SIGTERM in main, shuts the service down gracefully.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -170,7 +170,7 @@ Run the service with a demo scene: a manager with three sub-agents, a person typ
 into one, a goal change and a child run timing out, then gentle ongoing activity.
 It is 'awareness serve --demo'; every flag of serve applies.`
 
-// printServeHelp prints the help of serve (or demo) with fs's flags.
+// printServeHelp prints the help of serve, or of demo, with fs's flags.
 func printServeHelp(w io.Writer, fs *flagSet, demo bool) {
 	name, about := "serve", serveAbout
 	if demo {

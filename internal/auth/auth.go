@@ -1,6 +1,6 @@
 // Package auth authenticates callers with bearer tokens named in an auth file.
 //
-// The auth file (serve --auth-file PATH, $AWARENESS_AUTH_FILE) is JSON:
+// The auth file, serve --auth-file PATH or $AWARENESS_AUTH_FILE, is JSON:
 //
 //	{
 //	  "tokens": [
@@ -9,23 +9,23 @@
 //	  ]
 //	}
 //
-// role is "admin" (everything, including the dashboard and unfiltered streams) or
-// "agent:<agentId>" (the sessions of that agent only; see awareness.Principal). An
-// optional "grants" object widens agents explicitly (CLT-1), and nothing is granted
-// without it:
+// role is "admin", allowed everything including the dashboard and unfiltered streams,
+// or "agent:<agentId>", allowed the sessions of that agent only; see
+// awareness.Principal. An optional "grants" object widens agents explicitly (CLT-1),
+// and nothing is granted without it:
 //
 //	"grants": {
 //	  "watch":    {"dev": ["ops"]},
 //	  "catalogs": {"claude": ["dev", "ops"]}
 //	}
 //
-// watch lets the sessions of agent dev watch the sessions of agent ops (not the other
-// way round); catalogs restricts adoption from catalog claude to agents dev and ops (a
-// catalog not named there is open to every agent; admins may always adopt). name
+// watch lets the sessions of agent dev watch the sessions of agent ops, not the other
+// way round; catalogs restricts adoption from catalog claude to agents dev and ops. A
+// catalog not named there is open to every agent, and admins may always adopt. name
 // is optional and only appears in logs. Tokens are opaque strings of at least
 // MinTokenLength printable ASCII characters; generate them with e.g.
-// `openssl rand -hex 32`. The file must not be readable or writable by other users
-// (chmod 600): Load refuses it otherwise.
+// `openssl rand -hex 32`. Load refuses a file that other users may read or write:
+// chmod 600.
 //
 // Only the SHA-256 of each token is kept in memory, and a presented token is compared
 // with every known hash in constant time.
@@ -55,7 +55,7 @@ const maxFileBytes = 1 << 20
 var (
 	// ErrNoCredentials means no bearer token was presented.
 	ErrNoCredentials = errors.New("a bearer token is required: send the header 'Authorization: Bearer <token>'")
-	// ErrBadCredentials means the token (or the header) is not valid.
+	// ErrBadCredentials means the token or the header is not valid.
 	ErrBadCredentials = errors.New("the bearer token is not valid")
 )
 
@@ -85,7 +85,7 @@ type fileFormat struct {
 }
 
 // Load reads and parses the auth file at path. It refuses a file that other users may
-// read or write; warnings (a group-readable file) are returned for the caller to log.
+// read or write; warnings, such as a group-readable file, are for the caller to log.
 func Load(path string) (k *Keyring, warnings []string, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -211,8 +211,8 @@ func (k *Keyring) Lookup(token string) (awareness.Principal, bool) {
 	return k.entries[found].principal, true
 }
 
-// BearerToken extracts the token of an Authorization value "Bearer <token>" (the
-// scheme is case-insensitive). ok is false for an empty value or another scheme.
+// BearerToken extracts the token of an Authorization value "Bearer <token>", the
+// scheme in any case. ok is false for an empty value or another scheme.
 func BearerToken(authorization string) (token string, ok bool) {
 	v := strings.TrimSpace(authorization)
 	scheme, rest, found := strings.Cut(v, " ")

@@ -13,7 +13,7 @@ import (
 // The acknowledgement history: one durable row per acknowledged notice, written by
 // Store.Ack in the transaction of the acknowledgement itself, so that the history
 // never misses an acknowledgement that committed nor shows one that did not. Rows are
-// pruned with the log's retention (Store.Prune) and go with a deleted session.
+// pruned with the log's retention by Store.Prune and go with a deleted session.
 
 // MaxClientNameBytes bounds the client name kept with an acknowledgement.
 const MaxClientNameBytes = 128
@@ -26,8 +26,8 @@ type ClientInfo struct {
 	// Transport is how the request reached the service: "http", "websocket", "sse",
 	// "mcp"; "" when unknown.
 	Transport string
-	// Name is what the client calls itself (a header such as X-Awareness-Client, else
-	// its User-Agent), cleaned by CleanClientName.
+	// Name is what the client calls itself in a header such as X-Awareness-Client,
+	// else its User-Agent, cleaned by CleanClientName.
 	Name string
 }
 
@@ -47,9 +47,9 @@ func ClientFrom(ctx context.Context) ClientInfo {
 }
 
 // CleanClientName makes a client-supplied name safe to keep: valid UTF-8, one line
-// (control and format characters become spaces, runs of space fold into one), trimmed,
-// at most MaxClientNameBytes bytes cut at a rune boundary. A header is never refused
-// for its User-Agent: it is cleaned instead.
+// with control and format characters as spaces and runs of space folded into one,
+// trimmed, at most MaxClientNameBytes bytes cut at a rune boundary. A header is never
+// refused for its User-Agent: it is cleaned instead.
 func CleanClientName(s string) string {
 	var b strings.Builder
 	space := false
@@ -130,9 +130,9 @@ func (r AckRequest) Form() AckForm {
 
 // AckRecord is one acknowledged notice of the acknowledgement history.
 type AckRecord struct {
-	// ID orders the history: a later acknowledgement has a larger ID (on PostgreSQL,
-	// in the order the rows were written, which concurrent acknowledgements may commit
-	// in another order).
+	// ID orders the history: a later acknowledgement has a larger ID. On PostgreSQL
+	// that is the order the rows were written, and concurrent acknowledgements may
+	// commit in another order.
 	ID      int64
 	Watcher string
 	Target  SessionRef
@@ -151,7 +151,7 @@ type AckRecord struct {
 
 // AckRecords returns the history rows of one acknowledgement: one per notice it
 // closed, in res.Closed's order, with the follow-up opened on the same pair. A store
-// writes them in the acknowledgement's transaction (IDs are the store's).
+// writes them in the acknowledgement's transaction and assigns their IDs.
 func AckRecords(req AckRequest, res AckResult) []AckRecord {
 	if len(res.Closed) == 0 {
 		return nil
@@ -181,10 +181,10 @@ type AckHistoryQuery struct {
 	// Target keeps the records about one session.
 	Target *SessionRef
 	// TargetAgents, when non-nil, keeps the records whose target is of one of these
-	// agents (an agent principal's visible targets, CLT-1).
+	// agents: an agent principal's visible targets (CLT-1).
 	TargetAgents []string
-	// Before keeps the records with ID < Before (the keyset of the next page); 0: no
-	// bound.
+	// Before keeps the records with ID < Before, the keyset of the next page; 0 for
+	// no bound.
 	Before int64
 	Limit  int
 }
@@ -197,11 +197,11 @@ type AckHistoryPage struct {
 }
 
 // AckHistory lists acknowledged notices, newest first: of one watcher, or about one
-// target (targetAgentID qualifies a bare one, KEY-3), or of one agent's watchers, or of
-// every watcher (an admin; an agent principal sees its own agent's, as listings do).
-// It is authorized as the other reads (CLT-1): a watcher's history by its agent, a
-// target's by the target's agent; an agent principal never sees a record about a
-// target its agent may not watch.
+// target, which targetAgentID qualifies when bare (KEY-3), or of one agent's
+// watchers, or of every watcher for an admin; an agent principal sees its own
+// agent's, as listings do. It is authorized as the other reads (CLT-1): a watcher's
+// history by its agent, a target's by the target's agent; an agent principal never
+// sees a record about a target its agent may not watch.
 func (s *Service) AckHistory(ctx context.Context, watcher, target, targetAgentID, agentID *string, first int, after *string) (AckHistoryPage, error) {
 	if first < 1 || first > MaxAckHistoryLimit {
 		return AckHistoryPage{}, Errorf(EINVALID, "first must be between 1 and %d, got %d", MaxAckHistoryLimit, first)

@@ -1,5 +1,5 @@
-// Recording: one event (RecordEvent) or a batch (RecordBatch), checked, committed by the
-// group committer, then published.
+// Recording: one event by RecordEvent or a batch by RecordBatch, checked, committed by
+// the group committer, then published.
 
 package awareness
 
@@ -20,8 +20,8 @@ type RecordResult struct {
 
 // RecordEvent validates and appends one event (SIG-1..5), opens notices (NTC-2) and
 // publishes them after the commit (NTC-7). It answers once the commit is durable: the
-// event and its notices are handed to the hub's subscribers after that, without the
-// caller waiting for them (see publisher). A rejected input writes nothing (ERR-2).
+// publisher hands the event and its notices to the hub's subscribers after that,
+// without the caller waiting for them. A rejected input writes nothing (ERR-2).
 func (s *Service) RecordEvent(ctx context.Context, in RecordInput) (RecordResult, error) {
 	res, err := s.recordEvent(ctx, in)
 	if err != nil && err != ErrCheckOnly {
@@ -46,9 +46,8 @@ func (s *Service) recordEvent(ctx context.Context, in RecordInput) (RecordResult
 	return recordResult(op), nil
 }
 
-// checkRecord is every check of an append before the store (ERR-2): the input
-// (ValidateRecord) and the caller's authorization (CLT-1). It returns the op to
-// commit.
+// checkRecord is every check of an append before the store (ERR-2): ValidateRecord
+// on the input and the caller's authorization (CLT-1). It returns the op to commit.
 func (s *Service) checkRecord(ctx context.Context, in RecordInput, now time.Time) (*AppendOp, error) {
 	ne, err := ValidateRecord(in, now)
 	if err != nil {
@@ -83,9 +82,9 @@ func (s *Service) appended(now time.Time, ops ...*AppendOp) {
 		s.observeAppend(op)
 		if op.Recorded {
 			evs = append(evs, op.Event)
-			// A lifecycle event's closed notices come before the notices it opened
-			// (LIF-2: a reset closes the old incarnation's, then opens one). They
-			// were removed, not acknowledged: the tally counts the opened ones only.
+			// A lifecycle event's closed notices come before the notices it opened: a
+			// reset closes the old incarnation's, then opens one (LIF-2). They were
+			// removed, not acknowledged: the tally counts the opened ones only.
 			notices = append(notices, op.Closed...)
 			notices = append(notices, op.Opened...)
 		}
@@ -116,17 +115,17 @@ func recordResult(op *AppendOp) RecordResult {
 const MaxRecordBatch = 200
 
 // BatchItem is what RecordBatch did with one input: Result when it was appended or
-// deduplicated, Err (an *Error) when it was refused.
+// deduplicated, Err, an *Error, when it was refused.
 type BatchItem struct {
 	Result *RecordResult
 	Err    error
 }
 
-// RecordBatch appends up to MaxRecordBatch events in one write transaction (group
-// commit), each input checked as RecordEvent checks it (the same validation and
-// authorization): an input refused gets its error in its item and does not stop the
-// others; the valid ones are appended in input order (a session's events keep it), each
-// deduplicated on its own (SIG-4, also against an earlier input of the batch). More
+// RecordBatch appends up to MaxRecordBatch events in one group-commit write
+// transaction, each input checked with RecordEvent's validation and authorization:
+// an input refused gets its error in its item and does not stop the others; the
+// valid ones are appended in input order, so a session's events keep it, each
+// deduplicated on its own, also against an earlier input of the batch (SIG-4). More
 // than MaxRecordBatch inputs refuse the whole call, and a failed transaction fails it,
 // with nothing written (ERR-2). Events and notices are published after the commit.
 func (s *Service) RecordBatch(ctx context.Context, ins []RecordInput) ([]BatchItem, error) {

@@ -15,15 +15,14 @@ import (
 
 // Hosts is the allowlist of Host headers the service answers, its defence against DNS
 // rebinding: a page of another site whose name is made to resolve to this service's
-// address sends its requests with its own name in Host (and in Origin, so an
-// Origin check alone passes it as same-origin). A request's Host is allowed when it
-// is
+// address sends its requests with its own name in Host, and in Origin, so an Origin
+// check alone passes it as same-origin. A request's Host is allowed when it is
 //
-//   - an IP address (a rebinding page's requests always carry a name);
+//   - an IP address: a rebinding page's requests always carry a name;
 //   - a loopback name: localhost or a name under .localhost;
 //   - the host of the listen address;
-//   - one of the extra names (serve --allowed-hosts): an exact name, "*.example.com"
-//     for the names under example.com, or "*" for every name (no protection).
+//   - one of the extra names of serve --allowed-hosts: an exact name, "*.example.com"
+//     for the names under example.com, or "*" for every name, which protects nothing.
 //
 // Names are compared without case, a trailing dot and the port.
 type Hosts struct {
@@ -32,8 +31,8 @@ type Hosts struct {
 	suffixes []string // ".example.com" of "*.example.com"
 }
 
-// NewHosts returns the allowlist of a service listening on listenAddr (host:port;
-// its host may be empty or an IP) with the extra patterns. It refuses a malformed
+// NewHosts returns the allowlist of a service listening on listenAddr, a host:port
+// whose host may be empty or an IP, with the extra patterns. It refuses a malformed
 // pattern.
 func NewHosts(listenAddr string, extra []string) (*Hosts, error) {
 	h := &Hosts{names: map[string]bool{"localhost": true}}
@@ -74,8 +73,8 @@ func normalizeHost(s string) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-// validName reports whether s is a DNS name or an IP address (no scheme, port, path
-// or wildcard).
+// validName reports whether s is a DNS name or an IP address, without a scheme, port,
+// path or wildcard.
 func validName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
@@ -96,7 +95,7 @@ func validName(s string) bool {
 	return true
 }
 
-// Allowed reports whether a request with this Host header (host or host:port) may be
+// Allowed reports whether a request with this Host header, host or host:port, may be
 // answered. A nil *Hosts allows every host.
 func (h *Hosts) Allowed(hostHeader string) bool {
 	if h == nil || h.any {
@@ -138,8 +137,8 @@ func RefusalMessage(hostHeader string) string {
 
 // Guard refuses, before next sees it, a request whose Host is not Allowed: 403 with a
 // GraphQL-shaped body whose extensions.code is FORBIDDEN, on every route and every
-// transport (a WebSocket handshake is refused before the upgrade). skip names paths
-// that are answered whatever the Host (health probes, which carry no data).
+// transport; a WebSocket handshake is refused before the upgrade. skip names the
+// paths answered whatever the Host: health probes, which carry no data.
 func (h *Hosts) Guard(next http.Handler, skip ...string) http.Handler {
 	if h == nil || h.any {
 		return next

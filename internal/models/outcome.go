@@ -11,20 +11,20 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// A COMMIT whose answer never arrives (the server shut down or crashed, the backend
-// was terminated, the network failed) may have committed or not. Answering
+// A COMMIT whose answer never arrives, because the server shut down or crashed, the
+// backend was terminated or the network failed, may have committed or not. Answering
 // UNAVAILABLE would then be a lie half the time: the caller retries an append that is
-// already in the log (a duplicate, unless it carries a dedupeKey) or believes a
+// already in the log, a duplicate unless it carries a dedupeKey, or believes a
 // rejected call wrote nothing (ERR-2) when it did. So on PostgreSQL every write
-// transaction learns its transaction id first (txid_current), and when its COMMIT
-// fails the store asks the server, on a fresh connection, what became of it
-// (txid_status, which survives a restart): committed means the write succeeded;
-// aborted means nothing was written and the transaction can simply run again; no
-// answer within commitCheckWait means nobody can know yet, and the caller is told so.
+// transaction learns its id first with txid_current, and when its COMMIT fails the
+// store asks the server, on a fresh connection, what became of it with txid_status,
+// which survives a restart: committed means the write succeeded; aborted means nothing
+// was written and the transaction can simply run again; no answer within
+// commitCheckWait means nobody can know yet, and the caller is told so.
 
 // defaultCommitCheckWait bounds how long a write waits for the server to say what
 // became of a transaction whose COMMIT answer was lost. It covers a fast restart of
-// the server (about a second) with room to spare, and is short enough that a caller
+// the server, about a second, with room to spare, and is short enough that a caller
 // still waiting for its answer gets one.
 const defaultCommitCheckWait = 10 * time.Second
 
@@ -72,16 +72,16 @@ func (s *Store) xactStatus(ctx context.Context, xid int64, wait time.Duration) o
 			return outcomeAborted
 		case err == nil && !status.Valid:
 			// Too old for the commit log: cannot happen for a transaction that just
-			// ran, unless the server lost its history (restored from a backup).
+			// ran, unless the server lost its history to a restore from a backup.
 			return outcomeUnknown
 		case xidInFuture(err):
 			// The server crashed before any WAL that names xid reached its disk, so
-			// after recovery the id is not even assigned yet: its commit record (which
-			// is flushed before COMMIT is answered) was never written.
+			// after recovery the id is not even assigned yet: its commit record, which
+			// is flushed before COMMIT is answered, was never written.
 			return outcomeAborted
 		}
-		// "in progress" (the backend has not yet noticed its client is gone) or an
-		// error (the server is still down): ask again.
+		// "in progress", as the backend has not yet noticed its client is gone, or an
+		// error while the server is still down: ask again.
 		if s.closed.Load() {
 			return outcomeUnknown
 		}
@@ -94,8 +94,8 @@ func (s *Store) xactStatus(ctx context.Context, xid int64, wait time.Duration) o
 	}
 }
 
-// xidInFuture reports txid_status's "transaction ID … is in the future" (22023
-// invalid_parameter_value, the only error it raises for a bigint argument).
+// xidInFuture reports txid_status's "transaction ID … is in the future": 22023
+// invalid_parameter_value, the only error it raises for a bigint argument.
 func xidInFuture(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "22023"

@@ -12,7 +12,7 @@ import (
 )
 
 // This file is the awareness.UpstreamStore of Store (UPS-1..5): upstream links, own
-// prompt hashes and their salt (migration 00002_upstream).
+// prompt hashes and their salt, from migration 00002_upstream.
 
 var _ awareness.UpstreamStore = (*Store)(nil)
 
@@ -75,8 +75,8 @@ func (r UpstreamLinkRow) link() awareness.UpstreamLink {
 	}
 }
 
-// deleteUpstream deletes a session's link and own-prompt hashes inside tx. DeleteSession
-// calls it (WAT-5: deleting a session deletes its links).
+// deleteUpstream deletes a session's link and own-prompt hashes inside tx, for
+// DeleteSession: deleting a session deletes its links (WAT-5).
 func deleteUpstream(t *tx, ref awareness.SessionRef) error {
 	if _, err := t.exec("DELETE FROM upstream_links WHERE agent_id = ? AND session_key = ?", ref.AgentID, ref.Key); err != nil {
 		return err
@@ -97,9 +97,9 @@ func (s *Store) getUpstream(t *tx, ref awareness.SessionRef, lock bool) (awarene
 	return links[0], true, nil
 }
 
-// AdoptUpstream creates the session's link from l, keeps a same-source link (ID,
-// marker; the miss streak restarts and UpdatedAt moves), or replaces a link of another
-// source (UPS-1).
+// AdoptUpstream creates the session's link from l, keeps a same-source link's ID and
+// marker while its miss streak restarts and UpdatedAt moves, or replaces a link of
+// another source (UPS-1).
 func (s *Store) AdoptUpstream(ctx context.Context, l awareness.UpstreamLink, now time.Time) (awareness.UpstreamLink, bool, error) {
 	if err := checkNow("AdoptUpstream", now); err != nil {
 		return awareness.UpstreamLink{}, false, err
@@ -174,7 +174,7 @@ func (s *Store) UpstreamLink(ctx context.Context, ref awareness.SessionRef) (awa
 	return l, ok, s.wrapErr(err)
 }
 
-// UpstreamLinks lists links ordered by (catalog, agent, key); q.Watched keeps those
+// UpstreamLinks lists links ordered by catalog, agent, key; q.Watched keeps those
 // whose session at least one cursor targets, each once (UPS-2).
 func (s *Store) UpstreamLinks(ctx context.Context, q awareness.UpstreamQuery) ([]awareness.UpstreamLink, error) {
 	if s.closed.Load() {
@@ -198,8 +198,8 @@ func (s *Store) UpstreamLinks(ctx context.Context, q awareness.UpstreamQuery) ([
 }
 
 // SettleUpstream applies checks in one write transaction, each as a compare-and-set on
-// the link as the check read it (ID, marker, miss count, UpdatedAt). A marker never
-// moves backwards.
+// the ID, marker, miss count and UpdatedAt of the link as the check read it. A marker
+// never moves backwards.
 func (s *Store) SettleUpstream(ctx context.Context, checks []awareness.UpstreamCheck) ([]bool, error) {
 	if err := awareness.CheckUpstreamChecks(checks); err != nil {
 		return nil, err
@@ -230,11 +230,11 @@ WHERE agent_id = ? AND session_key = ? AND link_id = ? AND marker = ? AND consec
 }
 
 // UpstreamRecordedEnd finds the upstream activity event recorded for the range of link
-// linkID starting at start (awareness.UpstreamDedupeKey) and returns where the range
-// ended; ok is false when there is none. The prefix is compared with substr and =,
-// which mean the same on both dialects whatever the column's collation (a range or LIKE
-// would not on PostgreSQL's default collation), within one session's events. Of
-// several (there should be at most one) the furthest end wins.
+// linkID starting at start, by awareness.UpstreamDedupeKey, and returns where the
+// range ended; ok is false when there is none. The prefix is compared with substr and
+// =, which mean the same on both dialects whatever the column's collation, within one
+// session's events; a range or LIKE would not on PostgreSQL's default collation. Of
+// several, though there should be at most one, the furthest end wins.
 func (s *Store) UpstreamRecordedEnd(ctx context.Context, ref awareness.SessionRef, linkID string, start int64) (int64, bool, error) {
 	if s.closed.Load() {
 		return 0, false, s.wrapErr(errClosed)
@@ -258,7 +258,7 @@ WHERE agent_id = ? AND session_key = ? AND dedupe_key IS NOT NULL AND substr(ded
 	return end, found, nil
 }
 
-// RemoveUpstream deletes the link if it is still exactly expect (ID and UpdatedAt).
+// RemoveUpstream deletes the link if its ID and UpdatedAt are still expect's.
 func (s *Store) RemoveUpstream(ctx context.Context, expect awareness.UpstreamLink) (bool, error) {
 	var n int64
 	err := s.write(ctx, "RemoveUpstream", func(t *tx) (err error) {
@@ -322,7 +322,7 @@ func (s *Store) UpstreamSalt(ctx context.Context) ([]byte, error) {
 
 // AddOwnPrompt appends a prompt hash to the session's window and keeps the last keep.
 // The link row is locked first, which serialises concurrent calls for one session; ok
-// is false (nothing written) when the session has no link.
+// is false, and nothing written, when the session has no link.
 func (s *Store) AddOwnPrompt(ctx context.Context, ref awareness.SessionRef, hash string, now time.Time, keep int) (bool, error) {
 	if err := awareness.CheckOwnPrompt(hash, now, keep); err != nil {
 		return false, err

@@ -1,8 +1,8 @@
 // Package telemetry is the adapter between the service's core and its operators'
-// tools: it implements awareness.Observer with Prometheus metrics (the official Go
-// client) and OpenTelemetry spans, serves /metrics, and traces GraphQL operations
-// (a gqlgen extension). The core (internal/awareness, internal/models,
-// internal/upstream) only calls the Observer interface it declares.
+// tools: it implements awareness.Observer with Prometheus metrics, through the
+// official Go client, and OpenTelemetry spans, serves /metrics, and traces GraphQL
+// operations as a gqlgen extension. The core packages, internal/awareness,
+// internal/models and internal/upstream, only call the Observer interface it declares.
 package telemetry
 
 import (
@@ -28,14 +28,14 @@ const namespace = "awareness"
 
 // Config configures a Telemetry.
 type Config struct {
-	// Registry receives the metrics; nil makes a fresh one (see Telemetry.Registry).
+	// Registry receives the metrics; nil makes a fresh one, see Telemetry.Registry.
 	Registry *prometheus.Registry
 	// Tracer starts the store transaction spans; nil traces nothing.
 	Tracer trace.Tracer
-	// DBSystem is the db.system attribute of store spans ("sqlite", "postgresql").
+	// DBSystem is the db.system attribute of store spans: "sqlite" or "postgresql".
 	DBSystem string
 	// Pending, when set, is read at every scrape for the awareness_notices_pending
-	// gauge (the durable count, across every process sharing the database).
+	// gauge: the durable count, across every process sharing the database.
 	Pending func(ctx context.Context) (int64, error)
 	Logger  *slog.Logger
 }
@@ -73,7 +73,7 @@ type Telemetry struct {
 
 var _ awareness.Observer = (*Telemetry)(nil)
 
-// New registers the service's metrics (and the Go runtime and process collectors).
+// New registers the service's metrics and the Go runtime and process collectors.
 func New(cfg Config) *Telemetry {
 	reg := cfg.Registry
 	if reg == nil {
@@ -156,7 +156,7 @@ func New(cfg Config) *Telemetry {
 func (t *Telemetry) Registry() *prometheus.Registry { return t.reg }
 
 // Handler serves the metrics in the Prometheus text format. A non-empty token
-// requires "Authorization: Bearer <token>" (401 otherwise).
+// requires "Authorization: Bearer <token>", else 401.
 func (t *Telemetry) Handler(token string) http.Handler {
 	h := promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{Registry: t.reg})
 	if token == "" {
@@ -207,8 +207,8 @@ func (t *Telemetry) SubscriberDropped(stream string) { t.dropped.WithLabelValues
 func (t *Telemetry) GroupCommit(size int) { t.groupCommit.WithLabelValues().Observe(float64(size)) }
 
 // Transaction implements awareness.Observer: a latency sample and, when tracing, a
-// client span "store.<name>" (without a tracer no span, not even a no-op one, is
-// started: no span name, attributes or context are built per transaction).
+// client span "store.<name>". Without a tracer no span is started, not even a no-op
+// one, so no span name, attributes or context are built per transaction.
 func (t *Telemetry) Transaction(ctx context.Context, name string) (context.Context, func(error)) {
 	start := time.Now()
 	if !t.tracing {
@@ -267,7 +267,7 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	n, err := c.read(ctx)
 	if err != nil {
-		// The series is left out of this scrape (absent() alerts on it); the scrape
+		// The series is left out of this scrape, for absent() to alert on; the scrape
 		// itself succeeds with every other metric.
 		c.log.Warn("metrics: reading pending notices", "err", err)
 		return
