@@ -1,11 +1,10 @@
 package main
 
-// The one configuration loader of the binary. Every command (serve, demo, the tools
-// of cli.go, mcp) defines its flags on a flagSet, each flag with the environment
-// variable that is its fallback, and parse resolves them: the command line first,
-// then, for every flag not given there, its variable; the flag wins over the
-// variable. validateDB is the one rule for --db, parseLogLevel the one for
-// --log-level.
+// The one configuration loader of the binary. Every command defines its flags on a
+// flagSet, each flag with the environment variable that is its fallback, and parse
+// resolves them: the command line first, then, for every flag not given there, its
+// variable; the flag wins over the variable. validateDB is the one rule for --db,
+// parseLogLevel the one for --log-level.
 
 import (
 	"errors"
@@ -20,7 +19,7 @@ import (
 	"github.com/awareness/awareness/internal/models"
 )
 
-// defaultDB is the default of every command's --db ($AWARENESS_DB).
+// defaultDB is the default of every command's --db and $AWARENESS_DB.
 const defaultDB = "./awareness.db"
 
 // flagSet is one command's flags with their environment variables.
@@ -38,7 +37,7 @@ func newFlagSet(name string) *flagSet {
 	return &flagSet{FlagSet: fs, env: map[string]string{}}
 }
 
-// envFlag defines a flag with define (a method of f such as f.String) whose fallback
+// envFlag defines a flag with define, a method of f such as f.String, whose fallback
 // is the environment variable named variable, which its usage ends with.
 func envFlag[T any](f *flagSet, define func(name string, value T, usage string) *T, name string, value T, variable, usage string) *T {
 	p := define(name, value, usage+" ($"+variable+")")
@@ -49,14 +48,14 @@ func envFlag[T any](f *flagSet, define func(name string, value T, usage string) 
 // setEnv makes variable the fallback of the flag name, whose usage names it already.
 func (f *flagSet) setEnv(name, variable string) { f.env[name] = variable }
 
-// dbFlag defines --db ($AWARENESS_DB).
+// dbFlag defines --db and its $AWARENESS_DB.
 func (f *flagSet) dbFlag(usage string) *string {
 	return envFlag(f, f.String, "db", defaultDB, "AWARENESS_DB", usage)
 }
 
 // parse parses args, then sets every flag not given on the command line from its
 // environment variable, if set. With interspersed, flags and positional arguments may
-// come in any order ("--" ends the flags); otherwise the flags end at the first
+// come in any order, "--" ending the flags; otherwise the flags end at the first
 // positional argument. It returns the positional arguments, and flag.ErrHelp for -h.
 func (f *flagSet) parse(args []string, lookupEnv func(string) (string, bool), interspersed bool) ([]string, error) {
 	var pos []string
@@ -139,9 +138,9 @@ func splitList(v string) []string {
 	return out
 }
 
-// urlScheme returns the scheme of a URL-like --db ("mysql" of "mysql://…"), which
-// would otherwise be taken for a file path; only the scheme is returned, never a
-// password the rest may hold.
+// urlScheme returns the scheme of a URL-like --db, such as "mysql" of "mysql://…",
+// which would otherwise be taken for a file path; only the scheme is returned, never
+// a password the rest may hold.
 func urlScheme(db string) (string, bool) {
 	scheme, _, ok := strings.Cut(db, "://")
 	if !ok || scheme == "" {

@@ -1,14 +1,17 @@
 package main
 
 // The HTTP port of serve, and how a restart hands it over without refusing a
-// connection. The socket is one of: a socket systemd passes (socket activation:
-// systemd keeps it open across restarts, so connections wait in its queue while no
-// process serves), the --addr port bound with SO_REUSEPORT (--reuse-port: the next
-// process binds it too while this one still serves), or the --addr port bound plainly.
+// connection. The socket is one of:
+//
+//   - a socket systemd passes: systemd keeps it open across restarts, so connections
+//     wait in its queue while no process serves;
+//   - the --addr port bound with SO_REUSEPORT under --reuse-port: the next process
+//     binds it too while this one still serves;
+//   - the --addr port bound plainly.
+//
 // At shutdown a socket that another process or systemd also holds is closed first, so
 // that new connections go to the next process; a plain one is kept accepting until
-// the last moment (drainHTTP in serve.go), since nobody else can take its
-// connections.
+// the last moment, drainHTTP in serve.go, since nobody else can take its connections.
 
 import (
 	"fmt"
@@ -20,10 +23,10 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 )
 
-// newConnGrace is how long shutdown leaves a connection that was accepted but has sent
-// no request (net/http's StateNew) to send one: a request already on its way is
+// newConnGrace is how long shutdown leaves a connection in net/http's StateNew,
+// accepted without a request yet, to send one: a request already on its way is
 // served; a socket a client opened ahead of need is closed then, instead of holding
-// http.Server.Shutdown for up to 5 s (net/http's rule for such connections).
+// http.Server.Shutdown for up to the 5 s net/http gives such connections.
 const newConnGrace = 100 * time.Millisecond
 
 // socketKind says where the HTTP socket came from.
@@ -35,12 +38,12 @@ const (
 	socketSystemd   socketKind = "systemd"    // passed by systemd (LISTEN_FDS)
 )
 
-// handedOver reports whether another process (or systemd) holds the socket too: the
+// handedOver reports whether another process or systemd holds the socket too: the
 // next process can then take new connections as soon as this one stops accepting.
 func (k socketKind) handedOver() bool { return k != socketBound }
 
-// listenHTTP returns the HTTP socket: the one systemd passed, else --addr bound (with
-// SO_REUSEPORT under --reuse-port). A passed socket is checked against the rule
+// listenHTTP returns the HTTP socket: the one systemd passed, else --addr bound,
+// with SO_REUSEPORT under --reuse-port. A passed socket is checked against the rule
 // validate applies to --addr: without --auth-file it must be loopback unless
 // --insecure.
 func listenHTTP(cfg serveConfig) (net.Listener, socketKind, error) {
@@ -86,9 +89,9 @@ func (l *onceListener) Close() error {
 	return l.err
 }
 
-// newConns tracks the connections in net/http's StateNew (accepted, no request read
-// yet); its hook is the server's ConnState. After closeSoon, such a connection is left
-// newConnGrace to send its request, then closed.
+// newConns tracks the connections in net/http's StateNew, accepted with no request
+// read yet; its hook is the server's ConnState. After closeSoon, such a connection is
+// left newConnGrace to send its request, then closed.
 type newConns struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}

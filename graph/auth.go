@@ -15,10 +15,10 @@ import (
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
-// Close codes of a WebSocket refused at connection_init (graphql-transport-ws).
+// Close codes of a graphql-transport-ws WebSocket refused at connection_init.
 const (
 	// CloseUnauthenticated: no bearer token, or an unknown one. graphql-ws clients
-	// treat it as fatal (no retry with the same token).
+	// treat it as fatal and do not retry with the same token.
 	CloseUnauthenticated = wsgorilla.CloseUnauthorized // 4401
 	// CloseForbidden: the header and connection_init name different principals.
 	CloseForbidden = 4403
@@ -27,12 +27,12 @@ const (
 // headerAuthKey carries the Authorization header of a WebSocket upgrade to wsInit.
 type headerAuthKey struct{}
 
-// authenticate requires a bearer token when k is set (the one authentication point of
-// HTTP). A plain request without a valid token gets 401 with a GraphQL error
+// authenticate requires a bearer token when k is set: the one authentication point
+// of HTTP. A plain request without a valid token gets 401 with a GraphQL error
 // UNAUTHENTICATED; a valid one runs with its awareness.Principal in the context,
 // which the Service's authorize checks. A WebSocket upgrade passes: its token may come
-// in the header or in the connection_init payload, and wsInit decides. OPTIONS (CORS
-// preflight) carries no credentials and returns no data.
+// in the header or in the connection_init payload, and wsInit decides. A CORS
+// preflight OPTIONS carries no credentials and returns no data.
 func authenticate(k *auth.Keyring, log *slog.Logger, next http.Handler) http.Handler {
 	if k == nil {
 		return next
@@ -59,17 +59,16 @@ func authenticate(k *auth.Keyring, log *slog.Logger, next http.Handler) http.Han
 }
 
 // errPrincipalMismatch refuses a connection that presents tokens of different
-// principals (the header and the payload, or two spellings of the payload's key).
+// principals, in the header and the payload or in two spellings of the payload's key.
 var errPrincipalMismatch = errors.New("the connection presents tokens of different principals")
 
-// wsInit authenticates a WebSocket at connection_init: the token comes from the
-// payload's Authorization key in any spelling (Authorization, authorization,
-// AUTHORIZATION …, at the top level or in a "headers" object), "Bearer <token>", or
-// from the upgrade request's Authorization header. Without a valid token, or with any
-// presented token invalid, the connection closes with 4401; with tokens of different
-// principals, whichever spelling carries them, 4403 (CLT-1: a connection is one
-// principal, never the first match of a lookup order). The principal then rides in
-// the context of every operation of the connection.
+// wsInit authenticates a WebSocket at connection_init: the token, "Bearer <token>",
+// comes from the payload's Authorization key in any case, at the top level or in a
+// "headers" object, or from the upgrade request's Authorization header. Without a
+// valid token, or with any presented token invalid, the connection closes with 4401;
+// with tokens of different principals, whichever spelling carries them, 4403: a
+// connection is one principal, never the first match of a lookup order (CLT-1). The
+// principal then rides in the context of every operation of the connection.
 func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		if k == nil {
@@ -105,8 +104,8 @@ func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 }
 
 // initCredentials returns every Authorization value of a connection_init payload, the
-// key matched case-insensitively at the top level and in a "headers" object (where
-// some clients put it). malformed reports a value that is not a string.
+// key matched case-insensitively at the top level and in the "headers" object some
+// clients use. malformed reports a value that is not a string.
 func initCredentials(payload transport.InitPayload) (creds []string, malformed bool) {
 	scan := func(m map[string]any) {
 		for key, v := range m {

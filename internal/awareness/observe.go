@@ -3,8 +3,8 @@ package awareness
 import "context"
 
 // Observer is told what the service, its store, the PostgreSQL listener and the
-// upstream monitor do, for metrics and traces. The core declares it and calls it; an
-// adapter (internal/telemetry: Prometheus and OpenTelemetry) implements it, so the core
+// upstream monitor do, for metrics and traces. The core declares it and calls it;
+// internal/telemetry implements it with Prometheus and OpenTelemetry, so the core
 // imports no metrics or tracing library. Every method is called on the hot path: it
 // must be cheap and must not block. Embed NopObserver to implement only some methods.
 type Observer interface {
@@ -16,12 +16,12 @@ type Observer interface {
 
 	// Notice path.
 	NoticesOpened(n int)
-	// NoticesDelivered counts notices handed to a subscription's stream (after repeat
-	// suppression), pending ones sent at subscribe included.
+	// NoticesDelivered counts notices handed to a subscription's stream after repeat
+	// suppression, pending ones sent at subscribe included.
 	NoticesDelivered(n int)
 	NoticesAcknowledged(n int)
-	// Subscribers moves the number of live subscriptions of a stream ("notices" or
-	// "events") over a transport (see WithTransport) by delta.
+	// Subscribers moves by delta the number of live subscriptions of a stream,
+	// "notices" or "events", over a transport named by WithTransport.
 	Subscribers(stream, transport string, delta int)
 	// SubscriberDropped is one subscription dropped for falling behind.
 	SubscriberDropped(stream string)
@@ -29,9 +29,9 @@ type Observer interface {
 	// Database.
 	// GroupCommit is one shared append transaction of size appends.
 	GroupCommit(size int)
-	// Transaction starts one store transaction named name (e.g. "Append"); the
-	// returned function ends it with its error. The returned context carries it (a
-	// trace span).
+	// Transaction starts one store transaction named name, such as "Append"; the
+	// returned function ends it with its error. The returned context carries it as a
+	// trace span.
 	Transaction(ctx context.Context, name string) (context.Context, func(error))
 	// CommitResolved is one COMMIT whose answer was lost and whose outcome was asked
 	// of the server: "committed", "aborted" or "unknown".
@@ -80,8 +80,8 @@ type transportKey struct{}
 // TransportUnknown labels subscriptions whose context names no transport.
 const TransportUnknown = "other"
 
-// WithTransport returns a context whose subscriptions are counted under transport
-// (e.g. "websocket") by Observer.Subscribers.
+// WithTransport returns a context whose subscriptions Observer.Subscribers counts
+// under transport, such as "websocket".
 func WithTransport(ctx context.Context, transport string) context.Context {
 	return context.WithValue(ctx, transportKey{}, transport)
 }

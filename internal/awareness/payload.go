@@ -7,16 +7,16 @@ import (
 )
 
 // Payload is the whitelisted event payload (SIG-2): nothing else can be stored.
-// Each field has its JSON key in payloadKeys and its case in field, which every JSON
-// form of a payload (Map, AppendJSON, ParsePayload) is written from.
+// Each field has its JSON key in payloadKeys and its case in field, from which Map,
+// AppendJSON and ParsePayload write every JSON form of a payload.
 type Payload struct {
 	Outcome RunOutcome `json:"outcome,omitempty"`
 	Channel string     `json:"channel,omitempty"`
 	Turns   int        `json:"turns,omitempty"`
 }
 
-// payloadKeys are the JSON keys of Payload's fields, sorted (the order the JSON scalar
-// writes an object's keys in); field maps each to its field.
+// payloadKeys are the JSON keys of Payload's fields, sorted as the JSON scalar writes
+// an object's keys; field maps each to its field.
 var payloadKeys = []string{"channel", "outcome", "turns"}
 
 // field returns the field with the JSON key key: a string field as s, an integer field
@@ -54,9 +54,9 @@ func (p Payload) Map() map[string]any {
 }
 
 // AppendJSON appends the payload as a JSON object of its non-zero fields, byte for
-// byte what encoding/json writes for Map's object (keys sorted, strings escaped as
-// encoding/json escapes them), without building the map: a sessionStatus page writes
-// up to 500 of them. The zero payload is {}.
+// byte what encoding/json writes for Map's object, keys sorted and strings escaped
+// alike, without building the map: a sessionStatus page writes up to 500 of them.
+// The zero payload is {}.
 func (p Payload) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	first := true
@@ -81,8 +81,8 @@ func (p Payload) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as encoding/json encodes a string (with its HTML-safe
-// escapes); plain ASCII, the usual case, is copied as is.
+// appendJSONString appends s as encoding/json encodes a string, with its HTML-safe
+// escapes; plain ASCII, the usual case, is copied as is.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -98,8 +98,8 @@ func appendJSONString(b []byte, s string) []byte {
 
 // ParsePayload reads a payload's JSON object. A store writes payloads with
 // encoding/json, so nearly every one is a flat object of plain strings and integers;
-// that form is parsed directly (a reconciliation page decodes up to 500 of them, and
-// encoding/json's reflection cost more than the rest of the row). Anything else,
+// that form is parsed directly, since a reconciliation page decodes up to 500 of them
+// and encoding/json's reflection cost more than the rest of the row. Anything else,
 // escapes included, goes through encoding/json.
 func ParsePayload(s string) (Payload, error) {
 	if p, ok := parsePlainPayload(s); ok {
@@ -112,8 +112,8 @@ func ParsePayload(s string) (Payload, error) {
 	return p, nil
 }
 
-// parsePlainPayload parses an object of payloadKeys (any subset, any order, no
-// whitespace, strings without escapes) and reports whether s had that form.
+// parsePlainPayload parses an object of any subset of payloadKeys in any order,
+// without whitespace or escapes in strings, and reports whether s had that form.
 func parsePlainPayload(s string) (Payload, bool) {
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
 		return Payload{}, false
@@ -179,7 +179,7 @@ func plainString(s string) (v, rest string, ok bool) {
 	return v, s[2+i:], true
 }
 
-// plainInt reads a JSON integer (no sign but '-', no leading zeros, no exponent).
+// plainInt reads a JSON integer: no sign but '-', no leading zeros, no exponent.
 func plainInt(s string) (int, bool) {
 	digits := strings.TrimPrefix(s, "-")
 	if digits == "" || (len(digits) > 1 && digits[0] == '0') {

@@ -6,12 +6,11 @@ import (
 )
 
 // The vocabularies of the API: event kinds, actor types and run outcomes (SIG-1,
-// SIG-2), and session kinds (KEY-2, AllSessionKinds in key.go beside ClassifyKey). Each
-// is one table, in schema order; everything else
-// (validation, the All* lists, the store's cursor predicates, canonical summaries,
-// error messages) derives from the tables, and graph's vocabulary test ties every table
-// to its GraphQL enum both ways. ARCHITECTURE.md's "Adding an event kind" lists the
-// files a new value touches.
+// SIG-2), and session kinds (KEY-2), whose AllSessionKinds is in key.go beside
+// ClassifyKey. Each is one table, in schema order; validation, the All* lists, the
+// store's cursor predicates, canonical summaries and error messages derive from the
+// tables, and graph's vocabulary test ties every table to its GraphQL enum both ways.
+// ARCHITECTURE.md's "Adding an event kind" lists the files a new value touches.
 
 // EventKind is the type of a signal-log event (SIG-1).
 type EventKind string
@@ -47,8 +46,8 @@ const (
 	Seeding
 	// Resetting kinds start a new incarnation of their session (LIF-1, LIF-2): its
 	// generation moves up by one, the cursors it holds as a watcher are deleted
-	// (WAT-5), and the pending notices on it close, the cursors on it moving to the
-	// event (ResetCursor).
+	// (WAT-5), and the pending notices on it close, ResetCursor moving the cursors on
+	// it to the event.
 	Resetting
 )
 
@@ -105,8 +104,8 @@ var AllEventKinds = column(eventKinds, func(r eventKind) EventKind { return r.ki
 // AllKindRoles lists the roles in schema order.
 var AllKindRoles = []KindRole{Notifying, Seeding, LogOnly, Resetting}
 
-// KindInfo is one row of the event-kind table as the API shows it (the eventKinds
-// query): what a dashboard or a gateway needs to treat a kind it was not built with.
+// KindInfo is one row of the event-kind table as the eventKinds query shows it: what
+// a dashboard or a gateway needs to treat a kind it was not built with.
 type KindInfo struct {
 	Kind         EventKind
 	Role         KindRole
@@ -305,7 +304,7 @@ var SelectableKinds = append(slices.Clip(DefaultWatchKinds), Reset)
 // It is comparable, so a Cursor stays a value.
 type KindSelection string
 
-// List returns the selected kinds (DefaultWatchKinds for the default selection).
+// List returns the selected kinds; DefaultWatchKinds for the default selection.
 func (s KindSelection) List() []EventKind {
 	if s == "" {
 		return slices.Clone(DefaultWatchKinds)
@@ -331,11 +330,11 @@ func (s KindSelection) Has(k EventKind) bool {
 }
 
 // CheckWatchKinds checks a watch's selection of kinds (LIF-3) and returns it as
-// stored; nil is "" (the default, or, for an existing cursor, its selection kept). An
-// empty selection, or a kind that is unknown or cannot open a notice, is
-// INVALID_ARGUMENT. A selection equal to the default is kept as given, not stored as
-// "": a cursor with a selection of its own keeps its M in its row, and one that went
-// back to "" would take the head's derived M, which counts kinds it did not select.
+// stored; nil is "", the default or an existing cursor's selection kept. An empty
+// selection, or a kind that is unknown or cannot open a notice, is INVALID_ARGUMENT.
+// A selection equal to the default is kept as given, not stored as "": a cursor with
+// a selection of its own keeps its M in its row, and one that went back to "" would
+// take the head's derived M, which counts kinds it did not select.
 func CheckWatchKinds(kinds []string) (KindSelection, error) {
 	if kinds == nil {
 		return "", nil

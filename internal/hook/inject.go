@@ -47,8 +47,8 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("--format %q: want claude or codex", s)
 }
 
-// Input is what a harness writes to a command hook's stdin (the fields the hook uses;
-// Claude Code and Codex share the names).
+// Input is the fields a hook uses of what a harness writes to a command hook's
+// stdin; Claude Code and Codex share the names.
 type Input struct {
 	HookEventName  string `json:"hook_event_name"`
 	SessionID      string `json:"session_id"`
@@ -64,11 +64,11 @@ type Config struct {
 	// replaced by the harness's session id.
 	Watcher string
 	Format  Format
-	// Bound is the longest an inject runs (DefaultBound when 0).
+	// Bound is the longest an inject runs; DefaultBound when 0.
 	Bound time.Duration
-	// MaxContext bounds the printed text (the package's MaxContext when 0).
+	// MaxContext bounds the printed text; the package's MaxContext when 0.
 	MaxContext int
-	// Now is the clock (time.Now when nil).
+	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
 
@@ -77,9 +77,9 @@ func (c Config) watcherFor(in Input) string {
 }
 
 // events says what each harness reads for an event: "context" is additionalContext,
-// added to the model's next request (Claude Code's Stop continues the turn with it,
-// once: its decision:block form would show the text twice), "continue" the
-// decision:block form that continues Codex's turn with the text as a prompt; other
+// added to the model's next request, which Claude Code's Stop continues the turn with
+// once, where its decision:block form would show the text twice; "continue" is the
+// decision:block form that continues Codex's turn with the text as a prompt. Other
 // events get nothing.
 var events = map[Format]map[string]string{
 	Claude: {
@@ -93,8 +93,8 @@ var events = map[Format]map[string]string{
 }
 
 // Inject runs one `awareness hook inject`: it reads the hook input from stdin, claims
-// the watcher's pending notices that fit in the output (an exact acknowledgement,
-// NTC-3) and prints those it claimed in the form the harness reads for the input's
+// the watcher's pending notices that fit in the output with an exact acknowledgement
+// (NTC-3), and prints those it claimed in the form the harness reads for the input's
 // event. It prints nothing when nothing is pending, when the event takes no context,
 // or when the service does not answer within the bound. Diagnostics go to stderr;
 // Inject never fails the harness's turn, and returns the process's exit code, 0.
@@ -178,8 +178,8 @@ func readInput(ctx context.Context, stdin io.Reader) (Input, error) {
 	return in, nil
 }
 
-// Output is the hook's stdout for event: additionalContext (how "context"), or the
-// decision that continues the turn with text as its instruction (how "continue").
+// Output is the hook's stdout for event: additionalContext for how "context", or, for
+// "continue", the decision that continues the turn with text as its instruction.
 func Output(f Format, event, how, text string) ([]byte, error) {
 	var v any
 	switch how {

@@ -95,8 +95,8 @@ type agentTexter interface{ agent() *agentText }
 func (a *agentText) agent() *agentText { return a }
 
 // define builds a tool from its argument and result types: the schemas from the
-// types, and a handler that decodes the arguments (decodeArgs), runs with the
-// caller's principal, and writes the result or the refusal (toolError).
+// types, and a handler that decodes the arguments with decodeArgs, runs with the
+// caller's principal, and writes the result or, by toolError, the refusal.
 func define[In, Out any](s *Server, toolset string, t mcp.Tool, ann mcp.ToolAnnotations, run func(ctx context.Context, req *mcp.CallToolRequest, in In) (Out, error)) toolDef {
 	t.InputSchema = inputSchema[In]()
 	t.OutputSchema = outputSchema[Out]()
@@ -124,8 +124,8 @@ func define[In, Out any](s *Server, toolset string, t mcp.Tool, ann mcp.ToolAnno
 }
 
 // toolError reports a refused call in the tool result, as MCP asks: the text
-// "CODE: message" (the GraphQL error's extensions.code and message) and the code in
-// _meta. An INTERNAL error reads "internal error" and is logged here.
+// "CODE: message", with the GraphQL error's extensions.code and message, and the code
+// in _meta. An INTERNAL error reads "internal error" and is logged here.
 func (s *Server) toolError(ctx context.Context, tool string, err error) *mcp.CallToolResult {
 	code, msg := coded(err)
 	switch code {
@@ -145,8 +145,8 @@ func (s *Server) toolError(ctx context.Context, tool string, err error) *mcp.Cal
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}, Meta: meta}
 }
 
-// retryAfterMs is when a RATE_LIMITED refusal may be retried, in milliseconds (0: not
-// said).
+// retryAfterMs is when a RATE_LIMITED refusal may be retried, in milliseconds; 0
+// when not said.
 func retryAfterMs(err error) int64 {
 	if r, ok := errors.AsType[interface {
 		error
@@ -198,7 +198,7 @@ func (s *Server) digest(ctx context.Context, watcher *string) (*digestOut, error
 }
 
 // digestAfter is the digest of a watcher the call itself acted for: none when it
-// cannot watch (a bare key's watch answers watched false, not a refusal).
+// cannot watch, as a bare key's watch answers watched false, not a refusal.
 func (s *Server) digestAfter(ctx context.Context, watcher string) *digestOut {
 	d, err := s.digest(ctx, &watcher)
 	if err != nil {
@@ -376,8 +376,8 @@ func (s *Server) toolDefs() []toolDef {
 	}
 }
 
-// defaultListFirst is sessions_list's page size when first is not given (the GraphQL
-// argument's default).
+// defaultListFirst is sessions_list's page size when first is not given, as for the
+// GraphQL argument.
 const defaultListFirst = 50
 
 func recordInput(in recordIn) (awareness.RecordInput, error) {

@@ -10,9 +10,9 @@ import (
 
 var _ awareness.HoldStore = (*Store)(nil)
 
-// Notice holds (RDL-1, RDL-2, migration 00008): one row per (watcher, target), read
-// and written by the service's pure transitions (awareness.DrainHold, Redeliver,
-// WakeHold) inside UpdateHolds' transaction. A watcher's holds are a range of the
+// Notice holds (RDL-1, RDL-2) from migration 00008: one row per watcher and target,
+// read and written by the service's pure transitions awareness.DrainHold, Redeliver
+// and WakeHold inside UpdateHolds' transaction. A watcher's holds are a range of the
 // primary key; the due ones are read through the partial index holds_due.
 const (
 	holdColumns = "watcher_key, target_agent_id, target_key, max_redeliver, n, drained_at, turns, redeliveries, " +
@@ -59,8 +59,8 @@ func (s *Store) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func(
 		return err
 	}
 	if q.Watcher == "" {
-		// The hold poll asks every second: without a due hold (the usual answer, one
-		// read of the index holds_due) it opens no write transaction.
+		// The hold poll asks every second: without a due hold, the usual answer from
+		// one read of the index holds_due, it opens no write transaction.
 		if s.closed.Load() {
 			return s.wrapErr(errClosed)
 		}
@@ -127,7 +127,7 @@ func (s *Store) UpdateHolds(ctx context.Context, q awareness.HoldQuery, fn func(
 			return err
 		}
 		for _, h := range write {
-			// A notice handed out again (a redelivery, a snooze that ended) wakes the
+			// A notice handed out again by a redelivery or a snooze's end wakes the
 			// other processes' listeners for its watcher, as an opened notice does.
 			if i, ok := byPair[holdPair{h.Watcher, h.Target}]; !ok || h.Deliveries > vs[i].Hold.Deliveries {
 				if h.Deliveries > 0 {
@@ -149,8 +149,8 @@ type holdPair struct {
 	target  awareness.SessionRef
 }
 
-// Holds reads the holds of a watcher ("": every watcher) that describe their pair's
-// pending notice.
+// Holds reads the holds of a watcher, or of every watcher for "", that describe
+// their pair's pending notice.
 func (s *Store) Holds(ctx context.Context, watcher string) ([]awareness.NoticeHold, error) {
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)

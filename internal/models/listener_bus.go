@@ -1,5 +1,5 @@
-// The Listener on a hint bus (--bus): subjects subscribed as its interest says, synced
-// before a scan, a rescan on every gap.
+// The Listener on a hint bus, --bus: subjects subscribed as its interest says,
+// synced before a scan, a rescan on every gap.
 
 package models
 
@@ -10,10 +10,10 @@ import (
 )
 
 // runBus is run with a bus: the store's own pools serve the reads, and the bus
-// delivers the hints of the subjects of interest (NoticeInterest). It first syncs
-// and scans, then hands every message to the worker; a gap (a (re)connect, messages
-// dropped) and every Poll queue a rescan. A failed read starts it over after a
-// jittered backoff, like a lost LISTEN connection.
+// delivers the hints of the subjects of interest. It first syncs and scans, then
+// hands every message to the worker; a gap, on a connect or dropped messages, and
+// every Poll queue a rescan. A failed read starts it over after a jittered backoff,
+// like a lost LISTEN connection.
 func (l *Listener) runBus(ctx context.Context) {
 	backoff := listenerMinBackoff
 	for {
@@ -35,12 +35,13 @@ func (l *Listener) runBus(ctx context.Context) {
 	}
 }
 
-// busSession is one run of runBus, until a read fails (healthy: it got past its
-// first scan) or ctx ends.
+// busSession is one run of runBus, until a read fails or ctx ends; healthy says it
+// got past its first scan.
 func (l *Listener) busSession(ctx context.Context) (healthy bool, err error) {
 	bus := l.cfg.Bus
-	// Subscribed first (the hub announced the interest), then read: a round trip
-	// makes sure the server has the subscriptions. Down, the connect's gap rescans.
+	// The hub announced the interest, so subscribe first, then read: a round trip
+	// makes sure the server has the subscriptions. While down, the connect's gap
+	// rescans.
 	if err := l.syncBus(ctx); err != nil {
 		l.cfg.Logger.Debug("notice listener: bus not in sync; its connect rescans", "err", err)
 	}

@@ -19,19 +19,19 @@ var _ awareness.RegistryStore = (*Store)(nil)
 const registryChunk = 500
 
 // registryWriteColumns are the columns the final statement of UpsertSessions writes,
-// in order. The head columns (state_version, pruned_through) are never among them.
+// in order; never the head columns state_version and pruned_through.
 const registryWriteColumns = "agent_id, session_key, kind, registered, compaction_count, " +
 	"session_id, parent_session_key, chat_type, provider, display_name, input_tokens, output_tokens, " +
 	"total_tokens, context_tokens, memory_flush_at, memory_flush_compaction_count, extra_json, " +
 	"created_at, updated_at, deleted_at"
 
 // UpsertSessions applies registry writes in order in one write transaction (REG-1,
-// REG-2) and returns the session after each write. Per chunk of sessions, in (agent,
-// key) order, it runs three statements: create the missing rows (a registry entry and
-// a head share the row; RETURNING tells which rows are new), read every row under the
-// head lock (FOR UPDATE on PostgreSQL; the immediate transaction on SQLite), then,
-// after merging each write with awareness.MergeSessionWrite, write the registry
-// columns back with one multi-row INSERT … ON CONFLICT DO UPDATE.
+// REG-2) and returns the session after each write. Per chunk of sessions, in agent,
+// key order, it runs three statements: create the missing rows, where RETURNING tells
+// which rows are new, since a registry entry and a head share the row; read every row
+// under the head lock, FOR UPDATE on PostgreSQL and the immediate transaction on
+// SQLite; then, after merging each write with awareness.MergeSessionWrite, write the
+// registry columns back with one multi-row INSERT … ON CONFLICT DO UPDATE.
 func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite, now time.Time) ([]awareness.Session, error) {
 	if err := awareness.CheckSessionWrites(ws, now); err != nil {
 		return nil, err
@@ -80,8 +80,8 @@ func (s *Store) UpsertSessions(ctx context.Context, ws []awareness.SessionWrite,
 	return out, nil
 }
 
-// regRow is a session row being merged, and whether it starts anew (created by this
-// call, or revived from deletion).
+// regRow is a session row being merged, and whether it starts anew: created by this
+// call, or revived from deletion.
 type regRow struct {
 	SessionRow
 	fresh bool
@@ -140,8 +140,8 @@ func (s *Store) lockSessionRows(t *tx, refs []awareness.SessionRef, now time.Tim
 	return nil
 }
 
-// applyWrite merges one write into its row (awareness.MergeSessionWrite) and returns
-// the session as it will be written.
+// applyWrite merges one write into its row with awareness.MergeSessionWrite and
+// returns the session as it will be written.
 func applyWrite(r *regRow, w awareness.SessionWrite, now time.Time) (awareness.Session, error) {
 	cur, err := r.session()
 	if err != nil {

@@ -28,18 +28,19 @@ func scanPruneCut(rows *sql.Rows) (pruneCut, error) {
 // A session's log is always pruned as a prefix: when a rule selects sequence s of a
 // session, every lower sequence of that session goes too, and pruned_through is raised
 // to s before the rows are deleted. So the retained events of a session are exactly
-// (PrunedThrough, Version], history gaps are exact (REC-2), and heads never move.
+// those after PrunedThrough up to Version, history gaps are exact (REC-2), and heads
+// never move.
 //
-//   - Age (MaxAge): events with occurred_at < now−MaxAge. occurred_at is the caller's
-//     time clamped into [recorded−24h, recorded] (SIG-5), so the prefix rule removes, at
+//   - MaxAge: events with occurred_at < now−MaxAge. occurred_at is the caller's time
+//     clamped into [recorded−24h, recorded] (SIG-5), so the prefix rule removes, at
 //     worst, events up to 24 hours younger than MaxAge that precede an old one.
-//   - Row cap (MaxRows), applied after the age rule: the oldest rows in recorded order
-//     (recorded_at, agent_id, session_key, sequence) beyond MaxRows. Recorded order is
+//   - MaxRows, applied after the age rule: the oldest rows beyond MaxRows in recorded
+//     order, by recorded_at, agent_id, session_key, sequence. Recorded order is
 //     sequence order within a session while the service clock does not step back, and
 //     then exactly MaxRows rows remain; if it did step back, the prefix rule may remove
 //     a few more.
-//   - Cursors (CursorTTL): cursors with updated_at < now−CursorTTL, unless the last
-//     expiry (meta.last_expiry_at, any process's) is less than ExpireEvery ago.
+//   - CursorTTL: cursors with updated_at < now−CursorTTL, unless any process's last
+//     expiry, meta.last_expiry_at, is less than ExpireEvery ago.
 func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time.Time) (awareness.PruneResult, error) {
 	if err := checkNow("Prune", now); err != nil {
 		return awareness.PruneResult{}, err
@@ -105,8 +106,8 @@ GROUP BY agent_id, session_key ORDER BY agent_id, session_key`, excess)
 				}
 				res.CursorsExpired, res.Closed = n, closed
 				h.addClosed(closed...)
-				// The notice holds of pairs without a cursor (unwatched, reset, deleted,
-				// expired) go with the expiry (RDL-1, RDL-2).
+				// The notice holds of pairs left without a cursor go with the expiry
+				// (RDL-1, RDL-2).
 				if _, err := t.exec(pruneHoldsSQL); err != nil {
 					return err
 				}
