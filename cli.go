@@ -1,7 +1,7 @@
 package main
 
-// The command-line tools of the binary (REG-4), next to serve: status, sessions and
-// import, on the same database (--db, $AWARENESS_DB). They mirror `openclaw status`
+// The command-line tools of the binary next to serve (REG-4): status, sessions and
+// import, on the database of --db or $AWARENESS_DB. They mirror `openclaw status`
 // and `openclaw sessions --json`. Each opens the database, makes calls on
 // awareness.Service or the store, prints, and closes it; none starts a goroutine.
 
@@ -67,8 +67,8 @@ func newToolFlags(env toolEnv, name, usage, about string) *toolFlags {
 	return t
 }
 
-// parse parses args, flags and positional arguments in any order ("--" ends the
-// flags), then takes every flag not given from its environment variable, and checks
+// parse parses args, flags and positional arguments in any order, "--" ending the
+// flags, then takes every flag not given from its environment variable, and checks
 // --db. It returns the positional arguments; ok is false when the tool must exit with
 // code.
 func (t *toolFlags) parse(args []string) (pos []string, code int, ok bool) {
@@ -328,7 +328,7 @@ gateway stored.`)
 	return closeTool(env, t.name, store, writeSessionsTable(ctx, env, svc, f, models.RedactDSN(strings.TrimSpace(*t.db))))
 }
 
-// eachSession pages through the registry (keyset pages of awareness.MaxListLimit).
+// eachSession pages through the registry in keyset pages of awareness.MaxListLimit.
 // The listing is not one snapshot: sessions written while it runs may or may not
 // appear.
 func eachSession(ctx context.Context, svc *awareness.Service, f awareness.SessionFilter, fn func(awareness.Session) error) error {
@@ -525,7 +525,7 @@ func strCell(v *string, max int) string {
 }
 
 // cell makes a value safe for one table cell: control characters and tabs become
-// '?', and it is cut at max runes (0: no limit).
+// '?', and it is cut at max runes; 0 means no limit.
 func cell(s string, max int) string {
 	var b strings.Builder
 	n := 0

@@ -1,6 +1,6 @@
 package main
 
-// `awareness hook`: the commands agent harnesses run (internal/hook, CLT-4).
+// `awareness hook`: the commands agent harnesses run, from internal/hook (CLT-4).
 
 import (
 	"context"
@@ -136,7 +136,7 @@ type hookFlagValues struct {
 	wake                                     *bool
 }
 
-// hookFlags defines the flags of one hook subcommand (nil for an unknown one).
+// hookFlags defines the flags of one hook subcommand; nil for an unknown one.
 func hookFlags(sub string) (*flagSet, hookFlagValues) {
 	if sub != "inject" && sub != "wait" && sub != "install" {
 		return nil, hookFlagValues{}

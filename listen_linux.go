@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listenReusePort binds addr with SO_REUSEPORT: another process of the same user may
-// bind it too (the next one, at a restart), and the kernel spreads new connections
+// listenReusePort binds addr with SO_REUSEPORT: another process of the same user,
+// the next one at a restart, may bind it too, and the kernel spreads new connections
 // over the sockets that listen.
 func listenReusePort(addr string) (net.Listener, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {

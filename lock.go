@@ -1,8 +1,8 @@
 package main
 
 // One SQLite file, one serving process. Notices reach the subscribers of the process
-// that committed them (the PostgreSQL listener carries them between processes; SQLite
-// has none), so a second serve on the same file would leave its notices unseen by the
+// that committed them; only the PostgreSQL listener carries them between processes,
+// so a second serve on the same SQLite file would leave its notices unseen by the
 // first one's subscribers. serve therefore holds an exclusive lock on a file beside
 // the database, <db>.lock, from before the database opens until after it closes. The
 // tools of cli.go take no lock: they may run beside the serving process.
@@ -20,9 +20,9 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// lockWait bounds how long serve waits for the lock of a process that is draining (it
-// exits within its --shutdown-timeout), or, with --reuse-port, of one still serving
-// (the hand-over: the operator stops it once the new process has bound the port).
+// lockWait bounds how long serve waits for the lock of a process that is draining,
+// which exits within its --shutdown-timeout, or, with --reuse-port, of one still
+// serving: at the hand-over the operator stops it once the new process bound the port.
 const lockWait = time.Minute
 
 // lockPoll is how often a waiting serve tries the lock again.
@@ -73,7 +73,7 @@ var errDatabaseInUse = errors.New("database in use")
 
 // lockDatabase takes the lock of the SQLite database db for this process, serving on
 // addr. If another process holds it, it waits while that one is draining, and with
-// handOver (--reuse-port) also while it serves, at most lockWait; otherwise it
+// handOver, --reuse-port, also while it serves, at most lockWait; otherwise it
 // returns an error naming that process at once.
 func lockDatabase(ctx context.Context, db, addr string, handOver bool, log *slog.Logger) (*dbLock, error) {
 	path := lockPath(db)
@@ -118,8 +118,8 @@ func lockDatabase(ctx context.Context, db, addr string, handOver bool, log *slog
 	}
 }
 
-// readLockHolder reads what the lock file at path says (its zero value when it says
-// nothing readable).
+// readLockHolder reads what the lock file at path says; its zero value when it says
+// nothing readable.
 func readLockHolder(path string) lockHolder {
 	var h lockHolder
 	b, err := os.ReadFile(path)

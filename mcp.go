@@ -1,7 +1,7 @@
 package main
 
-// The Model Context Protocol front of the service (CLT-3, CLT-6, internal/mcpserver):
-// streamable HTTP at /mcp on the service's own listener, in process, and
+// The Model Context Protocol front of the service, from internal/mcpserver (CLT-3,
+// CLT-6): streamable HTTP at /mcp on the service's own listener, in process, and
 // `awareness mcp`, a stdio server in front of a running service's /mcp.
 
 import (
@@ -66,8 +66,8 @@ func mcpFlags(fs *flagSet) func() (mcpConfig, error) {
 
 // mountMCP serves /mcp in front of next, in process: the tools call svc with the
 // caller's principal and draw from the caller's budget, as /query does. With
-// --auth-file a request needs a token. The Host allowlist (edge.Hosts) is in front of
-// every route, /mcp included. Close the returned server after the HTTP server stopped.
+// --auth-file a request needs a token. The edge.Hosts allowlist is in front of every
+// route, /mcp included. Close the returned server after the HTTP server stopped.
 func mountMCP(next http.Handler, cfg serveConfig, log *slog.Logger, svc *awareness.Service, bud *budget.Budget) (http.Handler, *mcpserver.Server) {
 	srv := mcpserver.New(mcpserver.Config{
 		Service: svc, Logger: log.With("component", "mcp"),

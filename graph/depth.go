@@ -11,7 +11,7 @@ import (
 )
 
 // DepthLimit is a gqlgen extension that refuses an operation whose selections nest
-// deeper than Max (gqlgen has no depth limit of its own). A field counts one level;
+// deeper than Max; gqlgen has no depth limit of its own. A field counts one level;
 // fragments and inline fragments count nothing themselves. It runs after validation,
 // so fragment cycles are already refused; each fragment's depth is computed once.
 type DepthLimit struct {
@@ -52,7 +52,7 @@ func (d DepthLimit) MutateOperationContext(_ context.Context, oc *graphql.Operat
 }
 
 // selectionDepth returns the depth of set. memo holds the depth of each fragment
-// already measured (-1 while it is being measured, which a cycle would meet).
+// already measured, -1 while it is being measured, which a cycle would meet.
 func selectionDepth(set ast.SelectionSet, frags ast.FragmentDefinitionList, memo map[string]int) int {
 	deepest := 0
 	for _, sel := range set {

@@ -57,8 +57,8 @@ type NewEvent struct {
 	Event Event
 	// SessionKind is the kind of Event.Session's key (KEY-2).
 	SessionKind SessionKind
-	// Actor is the session an agent-qualified Event.ActorID names (its canonical key and
-	// agent); zero when the actor is not a session (a person's id, a system name).
+	// Actor is the canonical key and agent of the session an agent-qualified
+	// Event.ActorID names; zero when the actor is a person or system, not a session.
 	Actor SessionRef
 	// Watchers are the producer-passed watchers (WAT-2, WAT-4) that can watch the
 	// session: agent-qualified, canonical, not the session itself, de-duplicated, in
@@ -99,7 +99,7 @@ func ValidateRecord(in RecordInput, now time.Time) (NewEvent, error) {
 			return NewEvent{}, err
 		}
 		// Canonicalise agent actors so that self-suppression compares identities,
-		// not spellings (reference §11.14).
+		// not spellings: reference §11.14.
 		var actor SessionRef
 		if p, ok := ParseSessionKey(a); ok {
 			a = p.String()
@@ -261,10 +261,10 @@ func (e Event) SessionKey() string { return e.Session.Key }
 // AgentID returns the agent of the event's session.
 func (e Event) AgentID() string { return e.Session.AgentID }
 
-// OptActorID is ActorID with "" (none) as nil, the way the API spells an absent value.
+// OptActorID is ActorID with "" as nil, the way the API spells an absent value.
 // It and the views below are plain methods so that gqlgen binds them as fields and
 // resolves them inline: a field resolver would run in a goroutine of its own for every
-// event of a page (SIG-6 pages hold up to 500 events).
+// event of a page, and SIG-6 pages hold up to 500 events.
 func (e *Event) OptActorID() *string { return optional(e.ActorID) }
 
 // OptRunID is RunID with "" as nil.

@@ -58,8 +58,8 @@ func (p ParsedKey) String() string { return "agent:" + p.AgentID + ":" + p.Rest 
 // ParseSessionKey parses an agent-qualified key: it trims, lowercases, splits on ':'
 // and drops empty segments; it needs at least three segments, the first `agent`, and a
 // non-empty agent id (KEY-1). Each segment is trimmed too, so that a blank segment
-// counts as empty and the canonical form parses to itself (`agent:main:x : ` would
-// otherwise give `agent:main:x `, which re-parses as `agent:main:x`). It does not check
+// counts as empty and the canonical form parses to itself: otherwise `agent:main:x : `
+// would give `agent:main:x `, which re-parses as `agent:main:x`. It does not check
 // KEY-4 limits; see ResolveSession. ok is false for every other input, including bare
 // keys.
 func ParseSessionKey(raw string) (ParsedKey, bool) {
@@ -89,7 +89,7 @@ func (p ParsedKey) IsSubagent() bool {
 // ValidAgentID reports whether id is a valid agent id (KEY-4).
 func ValidAgentID(id string) bool { return agentIDPattern.MatchString(id) }
 
-// SessionRef identifies a session: (agentId, canonical key) (KEY-1).
+// SessionRef identifies a session by agentId and canonical key (KEY-1).
 type SessionRef struct {
 	AgentID string
 	Key     string
@@ -114,8 +114,8 @@ func checkKeyBytes(what, raw string) error {
 func isLineSeparator(r rune) bool { return r == '\u2028' || r == '\u2029' }
 
 // checkCanonicalBytes checks the KEY-4 length limit on the canonical form: lowercasing
-// can lengthen a key (U+023A is 2 bytes, its lowercase U+2C65 is 3), so the check on the
-// raw input alone is not enough.
+// can lengthen a key, U+023A being 2 bytes and its lowercase U+2C65 3, so the check on
+// the raw input alone is not enough.
 func checkCanonicalBytes(what, raw, canon string) error {
 	if len(canon) > MaxKeyBytes {
 		return Errorf(EINVALID, "%s %q is %d bytes once lowercased; the limit is %d", what, truncateForMessage(raw), len(canon), MaxKeyBytes)
@@ -125,8 +125,8 @@ func checkCanonicalBytes(what, raw, canon string) error {
 
 // ResolveSession validates a session key and an optional agent id and returns the
 // canonical reference (KEY-1..4). A canonical key carries its own agent: an agentId
-// that contradicts it is an error. A bare key (`global`, `cron:…`, `hook:…`, …) takes
-// agentID, default "main". A key that starts with `agent:` but does not parse is
+// that contradicts it is an error. A bare key such as `global`, `cron:…` or `hook:…`
+// takes agentID, default "main". A key that starts with `agent:` but does not parse is
 // malformed.
 func ResolveSession(key string, agentID *string) (SessionRef, error) {
 	ref, _, err := resolveSession(key, agentID)

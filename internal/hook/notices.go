@@ -31,8 +31,8 @@ const (
 )
 
 // Claim acknowledges exactly the given notices (NTC-3) and returns those this call
-// acknowledged: a notice that another hook of the same watcher acknowledged first
-// (Claude Code and Codex run matching hooks concurrently), or that was superseded or
+// acknowledged. Claude Code and Codex run matching hooks concurrently: a notice that
+// another hook of the same watcher acknowledged first, or that was superseded or
 // removed meanwhile, is left out, so no two hooks print one notice. The
 // acknowledgement comes before the print: a hook whose output the harness takes
 // cannot fail between the two, while a print before it would leave the notice
@@ -93,7 +93,7 @@ const digestReserve = 200
 
 // Fit returns how many of ns, from the first, Render can print within limit
 // characters, the digest line included when some are left out. At least one always
-// fits (a notice's text is at most a few hundred characters).
+// fits: a notice's text is at most a few hundred characters.
 func Fit(ns []client.Notice, limit int) int {
 	size := len(header)
 	for i, n := range ns {

@@ -30,15 +30,14 @@ const (
 const claimRetry = 250 * time.Millisecond
 
 // Wait runs one `awareness hook wait`: it holds a staleNotices subscription of the
-// watcher until a notice that wakes it (wake: true, NTC-6) is pending, claims the
-// pending wake notices exactly as Inject does, prints them on stderr and returns
-// WaitWoke. Claude Code runs it as an asyncRewake hook: exit 2 wakes the idle session
-// with stderr as the model's next input, or adds it to the turn in progress. Wait
-// acknowledges what it printed, as Inject does, because the woken turn's own hooks
-// would otherwise print the same notices a second time. It returns WaitTimedOut
-// after timeout, and at once under a one-shot `claude -p` (oneShot), and WaitError
-// when the stream is refused for good. The service
-// being down is no error: the subscription reconnects.
+// watcher until a notice with wake set (NTC-6) is pending, claims the pending wake
+// notices exactly as Inject does, prints them on stderr and returns WaitWoke. Claude
+// Code runs it as an asyncRewake hook: exit 2 wakes the idle session with stderr as
+// the model's next input, or adds it to the turn in progress. Wait acknowledges what
+// it printed, as Inject does, because the woken turn's own hooks would otherwise
+// print the same notices a second time. It returns WaitTimedOut after timeout, and at
+// once under a one-shot `claude -p`, and WaitError when the stream is refused for
+// good. The service being down is no error: the subscription reconnects.
 func Wait(ctx context.Context, cfg Config, timeout time.Duration, stdin io.Reader, stderr io.Writer) int {
 	if timeout <= 0 {
 		timeout = DefaultWaitTimeout
@@ -48,7 +47,7 @@ func Wait(ctx context.Context, cfg Config, timeout time.Duration, stdin io.Reade
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// The hook input only names the session ({session_id}); a wait started by hand
+	// The hook input only names the session, as {session_id}; a wait started by hand
 	// has none.
 	inCtx, inCancel := context.WithTimeout(ctx, DefaultBound)
 	in, _ := readInput(inCtx, stdin)
@@ -69,8 +68,8 @@ func Wait(ctx context.Context, cfg Config, timeout time.Duration, stdin io.Reade
 		now = cfg.Now
 	}
 	// A notice already pending when the wait starts is the business of the inject
-	// hook that runs beside it at the same Stop (which continues the turn with it);
-	// the wait takes it only if it is still pending after a grace period.
+	// hook that runs beside it at the same Stop and continues the turn with it; the
+	// wait takes it only if it is still pending after a grace period.
 	start := now()
 	grace := start.Add(2 * DefaultBound)
 	retry := time.NewTimer(0)
@@ -127,8 +126,8 @@ func Wait(ctx context.Context, cfg Config, timeout time.Duration, stdin io.Reade
 // oneShot reports whether the harness that started this hook is a `claude -p` run
 // without stream-json input: it answers one prompt and exits, but waits for its
 // background hooks first, so a wait would hold it up to the timeout with nothing
-// to wake. It looks for the claude process among the hook's ancestors (Linux
-// /proc; elsewhere it reports false).
+// to wake. It looks for the claude process among the hook's ancestors in Linux's
+// /proc; elsewhere it reports false.
 func oneShot() bool {
 	pid := os.Getppid()
 	for range 8 {

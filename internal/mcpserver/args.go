@@ -15,8 +15,8 @@ import (
 // decodeArgs decodes a tool's arguments into T strictly, every refusal an
 // INVALID_ARGUMENT a person can act on (ERR-1), never a Go decoder message: the
 // arguments must be a JSON object of T's fields only, each required field present and
-// not null, each value of its field's type (integers as the GraphQL Int: whole, 32
-// bits). The text rule (jsontext) applies as on every transport.
+// not null, each value of its field's type, integers whole and 32 bits as the
+// GraphQL Int. The jsontext text rule applies as on every transport.
 func decodeArgs[T any](tool string, raw json.RawMessage) (T, error) {
 	var in T
 	raw = bytes.TrimSpace(raw)
@@ -86,7 +86,8 @@ func argError(tool string, err error) error {
 	return awareness.Errorf(awareness.EINVALID, "the arguments of %s are not valid JSON", tool)
 }
 
-// jsonKind names the JSON type of a decoder's value description ("number 1.5" → "number").
+// jsonKind names the JSON type of a decoder's value description: "number" for
+// "number 1.5".
 func jsonKind(v string) string {
 	k, _, _ := strings.Cut(v, " ")
 	return k

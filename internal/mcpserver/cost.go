@@ -2,10 +2,10 @@ package mcpserver
 
 import "github.com/awareness/awareness/internal/awareness"
 
-// What a call costs its caller (Config.Charge): the query points GraphQL's cost
-// rules (graph/cost.go) give the operation that returns the same fields, about a
-// microsecond of CPU a point, and its writes (an append, a watch, an acknowledgement,
-// a subscription started: 1).
+// What a call costs its caller through Config.Charge: the query points GraphQL's cost
+// rules in graph/cost.go give the operation that returns the same fields, about a
+// microsecond of CPU a point, and its writes: 1 for an append, a watch, an
+// acknowledgement or a subscription started.
 type coster interface{ cost() (points, writes int) }
 
 // Points of the fields a result holds per element.
@@ -13,8 +13,8 @@ const (
 	eventFields   = 8
 	sessionFields = 11
 	noticeFields  = 9
-	// listDefault is the element count assumed for a list without a size (the
-	// pending notices), as graph.DefaultListCost.
+	// listDefault is the element count assumed for a list without a size, such as
+	// the pending notices, as graph.DefaultListCost.
 	listDefault = 10
 	// pendingCost reads a watcher's pending notices.
 	pendingCost = 1 + listDefault*noticeFields

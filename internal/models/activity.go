@@ -7,15 +7,15 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// minuteNanos buckets occurred_at (unix nanoseconds) by integer division, which SQLite
-// and PostgreSQL (bigint / bigint) both truncate. It is a literal, not a parameter, so
-// that GROUP BY 1 names the same expression on both.
+// minuteNanos buckets occurred_at, in unix nanoseconds, by integer division, which
+// SQLite and PostgreSQL's bigint / bigint both truncate. It is a literal, not a
+// parameter, so that GROUP BY 1 names the same expression on both.
 const (
 	minuteNanos    = "60000000000"
 	nanosPerMinute = int64(60e9)
 )
 
-// Activity counts events per minute and kind (the dashboard's activity chart). One
+// Activity counts events per minute and kind for the dashboard's activity chart. One
 // session's window is a range of its primary key filtered by occurred_at; the other
 // forms use the events_occurred_at index.
 func (s *Store) Activity(ctx context.Context, q awareness.ActivityQuery) ([]awareness.ActivityBucket, error) {

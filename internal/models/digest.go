@@ -7,10 +7,10 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// A notice's digest (DIG-1) is read from the range (L, N] of its target's log, a
-// range of the events' primary key: the groups by kind and actor type, then the
-// latest human event's payload (the same range read backwards, stopping at the first
-// human row). Neither statement reads a row outside the range.
+// A notice's digest (DIG-1) is read from its target's log after L up to N, a range
+// of the events' primary key: the groups by kind and actor type, then the latest
+// human event's payload, reading the same range backwards to the first human row.
+// Neither statement reads a row outside the range.
 const (
 	digestGroupsSQL = "SELECT kind, actor_type, COUNT(*) FROM events " +
 		"WHERE agent_id = ? AND session_key = ? AND sequence > ? AND sequence <= ? GROUP BY kind, actor_type"

@@ -15,9 +15,10 @@ import (
 var errClosed = errors.New("models: store is closed")
 
 // wrapErr maps a storage failure to an *awareness.Error: UNAVAILABLE when retrying may
-// help (disk full, read-only or locked database, connection lost, deadline), INTERNAL
-// otherwise. *awareness.Error values pass through unchanged. The caller-facing message
-// is generic; the driver error (never SQL text) travels in Err for the log.
+// help, as for a full disk, a read-only or locked database, a lost connection or a
+// deadline; INTERNAL otherwise. *awareness.Error values pass through unchanged. The
+// caller-facing message is generic; the driver error, never SQL text, travels in Err
+// for the log.
 func (s *Store) wrapErr(err error) error {
 	if err == nil {
 		return nil
@@ -33,8 +34,8 @@ func (s *Store) wrapErr(err error) error {
 }
 
 // causeOf is err, or the context's error when the context ended before it: a caller
-// that went away (a subscription cut during its replay) closes the rows under the
-// scan, whose "sql: Rows are closed" is not the store's failure.
+// that went away, such as a subscription cut during its replay, closes the rows under
+// the scan, whose "sql: Rows are closed" is not the store's failure.
 func causeOf(ctx context.Context, err error) error {
 	var ae *awareness.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &ae) {

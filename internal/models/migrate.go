@@ -11,14 +11,14 @@ import (
 	"github.com/pressly/goose/v3"
 )
 
-// migrations holds the versioned SQL migrations, one directory per dialect
-// (migrations/sqlite, migrations/postgres). Both directories carry the same versions
-// with equivalent schemas; the schema is never created with AutoMigrate.
+// migrations holds the versioned SQL migrations, one directory per dialect:
+// migrations/sqlite and migrations/postgres carry the same versions with equivalent
+// schemas. The schema is never created with AutoMigrate.
 //
 //go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
-// MigrationsFS returns the migrations of one dialect ("sqlite" or "postgres").
+// MigrationsFS returns the migrations of one dialect: "sqlite" or "postgres".
 func MigrationsFS(dialect string) (fs.FS, error) {
 	switch dialect {
 	case "sqlite", "postgres":
@@ -28,8 +28,8 @@ func MigrationsFS(dialect string) (fs.FS, error) {
 }
 
 // newMigrator returns a goose provider over db for the dialect's embedded migrations.
-// extra adds provider options (PostgreSQL: a session locker, so that processes starting
-// together apply each migration once).
+// extra adds provider options, such as PostgreSQL's session locker, so that processes
+// starting together apply each migration once.
 func newMigrator(d dialect, db *sql.DB, log *slog.Logger, extra ...goose.ProviderOption) (*goose.Provider, error) {
 	fsys, err := MigrationsFS(d.name)
 	if err != nil {

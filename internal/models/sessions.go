@@ -25,8 +25,8 @@ func (s *Store) Session(ctx context.Context, ref awareness.SessionRef) (awarenes
 	return sess[0], true, nil
 }
 
-// ListSessions returns up to q.Limit sessions (all when q.Limit <= 0) strictly after
-// q.After in (agentId, key) order, excluding deleted ones. UpdatedSince is inclusive.
+// ListSessions returns up to q.Limit sessions, all when q.Limit <= 0, strictly after
+// q.After in agentId, key order, excluding deleted ones. UpdatedSince is inclusive.
 // KeyPrefix is compared byte-wise with canonical keys, as a key range, so LIKE
 // wildcards in it have no special meaning.
 func (s *Store) ListSessions(ctx context.Context, q awareness.SessionQuery) ([]awareness.Session, error) {
@@ -76,10 +76,10 @@ func (s *Store) ListSessions(ctx context.Context, q awareness.SessionQuery) ([]a
 	return out, nil
 }
 
-// prefixEnd returns the smallest string greater than every string with the given prefix
-// (in code point order, which is byte order for UTF-8): the prefix with its last rune
-// incremented. It stays valid UTF-8, so PostgreSQL accepts it as a parameter. ok is
-// false when no such string exists.
+// prefixEnd returns the smallest string greater than every string with the given
+// prefix in code point order, which is byte order for UTF-8: the prefix with its last
+// rune incremented. It stays valid UTF-8, so PostgreSQL accepts it as a parameter. ok
+// is false when no such string exists.
 func prefixEnd(prefix string) (string, bool) {
 	rs := []rune(strings.ToValidUTF8(prefix, string(utf8.RuneError)))
 	for i := len(rs) - 1; i >= 0; i-- {
@@ -97,10 +97,10 @@ func prefixEnd(prefix string) (string, bool) {
 
 // DeleteSession records a deleted event on a live session (LIF-1) through appendOne,
 // whose deleted branch notifies the session's watchers, retires their cursors and
-// deletes the rest (deleteSessionRows), in one transaction. A session without a row,
-// or deleted already, records nothing (op nil): the cursors in both directions, its
-// upstream link and acknowledgement records are deleted even then, since a watcher
-// that never logged anything has no row but may hold cursors.
+// deletes the rest with deleteSessionRows, in one transaction. A session without a
+// row, or deleted already, records nothing and returns a nil op: the cursors in both
+// directions, its upstream link and acknowledgement records are deleted even then,
+// since a watcher that never logged anything has no row but may hold cursors.
 func (s *Store) DeleteSession(ctx context.Context, ref awareness.SessionRef, now time.Time) (*awareness.AppendOp, []awareness.Notice, error) {
 	if err := checkNow("DeleteSession", now); err != nil {
 		return nil, nil, err

@@ -21,9 +21,9 @@ import (
 const TracerName = "github.com/awareness/awareness"
 
 // TracingEnabled reports whether the standard OpenTelemetry environment asks for
-// traces: OTEL_TRACES_EXPORTER=otlp, or it unset and an OTLP endpoint
-// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) given; never
-// with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. Tracing is off by default.
+// traces: OTEL_TRACES_EXPORTER=otlp, or, with it unset, an OTLP endpoint in
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; never with
+// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. Tracing is off by default.
 func TracingEnabled(lookupEnv func(string) (string, bool)) (bool, error) {
 	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
 	if strings.EqualFold(get("OTEL_SDK_DISABLED"), "true") {
@@ -52,8 +52,8 @@ func TracingEnabled(lookupEnv func(string) (string, bool)) (bool, error) {
 
 // NewOTLPTracerProvider returns a tracer provider that batches spans to the OTLP/HTTP
 // exporter configured by the standard OTEL_EXPORTER_OTLP_* variables, with the
-// resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (service.name defaults to
-// "awareness") and the sampler of OTEL_TRACES_SAMPLER. Shut it down to flush.
+// resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, service.name defaulting
+// to "awareness", and the sampler of OTEL_TRACES_SAMPLER. Shut it down to flush.
 func NewOTLPTracerProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
@@ -69,7 +69,7 @@ func NewOTLPTracerProvider(ctx context.Context) (*sdktrace.TracerProvider, error
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// Propagator is the W3C Trace Context propagator (traceparent, tracestate).
+// Propagator is the W3C Trace Context propagator: traceparent and tracestate.
 func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Extract continues the trace of the caller: a request's W3C traceparent header becomes
@@ -85,7 +85,7 @@ func Extract(next http.Handler) http.Handler {
 }
 
 // GraphQLTracing is a gqlgen extension that starts one server span per GraphQL
-// operation, named after its type and name ("query", "mutation recordTurn"). A
+// operation, named after its type and name, such as "mutation recordTurn". A
 // subscription's span lasts until its stream ends.
 type GraphQLTracing struct {
 	Tracer trace.Tracer
