@@ -417,7 +417,7 @@ func parseCatalogSpecs(v string) ([]catalogSpec, error) {
 	return out, nil
 }
 
-// validateCatalogs checks that ids are agent-id-like and unique and that the
+// validateCatalogs checks that ids are unique and agent-id-like and that the
 // directories exist.
 func validateCatalogs(cs []catalogSpec) error {
 	seen := map[string]bool{}

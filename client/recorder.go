@@ -149,11 +149,10 @@ type RecorderOptions struct {
 // Record appends the event to the outbox file and fsyncs it before it returns,
 // concurrent Records sharing one fsync, and never waits for the service: an outage
 // of the service never fails or slows a turn. Sender goroutines deliver the spooled
-// events in the order they were recorded, per session, retrying with backoff until
-// the service commits them; each event carries a dedupeKey, so an event delivered
-// twice, because an answer was lost or the gateway crashed after the commit, is
-// recorded once. A Recorder opened again on the same file after a crash delivers
-// what the crashed one had not.
+// events in recording order per session, retrying with backoff until the service
+// commits them; each event carries a dedupeKey, so an event delivered twice, after a
+// lost answer or a gateway crash, is recorded once. A Recorder opened again on the
+// same file after a crash delivers what the crashed one had not.
 //
 // One process at a time owns an outbox file, through an advisory lock on
 // <path>.lock that also holds the owner's pid for the TypeScript client, which
@@ -499,8 +498,7 @@ func retryKey(ev Event) string {
 	return string(b)
 }
 
-// remember keeps the dedupeKey a Record of memo used when it timed out, and forgets
-// it otherwise.
+// remember keeps the dedupeKey of a timed-out Record of memo, and forgets it otherwise.
 func (r *Recorder) remember(memo string, ev Event, timedOut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

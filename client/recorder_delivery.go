@@ -199,10 +199,9 @@ func (r *Recorder) sender(l *lane) {
 	}
 }
 
-// send posts batch with recordEvents, or recordEvent for one event on a service
-// without recordEvents. It returns the answer per event, in order, up to the first
-// event the service could not take now because of an outage inside the batch: those
-// after it are sent again.
+// send posts batch with recordEvents, or with recordEvent on a service without it.
+// It returns the answer per event, in order, up to the first event an outage inside
+// the batch kept the service from taking: those after it are sent again.
 func (r *Recorder) send(ctx context.Context, batch []*spooled, single bool) ([]itemResult, error) {
 	if single {
 		var res struct {

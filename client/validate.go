@@ -6,12 +6,10 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// Validate checks ev with the service's own rules, the core's ValidateRecord: the
-// key grammar, the kinds, actor types and outcomes, the payload whitelist, the
-// summary and text rules (SIG-1..5, KEY-1..4, ERR-3). It returns the *Error the
-// service would answer, with its code and message, or nil. Record calls it first
-// (CLT-5). It cannot know the token's role: a FORBIDDEN refusal (CLT-1) comes at
-// delivery.
+// Validate checks ev with the service's own rules, the core's ValidateRecord: key
+// grammar, vocabularies, payload whitelist, summary and text (SIG-1..5, KEY-1..4,
+// ERR-3). It returns the *Error the service would answer, or nil. Record calls it
+// first (CLT-5). The token's role it cannot know: FORBIDDEN (CLT-1) comes at delivery.
 func (ev Event) Validate() error {
 	_, err := awareness.ValidateRecord(ev.input(), time.Now())
 	if err != nil {

@@ -186,10 +186,9 @@ func (e *StreamError) Unwrap() error { return e.Err }
 // three states (CLT-5):
 //
 //   - open: received, not handed out; Drain hands it out and it becomes held;
-//   - held: handed out by Drain and not yet settled. Ack settles it, and the service
-//     answers per notice; Release makes it open again for the next Drain, which is
-//     what a turn that failed after Drain does. A failed Ack keeps it held and sends
-//     the acknowledgement again by itself: ErrAckDeferred;
+//   - held: handed out by Drain and not yet settled. Ack settles it, the service
+//     answering per notice; Release, after a failed turn, makes it open again. A
+//     failed Ack keeps it held and is sent again by the Watcher: ErrAckDeferred;
 //   - done: acknowledged by anyone, or closed: never handed out again, whatever the
 //     service replays.
 //

@@ -127,9 +127,8 @@ func AckExact(cur Cursor, notified int64, now time.Time) (next Cursor, changed, 
 // opens its notice, N := M opened now. No committed write leaves such a cursor
 // behind: an append opens the notice of every synced cursor it moves, and an
 // acknowledgement opens its follow-up. Every other cursor, a pending one above all,
-// is left exactly as it is: a pending notice keeps its N, its text, its opening time
-// and so its ID across restarts, so an exact acknowledgement made before a restart
-// still matches it.
+// is left exactly as it is: a pending notice keeps its N, text, opening time and so
+// its ID across restarts, and an exact acknowledgement from before still matches it.
 func SweepCursor(cur Cursor, now time.Time) (next Cursor, opened bool) {
 	if cur.Pending() || cur.M <= cur.N {
 		return cur, false

@@ -16,9 +16,7 @@ func keyOfNotice(n Notice) holdKey   { return holdKey{n.Watcher, n.Target} }
 func keyOfHold(h NoticeHold) holdKey { return holdKey{h.Watcher, h.Target} }
 func keyOfView(v HoldView) holdKey   { return keyOfHold(v.Hold) }
 
-// applyHolds marks the pending notices ns of watcher, or of every watcher for "", as
-// their holds say, with Redelivered and Delivery, and leaves out the snoozed ones
-// (RDL-1, RDL-2).
+// applyHolds is MarkHeld of ns with the holds of watcher, or of every watcher for "".
 func (s *Service) applyHolds(ctx context.Context, watcher string, ns []Notice) ([]Notice, error) {
 	if s.holds == nil || len(ns) == 0 {
 		return ns, nil

@@ -171,14 +171,13 @@ func (s *Service) authorizeAdopt(ctx context.Context, catalog string) error {
 	return Errorf(EFORBIDDEN, "the token's role %s may not adopt from catalog %q: the auth file restricts it to other agents", p.Role(), catalog)
 }
 
-// authorizeRecord is authorize for an append; every append path calls it. The
-// agents an append writes or speaks for are the session's, each producer-passed
-// watcher's, whose cursors it moves (WAT-4), and an agent-qualified actorId's, since
-// the event is credited to that session and self-suppression trusts it. A person's
-// or system's actorId names no agent; an agent principal's agent actor must be one of
-// its own sessions (CLT-1): an actorType agent event whose actorId is not an
-// agent-qualified key, such as a lookalike, a bare key or a free name, is refused, as
-// one of another agent is.
+// authorizeRecord is authorize for an append; every append path calls it. An append
+// writes or speaks for the session's agent, each producer-passed watcher's, whose
+// cursors it moves (WAT-4), and an agent-qualified actorId's, since the event is
+// credited to that session and self-suppression trusts it. A person's or system's
+// actorId names no agent; an agent principal's agent actor must be one of its own
+// sessions (CLT-1): an actorType agent event whose actorId is not an agent-qualified
+// key is refused, as one of another agent is.
 func (s *Service) authorizeRecord(ctx context.Context, ne NewEvent) error {
 	agents := []string{ne.Event.Session.AgentID}
 	for _, w := range ne.Watchers {

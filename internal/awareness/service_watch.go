@@ -105,9 +105,8 @@ func (s *Service) Unwatch(ctx context.Context, watcher, target string, targetAge
 }
 
 // NoticeRef names one notice a watcher's turn consumed, for the exact form (NTC-3):
-// its target, as the notice names it, and its NotifiedVersion. TargetAgentID
-// qualifies a bare target as everywhere else, by default the agent of a canonical
-// key, else main.
+// its target as the notice names it, and its NotifiedVersion. TargetAgentID
+// qualifies a bare target as everywhere else.
 type NoticeRef struct {
 	Target          string
 	TargetAgentID   *string
@@ -200,8 +199,7 @@ func (s *Service) AcknowledgeNotices(ctx context.Context, watcher string, notice
 	return acks, nil
 }
 
-// exactAcks checks and resolves the notices of an exact acknowledgement; it never
-// returns nil.
+// exactAcks checks and resolves the notices of an exact acknowledgement; never nil.
 func exactAcks(notices []NoticeRef) ([]AckTarget, error) {
 	if len(notices) > MaxAckNotices {
 		return nil, Errorf(EINVALID, "at most %d notices per acknowledgement, got %d", MaxAckNotices, len(notices))

@@ -204,8 +204,7 @@ func CheckAckGeneration(exact []AckTarget, gen int64) error {
 // AckRequest is what Store.Ack acknowledges for one watcher. Exactly one form applies:
 //
 //   - Exact, when non-nil: each named notice, only while its pair's pending notice is
-//     still that one (AckNamed). A pair whose notice changed since the drain is left
-//     alone.
+//     still that one (AckNamed); a pair whose notice changed since the drain is left.
 //   - Targets, when non-nil: every pending notice on these targets, whatever it is now
 //     (AckCursor). Racy for a remote gateway: a notice opened after its prompt was
 //     built is acknowledged unseen.
@@ -300,8 +299,7 @@ type Store interface {
 	// Session returns one session row; ok is false when neither a head nor a registry
 	// entry exists, or the session was deleted.
 	Session(ctx context.Context, ref SessionRef) (s Session, ok bool, err error)
-	// ListSessions returns up to q.Limit sessions after q.After, ordered by agentId,
-	// then key.
+	// ListSessions returns up to q.Limit sessions after q.After, by agentId and key.
 	ListSessions(ctx context.Context, q SessionQuery) ([]Session, error)
 	// DeleteSession records a deleted event on a live session (LIF-1) through the
 	// Append path: the event notifies every watcher of the session once, their cursors
@@ -367,8 +365,7 @@ type Store interface {
 	Close() error
 }
 
-// Spawn is a session's parent as its child_spawned event names it; Store.Spawns
-// returns it.
+// Spawn is a session's parent as its child_spawned event names it.
 type Spawn struct {
 	Child  SessionRef
 	Parent string // the agent-qualified key of the acting session

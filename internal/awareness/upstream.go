@@ -104,9 +104,8 @@ func (l UpstreamLink) SameSource(o UpstreamLink) bool {
 }
 
 // UpstreamCheck is the settlement of one check of a link: Expect, the link as the
-// check read it, and its new state. It applies only if the link is still exactly the
-// one read, with the same ID, marker, miss count and UpdatedAt; a marker never moves
-// backwards.
+// check read it, and its new state. It applies only while the link's ID, marker,
+// miss count and UpdatedAt are still Expect's; a marker never moves backwards.
 type UpstreamCheck struct {
 	Expect            UpstreamLink
 	Marker            int64

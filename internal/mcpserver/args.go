@@ -86,8 +86,7 @@ func argError(tool string, err error) error {
 	return awareness.Errorf(awareness.EINVALID, "the arguments of %s are not valid JSON", tool)
 }
 
-// jsonKind names the JSON type of a decoder's value description: "number" for
-// "number 1.5".
+// jsonKind names the JSON type of a decoder's value description, as "number 1.5".
 func jsonKind(v string) string {
 	k, _, _ := strings.Cut(v, " ")
 	return k

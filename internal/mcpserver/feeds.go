@@ -28,8 +28,7 @@ type session struct {
 
 // feed follows one watcher's notices for one session: one hub subscription, a push
 // stream with no goroutine while idle, shared by the session's resource
-// subscriptions to that watcher and its wait_for_notices calls. It ends when the last
-// of them does.
+// subscriptions to that watcher and its wait_for_notices calls, and ended with them.
 type feed struct {
 	srv     *Server
 	sess    *session
@@ -51,11 +50,10 @@ type feed struct {
 	reached  map[string]bool
 }
 
-// Until the SDK has registered a session's subscription, which happens after the
-// subscribe handler returns while a subscriptions/listen client's Subscribe returns
-// before that, its ResourceUpdated reaches nobody: an update that found no subscriber
-// is sent again, every announceRetry at first and then less often, for up to
-// announceFor.
+// The SDK registers a session's subscription after the subscribe handler returns,
+// and a subscriptions/listen client's Subscribe returns before that; until then its
+// ResourceUpdated reaches nobody. An update that found no subscriber is sent again,
+// every announceRetry at first and then less often, for up to announceFor.
 const (
 	announceRetry = 5 * time.Millisecond
 	announceFor   = 5 * time.Second
@@ -490,9 +488,9 @@ func (s *Server) sending(ss *mcp.ServerSession, uri string) bool {
 }
 
 // receive is the receiving middleware: it makes a session's state at its initialize,
-// while a request that opens no MCP session, such as server/discover, counts for
-// nothing; it refuses a resource URI with a control character before the SDK echoes
-// it, and gives every refusal an ERR-1 code in the JSON-RPC error's data.code.
+// not for a request that opens no MCP session such as server/discover; it refuses a
+// resource URI with a control character before the SDK echoes it, and gives every
+// refusal an ERR-1 code in the JSON-RPC error's data.code.
 func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {

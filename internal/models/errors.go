@@ -15,10 +15,9 @@ import (
 var errClosed = errors.New("models: store is closed")
 
 // wrapErr maps a storage failure to an *awareness.Error: UNAVAILABLE when retrying may
-// help, as for a full disk, a read-only or locked database, a lost connection or a
-// deadline; INTERNAL otherwise. *awareness.Error values pass through unchanged. The
-// caller-facing message is generic; the driver error, never SQL text, travels in Err
-// for the log.
+// help, as for a full disk, a locked database or a lost connection; INTERNAL
+// otherwise. *awareness.Error values pass through. The caller-facing message is
+// generic; the driver error, never SQL text, travels in Err for the log.
 func (s *Store) wrapErr(err error) error {
 	if err == nil {
 		return nil

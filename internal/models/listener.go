@@ -215,9 +215,8 @@ func (l *Listener) EventInterest(ref *awareness.SessionRef, on bool) {
 	}
 }
 
-// subscribe and unsubscribe change the bus's subjects, if there is a bus. A failure,
-// such as a closed connection, is logged: the watcher's notices then come with the
-// polls.
+// subscribe and unsubscribe change the bus's subjects, if there is a bus. A failure is
+// logged: the watcher's notices then come with the polls.
 func (l *Listener) subscribe(subject string) {
 	if l.cfg.Bus == nil {
 		return
@@ -701,8 +700,7 @@ func markedNotices(hs []heldNotice) []awareness.Notice {
 	return out
 }
 
-// pendingOf lists the pending notices of the given watchers, or of every watcher
-// when nil.
+// pendingOf lists the pending notices of watchers; of every watcher when nil.
 func (s *Store) pendingOf(ctx context.Context, watchers []string) ([]awareness.Notice, error) {
 	if s.closed.Load() {
 		return nil, s.wrapErr(errClosed)

@@ -39,9 +39,8 @@ func (l *Listener) runBus(ctx context.Context) {
 // got past its first scan.
 func (l *Listener) busSession(ctx context.Context) (healthy bool, err error) {
 	bus := l.cfg.Bus
-	// The hub announced the interest, so subscribe first, then read: a round trip
-	// makes sure the server has the subscriptions. While down, the connect's gap
-	// rescans.
+	// The hub announced the interest: subscribed first, then read, with a round trip
+	// to make sure the server has the subscriptions. While down, the gap rescans.
 	if err := l.syncBus(ctx); err != nil {
 		l.cfg.Logger.Debug("notice listener: bus not in sync; its connect rescans", "err", err)
 	}

@@ -27,18 +27,16 @@ func scanPruneCut(rows *sql.Rows) (pruneCut, error) {
 //
 // A session's log is always pruned as a prefix: when a rule selects sequence s of a
 // session, every lower sequence of that session goes too, and pruned_through is raised
-// to s before the rows are deleted. So the retained events of a session are exactly
-// those after PrunedThrough up to Version, history gaps are exact (REC-2), and heads
-// never move.
+// to s before the rows are deleted. So a session retains exactly the events after
+// PrunedThrough up to Version, history gaps are exact (REC-2), and heads never move.
 //
 //   - MaxAge: events with occurred_at < now−MaxAge. occurred_at is the caller's time
 //     clamped into [recorded−24h, recorded] (SIG-5), so the prefix rule removes, at
 //     worst, events up to 24 hours younger than MaxAge that precede an old one.
-//   - MaxRows, applied after the age rule: the oldest rows beyond MaxRows in recorded
-//     order, by recorded_at, agent_id, session_key, sequence. Recorded order is
-//     sequence order within a session while the service clock does not step back, and
-//     then exactly MaxRows rows remain; if it did step back, the prefix rule may remove
-//     a few more.
+//   - MaxRows, applied after the age rule: the oldest rows beyond MaxRows by
+//     recorded_at, agent_id, session_key, sequence. That is sequence order within a
+//     session while the service clock does not step back, and then exactly MaxRows
+//     rows remain; if it did step back, the prefix rule may remove a few more.
 //   - CursorTTL: cursors with updated_at < now−CursorTTL, unless any process's last
 //     expiry, meta.last_expiry_at, is less than ExpireEvery ago.
 func (s *Store) Prune(ctx context.Context, p awareness.RetentionPolicy, now time.Time) (awareness.PruneResult, error) {

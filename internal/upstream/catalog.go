@@ -156,8 +156,7 @@ func lastLineEnd(r io.ReaderAt, size int64) (int64, error) {
 // does, or is no longer a regular file; any other failure is an inconclusive error. A
 // window without a complete line that fills req.MaxBytes is a line over the limit:
 // the scan is blocked there, since bytes are never skipped unclassified (UPS-5). A
-// file shorter than the marker, truncated or replaced, also blocks: the link must be
-// adopted again to rebase.
+// file shorter than the marker also blocks: the link must be adopted again to rebase.
 func (c *DirCatalog) Scan(ctx context.Context, req awareness.ScanRequest) (awareness.ScanResult, error) {
 	res := awareness.ScanResult{Next: req.Marker}
 	if err := ctx.Err(); err != nil {

@@ -32,9 +32,8 @@ type Recorder interface {
 }
 
 // BatchRecorder is a Recorder that can also append several events in one
-// all-or-nothing transaction. The monitor uses it, when available, to commit the
-// activity of a batch of links at once, and falls back to one event at a time when
-// the batch fails.
+// all-or-nothing transaction. The monitor commits the activity of a batch of links
+// with it when it can, and one event at a time when the batch fails.
 type BatchRecorder interface {
 	Recorder
 	RecordEvents(ctx context.Context, ins []awareness.RecordInput) ([]awareness.RecordResult, error)

@@ -81,8 +81,7 @@ func Run(t *testing.T, newDB NewDatabase, opts ...Options) {
 	})
 }
 
-// The universe of sessions: agent-qualified keys, the possible watchers, and a bare
-// key.
+// The universe of sessions: agent-qualified keys, which can watch, and a bare key.
 var (
 	qualified = []string{"agent:main:main", "agent:main:subagent:a", "agent:main:subagent:b", "agent:ops:main"}
 	targets   = append(append([]string{}, qualified...), "global")
@@ -502,12 +501,11 @@ func (mc *machine) drainOf(rt *rapid.T, w string) drained {
 	return d
 }
 
-// ackExact acknowledges a drained snapshot exactly (NTC-3), with acknowledgeNotices
-// and its answer per notice, or with ackNotices(notices:) and its follow-ups. The
+// ackExact acknowledges a drained snapshot exactly (NTC-3), by acknowledgeNotices
+// with its answer per notice or by ackNotices(notices:) with its follow-ups. The
 // property: a pair is acknowledged only when its pending notice is the one drained;
-// every notice opened after the drain, with a different notifiedVersion or on a pair
-// not drained, stays pending exactly as it was; and the answer per notice is the
-// model's.
+// every notice opened after the drain stays pending exactly as it was; and the
+// answer per notice is the model's.
 func (mc *machine) ackExact(rt *rapid.T) {
 	if len(mc.drains) == 0 {
 		rt.Skip("nothing drained")
