@@ -92,7 +92,6 @@ func (f *flagSet) parse(args []string, lookupEnv func(string) (string, bool), in
 	return pos, err
 }
 
-// printDefaults prints the flags' help to w.
 func (f *flagSet) printDefaults(w io.Writer) {
 	out := f.Output()
 	f.SetOutput(w)
@@ -155,7 +154,6 @@ func urlScheme(db string) (string, bool) {
 	return scheme, true
 }
 
-// parseLogLevel parses --log-level.
 func parseLogLevel(s string) (slog.Level, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s)); err != nil {

@@ -65,7 +65,6 @@ type dbLock struct {
 	holder lockHolder
 }
 
-// lockPath is the lock file of the SQLite database db.
 func lockPath(db string) string { return db + ".lock" }
 
 // errDatabaseInUse is the error of a serve whose database another process serves.

@@ -169,7 +169,6 @@ func (s *Service) RecordBatch(ctx context.Context, ins []RecordInput) ([]BatchIt
 	return items, nil
 }
 
-// observeAppend reports a committed append to the observer.
 func (s *Service) observeAppend(op *AppendOp) {
 	s.obs.Appended(op.New.Event.Kind, !op.Recorded)
 	if len(op.Opened) > 0 {

@@ -49,7 +49,6 @@ func scanUpstreamLink(rows *sql.Rows) (awareness.UpstreamLink, error) {
 	return r.link(), nil
 }
 
-// scanString scans a row of one text column.
 func scanString(rows *sql.Rows) (string, error) {
 	var v string
 	err := rows.Scan(&v)

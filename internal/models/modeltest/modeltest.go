@@ -162,7 +162,6 @@ func (m *model) closeNotice(p pair, c *cur) {
 	m.closed[p][c.L] = true
 }
 
-// dropCursor deletes a pair's cursor from the model.
 func (m *model) dropCursor(p pair) {
 	delete(m.cursors, p)
 	delete(m.closed, p)
