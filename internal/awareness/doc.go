@@ -56,8 +56,8 @@
 // # Writes: the group commit and the publisher
 //
 // Service.RecordEvent hands its AppendOp to the committer in groupcommit.go, and
-// Service.RecordBatch, recordEvents, the ops of its valid inputs as one unit that
-// commits in one transaction or not at all: concurrent appends queue, the first to
+// Service.RecordBatch, behind recordEvents, the ops of its valid inputs as one unit
+// that commits in one transaction or not at all: concurrent appends queue, the first to
 // find no commit in flight leads, yields a few times while the queue grows, and
 // commits queued units of up to MaxGroupCommit ops in all in one Store.Append
 // transaction; then it hands the leadership to the oldest unit still queued. There is
