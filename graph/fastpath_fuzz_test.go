@@ -27,7 +27,8 @@ import (
 )
 
 // REC-1, NTC-7: the differential test of the fast path (package fastpath). Each input
-// is turned into random selection sets over StateEvent (a sessionStatus page and the
+// is turned into random selection sets over StateEvent (a sessionStatus page, written
+// straight from the rows the store reads, and the
 // stateEvents subscription) and StaleNotice (staleNotices): fields, aliases (some
 // spelled as other fields' names), __typename, repeated fields, inline fragments with
 // and without a type condition, named fragments (nested, spread twice), @skip and
@@ -128,7 +129,7 @@ func (h *diffHarness) run(t *testing.T, src *source) {
 	}
 	q, vars := src.pageQuery(recorded)
 	vars["k"] = session
-	before := h.fp.PagesWritten()
+	before, streamedBefore := h.fp.PagesWritten(), h.fp.PagesStreamed()
 	got, want := post(t, h.fast.Config.Handler, q, vars), post(t, h.plain.Config.Handler, q, vars)
 	if bytes.Contains(want, []byte(`"errors"`)) {
 		t.Fatalf("gqlgen refused the generated query (the generator is wrong):\n%s\nvariables %v\n%s", q, vars, want)
@@ -136,6 +137,11 @@ func (h *diffHarness) run(t *testing.T, src *source) {
 	sameJSON(t, "page", q, vars, got, want)
 	if lists, written := countLists(t, want), h.fp.PagesWritten()-before; written != int64(lists) {
 		t.Errorf("the fast path wrote %d pages of the %d in the response of\n%s\nvariables %v\n%s", written, lists, q, vars, want)
+	}
+	// Every generated call selects one stateChanges with one events key, so each page
+	// is written straight from the rows (fastpath's pageSink), none from []Event.
+	if lists, streamed := countLists(t, want), h.fp.PagesStreamed()-streamedBefore; streamed != int64(lists) {
+		t.Errorf("the fast path streamed %d pages of the %d in the response of\n%s\nvariables %v\n%s", streamed, lists, q, vars, want)
 	}
 
 	// The subscriptions: one of each on both connections, then items published to the

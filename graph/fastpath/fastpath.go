@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,9 +57,13 @@ const ShapeCacheSize = 1000
 // handler; it is safe for concurrent use.
 type FastPath struct {
 	pages, items atomic.Int64
-	shapes       *lru.LRU[*shape]
+	// streamed counts the pages of pages written from the rows (pageSink).
+	streamed atomic.Int64
+	shapes   *lru.LRU[*shape]
 	// feeds caches the shapes of feed subscriptions (feedShapes), as shapes does.
 	feeds *lru.LRU[*feedShape]
+	// bufs are the buffers of streamed pages (pageSink), reused.
+	bufs sync.Pool
 }
 
 // New returns a FastPath with empty shape caches of ShapeCacheSize entries.
@@ -80,6 +85,10 @@ func (*FastPath) Validate(graphql.ExecutableSchema) error { return nil }
 // PagesWritten is the number of event pages the fast path wrote.
 func (fp *FastPath) PagesWritten() int64 { return fp.pages.Load() }
 
+// PagesStreamed is the number of the pages written (PagesWritten) that were written
+// straight from the rows the store read, without building their events.
+func (fp *FastPath) PagesStreamed() int64 { return fp.streamed.Load() }
+
 // ItemsWritten is the number of subscription items the fast path wrote.
 func (fp *FastPath) ItemsWritten() int64 { return fp.items.Load() }
 
@@ -92,6 +101,8 @@ func (fp *FastPath) InterceptField(ctx context.Context, next graphql.Resolver) (
 		return next(ctx)
 	}
 	switch {
+	case fc.Object == "Query" && fc.Field.Name == "sessionStatus":
+		return fp.status(ctx, fc, next)
 	case fc.Object == "StateChanges" && fc.Field.Name == "events":
 		return fp.page(ctx, fc, next)
 	case fc.Object == "Subscription" && fc.Field.Name == "staleNotices":
@@ -110,6 +121,9 @@ func (fp *FastPath) page(ctx context.Context, fc *graphql.FieldContext, next gra
 	res, err := next(ctx)
 	if err != nil {
 		return res, err
+	}
+	if s, ok := streamed(fc); ok {
+		return streamedPage{sink: s, written: &fp.pages}, nil
 	}
 	events, ok := res.([]awareness.Event)
 	if !ok {
