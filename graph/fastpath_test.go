@@ -351,3 +351,72 @@ func TestStreamedPageMatchesGqlgen(t *testing.T) {
 		})
 	}
 }
+
+// SIG-4, REC-6: the fast path writes recordEvent's answer byte for byte as gqlgen's own
+// execution does: every field, aliases, fragments, @skip/@include, skipped watchers, a
+// deduplicated append, two mutation fields in one request, and a refused input. The
+// two handlers serve two services with the same clock and their own databases, which
+// the same mutations keep identical.
+func TestRecordEventMatchesGqlgen(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var svcs [2]*awareness.Service
+	for i := range svcs {
+		store, err := models.OpenSQLite(ctx, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		svcs[i] = awareness.NewService(awareness.Config{Store: store, Now: func() time.Time { return now }})
+		t.Cleanup(svcs[i].Hub().Close)
+	}
+	fast, fp := newHandler(Config{Service: svcs[0]})
+	plain := NewHandler(Config{Service: svcs[1], gqlgenEventPages: true})
+
+	const ev = `sequence kind actorType actorId summary occurredAt runId payload sessionKey agentId __typename`
+	const vars = `($in: RecordEventInput!, $skip: Boolean!)`
+	queries := []struct {
+		name, q string
+		written int64
+	}{
+		{"all fields", `mutation` + vars + ` { recordEvent(input: $in) { recorded stateVersion noticesOpened __typename
+  event { ` + ev + ` } skippedWatchers { watcher reason __typename } } }`, 1},
+		{"aliases", `mutation` + vars + ` { r: recordEvent(input: $in) { v: stateVersion recorded e: event { n: sequence summary }
+  event { kind } s: skippedWatchers { reason } } }`, 1},
+		{"fragments", `mutation` + vars + ` { recordEvent(input: $in) { ...R ... on RecordEventResult { noticesOpened @skip(if: $skip) }
+  event @include(if: $skip) { kind } } } fragment R on RecordEventResult { recorded event { ...E summary } } fragment E on StateEvent { sequence occurredAt }`, 1},
+		{"two fields", `mutation` + vars + ` { a: recordEvent(input: $in) { recorded event { sequence } }
+  b: recordEvent(input: $in) @skip(if: $skip) { stateVersion skippedWatchers { watcher } } }`, 2},
+	}
+	for i, in := range []map[string]any{
+		{"kind": "human_direct_message", "actorType": "human", "actorId": "+15550100", "channel": "telegram", "turns": 2,
+			"summary": `é漢字🙂 "quoted" \ <b>&amp;</b>`},
+		{"kind": "run_failed", "actorType": "agent", "runId": "run-7", "outcome": "timeout",
+			"watchers": []string{"agent:main:main", "main", "agent:main:subagent:rec"}},
+		{"kind": "goal_changed", "actorType": "human", "dedupeKey": "once", "summary": "first"},
+		{"kind": "goal_changed", "actorType": "human", "dedupeKey": "once", "summary": "deduplicated"},
+		{"kind": "goal_changed", "actorType": "human", "summary": "bad\x01summary"}, // refused
+	} {
+		in["sessionKey"] = "agent:main:subagent:rec"
+		for _, q := range queries {
+			for _, skip := range []bool{false, true} {
+				vars := map[string]any{"in": in, "skip": skip}
+				before := fp.ResultsWritten()
+				got, want := post(t, fast, q.q, vars), post(t, plain, q.q, vars)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s, input %d, skip %v:\nfast path: %s\ngqlgen:    %s", q.name, i, skip, got, want)
+				}
+				written := q.written
+				if skip && q.name == "two fields" {
+					written = 1
+				}
+				if strings.Contains(string(want), `"errors"`) {
+					written = 0
+				}
+				if got := fp.ResultsWritten() - before; got != written {
+					t.Errorf("%s, input %d, skip %v: the fast path wrote %d answers, want %d: %s", q.name, i, skip, got, written, want)
+				}
+			}
+		}
+	}
+}

@@ -57,9 +57,11 @@ const ShapeCacheSize = 1000
 // handler; it is safe for concurrent use.
 type FastPath struct {
 	pages, items atomic.Int64
-	// streamed counts the pages of pages written from the rows (pageSink).
+	// streamed counts the pages written from the rows (pageSink).
 	streamed atomic.Int64
-	shapes   *lru.LRU[*shape]
+	// results counts the recordEvent answers written (record).
+	results atomic.Int64
+	shapes  *lru.LRU[*shape]
 	// feeds caches the shapes of feed subscriptions (feedShapes), as shapes does.
 	feeds *lru.LRU[*feedShape]
 	// bufs are the buffers of streamed pages (pageSink), reused.
@@ -89,6 +91,9 @@ func (fp *FastPath) PagesWritten() int64 { return fp.pages.Load() }
 // straight from the rows the store read, without building their events.
 func (fp *FastPath) PagesStreamed() int64 { return fp.streamed.Load() }
 
+// ResultsWritten is the number of recordEvent answers the fast path wrote.
+func (fp *FastPath) ResultsWritten() int64 { return fp.results.Load() }
+
 // ItemsWritten is the number of subscription items the fast path wrote.
 func (fp *FastPath) ItemsWritten() int64 { return fp.items.Load() }
 
@@ -101,6 +106,8 @@ func (fp *FastPath) InterceptField(ctx context.Context, next graphql.Resolver) (
 		return next(ctx)
 	}
 	switch {
+	case fc.Object == "Mutation" && fc.Field.Name == "recordEvent":
+		return fp.record(ctx, fc, next)
 	case fc.Object == "Query" && fc.Field.Name == "sessionStatus":
 		return fp.status(ctx, fc, next)
 	case fc.Object == "StateChanges" && fc.Field.Name == "events":

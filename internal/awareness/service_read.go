@@ -23,8 +23,8 @@ type StatusChanges struct {
 }
 
 // PageRow is one event of a changes page as the store reads it, before it becomes an
-// Event: the texts are the driver's bytes, valid only until PageSink.Row returns
-// (ActorID and RunID nil when unset).
+// Event: the texts, and the strings of Payload, are the driver's bytes, valid only
+// until PageSink.Row returns (ActorID and RunID nil when unset).
 type PageRow struct {
 	Sequence                                 int64
 	Kind, ActorType, ActorID, Summary, RunID []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"unsafe"
 
 	"github.com/awareness/awareness/internal/awareness"
 )
@@ -64,7 +65,9 @@ func streamPage(t *tx, ref awareness.SessionRef, after int64, limit int, sink aw
 		r.OccurredAt = fromNanos(occurred)
 		r.Payload = awareness.Payload{}
 		if payload != nil {
-			if r.Payload, err = awareness.ParsePayload(string(payload)); err != nil {
+			// A view of the row's bytes: the payload's strings are, like the row's
+			// texts, valid only until sink.Row returns (awareness.PageRow).
+			if r.Payload, err = awareness.ParsePayload(unsafe.String(unsafe.SliceData(payload), len(payload))); err != nil {
 				return false, 0, 0, fmt.Errorf("event %s/%s#%d: decode payload: %w", ref.AgentID, ref.Key, r.Sequence, err)
 			}
 		}
