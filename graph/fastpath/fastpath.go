@@ -11,6 +11,10 @@
 // can be written in one pass. A notice fanned out to 10,000 subscribers is written
 // 10,000 times, so the same saving counts there.
 //
+// A page is written straight from the rows the store reads when the selection allows
+// it (status.go): no []Event is built. The answer of recordEvent is written in one
+// pass too (record.go).
+//
 // It only takes over selections it can write byte for byte as gqlgen would (the
 // fields of StateEvent and StaleNotice and __typename, with aliases, fragments and
 // @skip/@include already resolved by graphql.CollectFields; no @defer) and rows whose
