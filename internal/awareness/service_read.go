@@ -102,18 +102,14 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	var (
 		ch       Changes
 		sess     *Session
-		sink     PageSink
 		streamed bool
 		count    int
 		last     int64
 	)
-	if ps, ok := s.store.(PageStreamer); ok && changesSince != nil {
-		sink, _ = ctx.Value(pageSinkKey{}).(PageSink)
-		if sink != nil {
-			ch, sess, streamed, count, last, err = ps.ReadStatusTo(ctx, ref, after, lim, sink)
-		}
-	}
-	if sink == nil {
+	sink, _ := ctx.Value(pageSinkKey{}).(PageSink)
+	if ps, ok := s.store.(PageStreamer); ok && sink != nil && changesSince != nil {
+		ch, sess, streamed, count, last, err = ps.ReadStatusTo(ctx, ref, after, lim, sink)
+	} else {
 		ch, sess, err = s.store.ReadStatus(ctx, ref, after, lim)
 	}
 	if err != nil {
