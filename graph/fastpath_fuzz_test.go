@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,8 @@ import (
 )
 
 // REC-1, NTC-7: the differential test of the fast path (package fastpath). Each input
-// is turned into random selection sets over StateEvent (a sessionStatus page and the
+// is turned into random selection sets over StateEvent (a sessionStatus page, written
+// straight from the rows the store reads, and the
 // stateEvents subscription) and StaleNotice (staleNotices): fields, aliases (some
 // spelled as other fields' names), __typename, repeated fields, inline fragments with
 // and without a type condition, named fragments (nested, spread twice), @skip and
@@ -69,6 +71,10 @@ type diffHarness struct {
 	fp              *fastpath.FastPath
 	fastWS, plainWS *websocket.Conn
 	round           int
+	// recFast and recPlain answer recordEvent over two services with the same clock
+	// and their own databases, which the same mutations keep identical.
+	recFast, recPlain http.Handler
+	recFP             *fastpath.FastPath
 }
 
 func newDiffHarness(f *testing.F) *diffHarness {
@@ -89,6 +95,19 @@ func newDiffHarness(f *testing.F) *diffHarness {
 	}
 	f.Cleanup(h.fast.Close)
 	f.Cleanup(h.plain.Close)
+	now := time.Now()
+	var recSvc [2]*awareness.Service
+	for i := range recSvc {
+		st, err := models.OpenSQLite(ctx, filepath.Join(f.TempDir(), "record.db"), models.Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() { st.Close() })
+		recSvc[i] = awareness.NewService(awareness.Config{Store: st, Now: func() time.Time { return now }})
+		f.Cleanup(recSvc[i].Hub().Close)
+	}
+	h.recFast, h.recFP = newHandler(Config{Service: recSvc[0]})
+	h.recPlain = NewHandler(Config{Service: recSvc[1], gqlgenEventPages: true})
 	h.fastWS, h.plainWS = dialInit(f, h.fast.URL), dialInit(f, h.plain.URL)
 	return h
 }
@@ -128,7 +147,7 @@ func (h *diffHarness) run(t *testing.T, src *source) {
 	}
 	q, vars := src.pageQuery(recorded)
 	vars["k"] = session
-	before := h.fp.PagesWritten()
+	before, streamedBefore := h.fp.PagesWritten(), h.fp.PagesStreamed()
 	got, want := post(t, h.fast.Config.Handler, q, vars), post(t, h.plain.Config.Handler, q, vars)
 	if bytes.Contains(want, []byte(`"errors"`)) {
 		t.Fatalf("gqlgen refused the generated query (the generator is wrong):\n%s\nvariables %v\n%s", q, vars, want)
@@ -136,6 +155,20 @@ func (h *diffHarness) run(t *testing.T, src *source) {
 	sameJSON(t, "page", q, vars, got, want)
 	if lists, written := countLists(t, want), h.fp.PagesWritten()-before; written != int64(lists) {
 		t.Errorf("the fast path wrote %d pages of the %d in the response of\n%s\nvariables %v\n%s", written, lists, q, vars, want)
+	}
+	// Every generated call selects one stateChanges with one events key, so each page
+	// is written straight from the rows (fastpath's pageSink), none from []Event.
+	if lists, streamed := countLists(t, want), h.fp.PagesStreamed()-streamedBefore; streamed != int64(lists) {
+		t.Errorf("the fast path streamed %d pages of the %d in the response of\n%s\nvariables %v\n%s", streamed, lists, q, vars, want)
+	}
+
+	// A recordEvent answer, on the two services kept identical.
+	rq, rvars := src.recordMutation(r)
+	resultsBefore := h.recFP.ResultsWritten()
+	got, want = post(t, h.recFast, rq, rvars), post(t, h.recPlain, rq, rvars)
+	sameJSON(t, "recordEvent", rq, rvars, got, want)
+	if written := h.recFP.ResultsWritten() - resultsBefore; !bytes.Contains(want, []byte(`"errors"`)) && written != 1 {
+		t.Errorf("the fast path wrote %d answers to\n%s\nvariables %v\n%s", written, rq, rvars, want)
 	}
 
 	// The subscriptions: one of each on both connections, then items published to the
@@ -507,6 +540,34 @@ func (s *source) pageQuery(recorded int) (string, map[string]any) {
 	return d.operation("query", "$k: String!, $s: Int", body), d.fill(vars)
 }
 
+// recordMutation returns a recordEvent mutation with a random selection and an input
+// (some deduplicated, some with watchers that are skipped) as its variables.
+func (s *source) recordMutation(round int) (string, map[string]any) {
+	in := s.recordInput("agent:main:subagent:fzr")
+	input := map[string]any{"sessionKey": in.SessionKey, "kind": in.Kind, "actorType": in.ActorType,
+		"actorId": in.ActorID, "summary": in.Summary, "runId": in.RunID, "channel": in.Channel,
+		"outcome": in.Outcome, "turns": in.Turns}
+	if in.OccurredAt != nil {
+		input["occurredAt"] = in.OccurredAt.Format(time.RFC3339Nano)
+	}
+	if s.n(3) == 0 {
+		input["dedupeKey"] = "dk" + strconv.Itoa(s.n(3))
+	}
+	if s.bool() {
+		input["watchers"] = []string{"agent:main:main", "agent:main:subagent:fzr", "main", "agent:x:w" + strconv.Itoa(round)}[:1+s.n(4)]
+	}
+	d := newDocument(s)
+	top, _ := d.selection("RecordEventResult", "R").set(0)
+	ev, _ := d.selection("StateEvent", "E").set(0)
+	sel := top + " " + []string{"", "ev: "}[s.n(2)] + "event" + d.directives() + " { " + ev + " }"
+	if s.bool() {
+		sw, _ := d.selection("SkippedWatcher", "W").set(0)
+		sel += " skippedWatchers { " + sw + " }"
+	}
+	body := []string{[]string{"", "r: "}[s.n(2)] + "recordEvent(input: $in) { " + sel + " }"}
+	return d.operation("mutation", "$in: RecordEventInput!", body), d.fill(map[string]any{"in": input})
+}
+
 // subscription returns a subscription to field (with its arguments) selecting over
 // typ, and its variables (but the field's own).
 func (s *source) subscription(typ, field, params string) (string, map[string]any) {
@@ -574,7 +635,8 @@ func (d *document) directives() string {
 // typeFields are the fields a selection picks from: every leaf field the executable
 // schema gives the type, and __typename. A field added to the schema is fuzzed at once,
 // and the fast path must write it (or decline the selection) like gqlgen.
-var typeFields = map[string][]string{"StateEvent": leafFields("StateEvent"), "StaleNotice": leafFields("StaleNotice")}
+var typeFields = map[string][]string{"StateEvent": leafFields("StateEvent"), "StaleNotice": leafFields("StaleNotice"),
+	"RecordEventResult": leafFields("RecordEventResult"), "SkippedWatcher": leafFields("SkippedWatcher")}
 
 func leafFields(typ string) []string {
 	schema := generated.NewExecutableSchema(generated.Config{}).Schema()

@@ -3,9 +3,11 @@ package graph
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,9 +15,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	_ "github.com/mattn/go-sqlite3" // a row the fast path cannot write, behind the store's back
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models"
+	"github.com/awareness/awareness/internal/models/pgtest"
+	"github.com/awareness/awareness/internal/testenv"
 )
 
 // REC-1, REC-6: the EventPage fast path writes a reconciliation page byte for byte as
@@ -252,4 +257,166 @@ func nextPayload(t *testing.T, c *websocket.Conn) []byte {
 		t.Fatalf("got %s frame %s, want next", f.Type, f.Payload)
 	}
 	return f.Payload
+}
+
+// REC-1: on both databases, a page whose selection has one events key is written
+// straight from the rows (PagesStreamed), byte for byte as gqlgen writes it; two events
+// keys are written from the page's events instead, and a page with a row the fast path
+// cannot write (an unknown kind in the database) is read again into events in the same
+// transaction and left to gqlgen, with the same bytes.
+func TestStreamedPageMatchesGqlgen(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var (
+				store *models.Store
+				exec  func(q string)
+				err   error
+			)
+			switch backend {
+			case "sqlite":
+				path := filepath.Join(t.TempDir(), "awareness.db")
+				store, err = models.OpenSQLite(ctx, path, models.Options{})
+				exec = func(q string) {
+					db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer db.Close()
+					if _, err := db.Exec(q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+			case "postgres":
+				if os.Getenv(pgtest.EnvVar) == "" {
+					testenv.Missing(t, "streamed pages on PostgreSQL", pgtest.EnvVar+" is not set (e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)")
+				}
+				dsn := pgtest.NewDatabase(t)
+				store, err = models.OpenPostgres(ctx, dsn, models.Options{})
+				exec = func(q string) {
+					if err := pgtest.Exec(dsn, q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			svc := awareness.NewService(awareness.Config{Store: store})
+			fast, fp := newHandler(Config{Service: svc})
+			plain := NewHandler(Config{Service: svc, gqlgenEventPages: true})
+
+			const key = "agent:main:subagent:streamed"
+			str := func(s string) *string { return &s }
+			num := func(n int) *int { return &n }
+			for _, in := range []awareness.RecordInput{
+				{Kind: awareness.HumanDirectMessage, ActorType: awareness.ActorHuman, ActorID: str("+15550100"), Channel: str("telegram"), Turns: num(2)},
+				{Kind: awareness.GoalChanged, ActorType: awareness.ActorHuman, Summary: str("é漢字🙂 \"quoted\" \\ <b>&amp; and a summary longer than thirty-two bytes")},
+				{Kind: awareness.RunCompleted, ActorType: awareness.ActorAgent, ActorID: str("agent:main:main"), RunID: str("run-7")},
+				{Kind: awareness.Compacted, ActorType: awareness.ActorSystem},
+			} {
+				in.SessionKey = key
+				if _, err := svc.RecordEvent(ctx, in); err != nil {
+					t.Fatalf("record %s: %v", in.Kind, err)
+				}
+			}
+			const all = `sequence kind actorType actorId summary occurredAt runId payload sessionKey agentId __typename`
+			one := `query($k: String!, $s: Int) { sessionStatus(sessionKey: $k, changesSince: $s, limit: 3) {
+  stateVersion stateChanges { historyGap events { ` + all + ` } truncated nextChangesSince } } }`
+			two := `query($k: String!, $s: Int) { sessionStatus(sessionKey: $k, changesSince: $s) {
+  stateChanges { events { sequence summary } again: events { kind } } } }`
+			check := func(name, q string, s int, streamed, written int64) {
+				t.Helper()
+				vars := map[string]any{"k": key, "s": s}
+				streamedBefore, writtenBefore := fp.PagesStreamed(), fp.PagesWritten()
+				got, want := post(t, fast, q, vars), post(t, plain, q, vars)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s since %d:\nfast path: %s\ngqlgen:    %s", name, s, got, want)
+				}
+				if got := fp.PagesStreamed() - streamedBefore; got != streamed {
+					t.Errorf("%s since %d: %d pages streamed, want %d", name, s, got, streamed)
+				}
+				if got := fp.PagesWritten() - writtenBefore; got != written {
+					t.Errorf("%s since %d: %d pages written, want %d", name, s, got, written)
+				}
+			}
+			for _, s := range []int{0, 1, 4} {
+				check("one events key", one, s, 1, 1)
+				check("two events keys", two, s, 0, 2)
+			}
+			exec("UPDATE events SET kind = 'not_a_kind' WHERE session_key = '" + key + "' AND sequence = 2")
+			check("an unknown kind", one, 0, 0, 0)
+			check("after the unknown kind", one, 2, 1, 1)
+		})
+	}
+}
+
+// SIG-4, REC-6: the fast path writes recordEvent's answer byte for byte as gqlgen's own
+// execution does: every field, aliases, fragments, @skip/@include, skipped watchers, a
+// deduplicated append, two mutation fields in one request, and a refused input. The
+// two handlers serve two services with the same clock and their own databases, which
+// the same mutations keep identical.
+func TestRecordEventMatchesGqlgen(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	var svcs [2]*awareness.Service
+	for i := range svcs {
+		store, err := models.OpenSQLite(ctx, filepath.Join(t.TempDir(), "awareness.db"), models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		svcs[i] = awareness.NewService(awareness.Config{Store: store, Now: func() time.Time { return now }})
+		t.Cleanup(svcs[i].Hub().Close)
+	}
+	fast, fp := newHandler(Config{Service: svcs[0]})
+	plain := NewHandler(Config{Service: svcs[1], gqlgenEventPages: true})
+
+	const ev = `sequence kind actorType actorId summary occurredAt runId payload sessionKey agentId __typename`
+	const vars = `($in: RecordEventInput!, $skip: Boolean!)`
+	queries := []struct {
+		name, q string
+		written int64
+	}{
+		{"all fields", `mutation` + vars + ` { recordEvent(input: $in) { recorded stateVersion noticesOpened __typename
+  event { ` + ev + ` } skippedWatchers { watcher reason __typename } } }`, 1},
+		{"aliases", `mutation` + vars + ` { r: recordEvent(input: $in) { v: stateVersion recorded e: event { n: sequence summary }
+  event { kind } s: skippedWatchers { reason } } }`, 1},
+		{"fragments", `mutation` + vars + ` { recordEvent(input: $in) { ...R ... on RecordEventResult { noticesOpened @skip(if: $skip) }
+  event @include(if: $skip) { kind } } } fragment R on RecordEventResult { recorded event { ...E summary } } fragment E on StateEvent { sequence occurredAt }`, 1},
+		{"two fields", `mutation` + vars + ` { a: recordEvent(input: $in) { recorded event { sequence } }
+  b: recordEvent(input: $in) @skip(if: $skip) { stateVersion skippedWatchers { watcher } } }`, 2},
+	}
+	for i, in := range []map[string]any{
+		{"kind": "human_direct_message", "actorType": "human", "actorId": "+15550100", "channel": "telegram", "turns": 2,
+			"summary": `é漢字🙂 "quoted" \ <b>&amp;</b>`},
+		{"kind": "run_failed", "actorType": "agent", "runId": "run-7", "outcome": "timeout",
+			"watchers": []string{"agent:main:main", "main", "agent:main:subagent:rec"}},
+		{"kind": "goal_changed", "actorType": "human", "dedupeKey": "once", "summary": "first"},
+		{"kind": "goal_changed", "actorType": "human", "dedupeKey": "once", "summary": "deduplicated"},
+		{"kind": "goal_changed", "actorType": "human", "summary": "bad\x01summary"}, // refused
+	} {
+		in["sessionKey"] = "agent:main:subagent:rec"
+		for _, q := range queries {
+			for _, skip := range []bool{false, true} {
+				vars := map[string]any{"in": in, "skip": skip}
+				before := fp.ResultsWritten()
+				got, want := post(t, fast, q.q, vars), post(t, plain, q.q, vars)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s, input %d, skip %v:\nfast path: %s\ngqlgen:    %s", q.name, i, skip, got, want)
+				}
+				written := q.written
+				if skip && q.name == "two fields" {
+					written = 1
+				}
+				if strings.Contains(string(want), `"errors"`) {
+					written = 0
+				}
+				if got := fp.ResultsWritten() - before; got != written {
+					t.Errorf("%s, input %d, skip %v: the fast path wrote %d answers, want %d: %s", q.name, i, skip, got, written, want)
+				}
+			}
+		}
+	}
 }

@@ -11,6 +11,10 @@
 // can be written in one pass. A notice fanned out to 10,000 subscribers is written
 // 10,000 times, so the same saving counts there.
 //
+// A page is written straight from the rows the store reads when the selection allows
+// it (status.go): no []Event is built. The answer of recordEvent is written in one
+// pass too (record.go).
+//
 // It only takes over selections it can write byte for byte as gqlgen would (the
 // fields of StateEvent and StaleNotice and __typename, with aliases, fragments and
 // @skip/@include already resolved by graphql.CollectFields; no @defer) and rows whose
@@ -28,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,9 +61,15 @@ const ShapeCacheSize = 1000
 // handler; it is safe for concurrent use.
 type FastPath struct {
 	pages, items atomic.Int64
-	shapes       *lru.LRU[*shape]
+	// streamed counts the pages written from the rows (pageSink).
+	streamed atomic.Int64
+	// results counts the recordEvent answers written (record).
+	results atomic.Int64
+	shapes  *lru.LRU[*shape]
 	// feeds caches the shapes of feed subscriptions (feedShapes), as shapes does.
 	feeds *lru.LRU[*feedShape]
+	// bufs are the buffers of streamed pages (pageSink), reused.
+	bufs sync.Pool
 }
 
 // New returns a FastPath with empty shape caches of ShapeCacheSize entries.
@@ -80,6 +91,13 @@ func (*FastPath) Validate(graphql.ExecutableSchema) error { return nil }
 // PagesWritten is the number of event pages the fast path wrote.
 func (fp *FastPath) PagesWritten() int64 { return fp.pages.Load() }
 
+// PagesStreamed is the number of the pages written (PagesWritten) that were written
+// straight from the rows the store read, without building their events.
+func (fp *FastPath) PagesStreamed() int64 { return fp.streamed.Load() }
+
+// ResultsWritten is the number of recordEvent answers the fast path wrote.
+func (fp *FastPath) ResultsWritten() int64 { return fp.results.Load() }
+
 // ItemsWritten is the number of subscription items the fast path wrote.
 func (fp *FastPath) ItemsWritten() int64 { return fp.items.Load() }
 
@@ -92,6 +110,10 @@ func (fp *FastPath) InterceptField(ctx context.Context, next graphql.Resolver) (
 		return next(ctx)
 	}
 	switch {
+	case fc.Object == "Mutation" && fc.Field.Name == "recordEvent":
+		return fp.record(ctx, fc, next)
+	case fc.Object == "Query" && fc.Field.Name == "sessionStatus":
+		return fp.status(ctx, fc, next)
 	case fc.Object == "StateChanges" && fc.Field.Name == "events":
 		return fp.page(ctx, fc, next)
 	case fc.Object == "Subscription" && fc.Field.Name == "staleNotices":
@@ -110,6 +132,9 @@ func (fp *FastPath) page(ctx context.Context, fc *graphql.FieldContext, next gra
 	res, err := next(ctx)
 	if err != nil {
 		return res, err
+	}
+	if s, ok := streamed(fc); ok {
+		return streamedPage{sink: s, written: &fp.pages}, nil
 	}
 	events, ok := res.([]awareness.Event)
 	if !ok {

@@ -17,6 +17,48 @@ type StatusChanges struct {
 	Truncated        bool
 	Earliest         int64
 	NextChangesSince int64
+	// Streamed is the sink that took the page's events as they were read (see
+	// WithPageSink); Events is then empty. Nil when Events holds them.
+	Streamed PageSink
+}
+
+// PageRow is one event of a changes page as the store reads it, before it becomes an
+// Event: the texts, and the strings of Payload, are the driver's bytes, valid only
+// until PageSink.Row returns (ActorID and RunID nil when unset).
+type PageRow struct {
+	Sequence                                 int64
+	Kind, ActorType, ActorID, Summary, RunID []byte
+	OccurredAt                               time.Time
+	Payload                                  Payload
+}
+
+// PageSink takes the events of a changes page as the store reads them, in place of
+// StatusChanges.Events: the GraphQL fast path writes its response straight from the
+// rows instead of building the page as []Event first (REC-1 is the hot read).
+type PageSink interface {
+	// Row takes the next event of ref's page. It returns false when it cannot take
+	// it (a value it cannot write); the store then reads the whole page into Events
+	// instead, in the same read transaction, and the sink's rows are not used.
+	Row(ref SessionRef, r *PageRow) bool
+}
+
+// PageStreamer is a Store that can read a changes page into a PageSink: ReadStatus,
+// the page's events handed to sink instead of returned in Changes.Events. streamed
+// tells whether they were (Changes.Events is then nil); when it is false, Events
+// holds the page as ReadStatus returns it. count and last are the number of events
+// sink took and the sequence of the last.
+type PageStreamer interface {
+	ReadStatusTo(ctx context.Context, ref SessionRef, after int64, limit int, sink PageSink) (ch Changes, sess *Session, streamed bool, count int, last int64, err error)
+}
+
+type pageSinkKey struct{}
+
+// WithPageSink returns a context under which SessionStatus hands the events of its
+// changes page to sink as the store reads them, when the store is a PageStreamer.
+// The transport that writes the response sets it (graph/fastpath); the page's answer
+// then carries it in StatusChanges.Streamed.
+func WithPageSink(ctx context.Context, sink PageSink) context.Context {
+	return context.WithValue(ctx, pageSinkKey{}, sink)
 }
 
 // Status is the answer of sessionStatus.
@@ -57,9 +99,27 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 	} else {
 		lim = 0
 	}
-	ch, sess, err := s.store.ReadStatus(ctx, ref, after, lim)
+	var (
+		ch       Changes
+		sess     *Session
+		streamed bool
+		count    int
+		last     int64
+	)
+	sink, _ := ctx.Value(pageSinkKey{}).(PageSink)
+	if ps, ok := s.store.(PageStreamer); ok && sink != nil && changesSince != nil {
+		ch, sess, streamed, count, last, err = ps.ReadStatusTo(ctx, ref, after, lim, sink)
+	} else {
+		ch, sess, err = s.store.ReadStatus(ctx, ref, after, lim)
+	}
 	if err != nil {
 		return Status{}, err
+	}
+	if !streamed {
+		count = len(ch.Events)
+		if count > 0 {
+			last = ch.Events[count-1].Sequence
+		}
 	}
 	st := Status{Ref: ref, StateVersion: ch.Head.Version, Generation: max(ch.Head.Generation, 1)}
 	if sess != nil && sess.Registered {
@@ -72,8 +132,8 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 		return Status{}, &Error{Code: ECURSORAHEAD, Message: "changesSince " + strconv.FormatInt(after, 10) + " is ahead of the session's stateVersion " + strconv.FormatInt(ch.Head.Version, 10) + "; the cursor belongs to another session or a deleted incarnation: refresh the whole session state"}
 	}
 	next := after
-	if n := len(ch.Events); n > 0 {
-		next = ch.Events[n-1].Sequence
+	if count > 0 {
+		next = last
 	} else if !ch.More {
 		next = ch.Head.Version
 	}
@@ -83,6 +143,9 @@ func (s *Service) SessionStatus(ctx context.Context, key string, agentID *string
 		Truncated:        ch.More,
 		Earliest:         ch.Earliest,
 		NextChangesSince: next,
+	}
+	if streamed {
+		st.Changes.Streamed = sink
 	}
 	if st.Changes.Events == nil {
 		st.Changes.Events = []Event{}

@@ -88,6 +88,8 @@ func (q dialectSQL) writeStatements() []string {
 	}
 }
 
-// readStatements lists the statements of the reconciliation read (read.go), for the
+// readStatements lists the statements of the reconciliation read (read.go, readstream.go), for the
 // read pool's statement cache.
-func readStatements() []string { return []string{changesHeadSQL, statusHeadSQL, changesPageSQL} }
+func readStatements() []string {
+	return []string{changesHeadSQL, statusHeadSQL, changesPageSQL, changesPackedSQL}
+}

@@ -57,14 +57,24 @@ func (s *Store) ReadStatus(ctx context.Context, ref awareness.SessionRef, after 
 }
 
 func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSession bool) (awareness.Changes, *awareness.Session, error) {
-	ch := awareness.Changes{Head: awareness.Head{Session: ref, Generation: 1}}
+	ch, sess, found, err := readHead(t, ref, withSession)
+	if err != nil || !found {
+		return ch, sess, err
+	}
+	if err := readPage(t, ref, after, limit, &ch); err != nil {
+		return awareness.Changes{}, nil, err
+	}
+	return ch, sess, nil
+}
+
+// readHead reads the head of a changes read (with the session row when withSession).
+// found is false when the session has no head; ch.Events is then empty.
+func readHead(t *tx, ref awareness.SessionRef, withSession bool) (ch awareness.Changes, sess *awareness.Session, found bool, err error) {
+	ch = awareness.Changes{Head: awareness.Head{Session: ref, Generation: 1}}
 	var (
 		r        SessionRow
 		gen      int64
 		earliest sql.NullInt64
-		sess     *awareness.Session
-		found    bool
-		err      error
 	)
 	if withSession {
 		found, err = t.scanRow(append(r.columns(), &gen, &earliest), statusHeadSQL, ref.AgentID, ref.Key)
@@ -73,7 +83,7 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 			changesHeadSQL, ref.AgentID, ref.Key)
 	}
 	if err != nil {
-		return awareness.Changes{}, nil, err
+		return awareness.Changes{}, nil, false, err
 	}
 	if found {
 		ch.Head.Version, ch.Head.PrunedThrough, ch.Head.UpdatedAt = r.StateVersion, r.PrunedThrough, fromNanos(r.UpdatedAt)
@@ -81,7 +91,7 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 		if withSession && r.DeletedAt == nil {
 			v, err := r.session()
 			if err != nil {
-				return awareness.Changes{}, nil, err
+				return awareness.Changes{}, nil, false, err
 			}
 			sess = &v
 		}
@@ -93,13 +103,17 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 	if !found {
 		// No head, no log (events are only written with their head).
 		ch.Events = []awareness.Event{}
-		return ch, nil, nil
+		return ch, nil, false, nil
 	}
+	return ch, sess, true, nil
+}
 
+// readPage reads up to limit events after `after` into ch.Events and ch.More.
+func readPage(t *tx, ref awareness.SessionRef, after int64, limit int, ch *awareness.Changes) error {
 	page := max(limit, 0)
 	rows, err := t.query(changesPageSQL, ref.AgentID, ref.Key, after, page+1)
 	if err != nil {
-		return awareness.Changes{}, nil, err
+		return err
 	}
 	defer rows.Close()
 	ch.Events = make([]awareness.Event, 0, min(page, 256))
@@ -111,12 +125,9 @@ func readChanges(t *tx, ref awareness.SessionRef, after int64, limit int, withSe
 		}
 		ev, err := scan.scan(rows)
 		if err != nil {
-			return awareness.Changes{}, nil, err
+			return err
 		}
 		ch.Events = append(ch.Events, ev)
 	}
-	if err := rows.Err(); err != nil {
-		return awareness.Changes{}, nil, err
-	}
-	return ch, sess, nil
+	return rows.Err()
 }
