@@ -111,7 +111,7 @@ type Config struct {
 // (DocumentLimits before validation, a depth limit (DepthLimit) after it, then
 // CostLimit, which charges cfg.Budget), a parser token limit, introspection (the
 // playground needs it), the ErrorPresenter and RecoverFunc of package resolvers,
-// StreamErrors, the one-pass writers of event pages and subscription items (a
+// StreamTransports (subscriptions only over WebSocket and SSE), the one-pass writers of event pages and subscription items (a
 // fastpath.FastPath of its own), and MutationChecks (a request's mutation fields
 // checked before the first writes). With cfg.Auth set,
 // every request needs a bearer token (see authenticate and wsInit).
@@ -169,7 +169,13 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		},
 	}
 
-	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
+	root := &resolvers.Resolver{Service: cfg.Service, Present: present}
+	var fast *fastpath.FastPath
+	if !cfg.gqlgenEventPages {
+		fast = fastpath.New()
+		root.Frames = pushFrames{fast} // WebSocket subscriptions on the push path
+	}
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
 	srv.AddTransport(ws)
 	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
 	srv.AddTransport(sseTransport{})
@@ -188,13 +194,7 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache, Budget: cfg.Budget})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
 	srv.Use(CostLimit{Budget: cfg.Budget}) // last: an operation refused otherwise is not charged
-	streams := resolvers.StreamErrors{Present: present}
-	var fast *fastpath.FastPath
-	if !cfg.gqlgenEventPages {
-		fast = fastpath.New()
-		streams.Frames = pushFrames{fast} // WebSocket subscriptions on the push path
-	}
-	srv.Use(streams)
+	srv.Use(resolvers.StreamTransports{})
 	if fast != nil {
 		srv.Use(fast)
 	}

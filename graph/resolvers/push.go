@@ -4,31 +4,28 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
 // The push path of the WebSocket subscriptions. gqlgen serves a subscription with a
 // goroutine per operation that waits on the resolver's channel for as long as the
 // subscription lasts: an idle subscriber costs its stack. On the push path the
 // operation still runs through gqlgen (parsing, validation, authentication, the cost,
-// depth and rate limits, this resolver), but the resolver subscribes with the
-// connection's queue as the hub's sink (awareness.Sink, wsgorilla.Adopt) and returns
-// a closed channel, so gqlgen's part of the operation ends at once. From then on the
-// hub pushes each notice or event to the connection, whose writer (a goroutine only
-// while it has frames to write) writes the frame, the pending notices first (NTC-5);
-// nothing waits for an idle subscriber. The frames are gqlgen's, byte for byte: the
-// items are written by graph's one-pass writer (FrameWriter), wrapped as gqlgen wraps
-// a subscription response. The slow-subscriber policy is the hub's: a connection
-// whose queue holds awareness.SubscriberBuffer live frames of a subscription is
-// dropped with 1013 (wsgorilla.DropSlow); the hub's close ends the stream with an
-// `error` frame, as before; the client's complete and the connection's end
-// unsubscribe. A selection the writer cannot write, and every other transport, take
-// gqlgen's own path.
+// depth and rate limits, this resolver), but the resolver's subscription value
+// carries a writer of its frames (substream.Subscription.Frame, made here from
+// FrameWriter), the transport opens it with the connection's queue as the hub's sink
+// and the resolver returns a closed channel, so gqlgen's part of the operation ends at
+// once. From then on the hub pushes each notice or event to the connection, whose
+// writer (a goroutine only while it has frames to write) writes the frame, the
+// pending notices first (NTC-5); nothing waits for an idle subscriber. The frames are
+// gqlgen's, byte for byte: the items are written by graph's one-pass writer
+// (FrameWriter), wrapped as gqlgen wraps a subscription response (appendResponse). A
+// selection the writer cannot write takes gqlgen's own path (relay, feeds.go).
 
 // FrameWriter writes the items of the staleNotices and stateEvents subscriptions for
 // the push path: package graph's one-pass writer.
@@ -47,91 +44,73 @@ type FrameWriter interface {
 	EventFeed(ctx context.Context) (func(b []byte, e *awareness.Event) ([]byte, gqlerror.List), MarkWriter, bool)
 }
 
-// pushOp is what StreamErrors gives a WebSocket subscription's resolver.
-type pushOp struct {
-	id      string // the operation's WebSocket id
-	frames  FrameWriter
-	present graphql.ErrorPresenterFunc
-}
-
-// Closed channels returned by the resolvers of push subscriptions: gqlgen's stream
-// ends at the first read.
-var (
-	closedNotices = func() <-chan awareness.Notice { c := make(chan awareness.Notice); close(c); return c }()
-	closedEvents  = func() <-chan awareness.Event { c := make(chan awareness.Event); close(c); return c }()
-)
-
-// pushNotices serves staleNotices on the push path when it can; ok false means the
-// caller serves it on gqlgen's.
-func pushNotices(ctx context.Context, svc *awareness.Service, watcher *string, includeClosed bool) (_ <-chan awareness.Notice, ok bool, _ error) {
-	op := pushOpOf(ctx)
-	if op == nil {
-		return nil, false, nil
+// noticeFrame is the Frame of the staleNotices field of ctx; nil when r has no
+// FrameWriter or it cannot write the field's selection. eventFrame, noticeFeedFrame
+// and eventFeedFrame are noticeFrame for the other subscription fields.
+func (r *Resolver) noticeFrame(ctx context.Context) func([]byte, any) []byte {
+	if r.Frames == nil {
+		return nil
 	}
-	write, ok := op.frames.Notices(ctx)
-	if !ok {
-		return nil, false, nil
-	}
-	return push(ctx, op, write, closedNotices, func(sink awareness.Sink[awareness.Notice]) (func(), error) {
-		return svc.SubscribeNoticesTo(ctx, watcher, includeClosed, sink)
-	})
-}
-
-// pushEvents is pushNotices for stateEvents.
-func pushEvents(ctx context.Context, svc *awareness.Service, key, agentID *string, after *int64) (_ <-chan awareness.Event, ok bool, _ error) {
-	op := pushOpOf(ctx)
-	if op == nil {
-		return nil, false, nil
-	}
-	write, ok := op.frames.Events(ctx)
-	if !ok {
-		return nil, false, nil
-	}
-	return push(ctx, op, write, closedEvents, func(sink awareness.Sink[awareness.Event]) (func(), error) {
-		return svc.SubscribeEventFeed(ctx, key, agentID, awareness.FeedOptions{After: after}, sink)
-	})
-}
-
-func pushOpOf(ctx context.Context) *pushOp {
-	if ends, ok := ctx.Value(streamEndsKey{}).(*streamEnds); ok {
-		return ends.push
+	if write, ok := r.Frames.Notices(ctx); ok {
+		return itemFrame(write, r.presenter())
 	}
 	return nil
 }
 
-func push[T any](ctx context.Context, op *pushOp, write func([]byte, *T) ([]byte, gqlerror.List), closed <-chan T,
-	subscribe func(awareness.Sink[T]) (func(), error)) (<-chan T, bool, error) {
-	present := op.present
-	enc := func(b []byte, v any) []byte { return appendResponse(b, v.(*T), write, present) }
-	st, ok := wsgorilla.Adopt(ctx, op.id, enc, awareness.SubscriberBuffer)
-	if !ok {
-		return nil, false, nil
+func (r *Resolver) eventFrame(ctx context.Context) func([]byte, any) []byte {
+	if r.Frames == nil {
+		return nil
 	}
-	unsubscribe, err := subscribe(awareness.Sink[T]{
-		Push: func(v *T, replay bool) bool { return st.Push(v, replay) },
-		End:  pushEnd(st, present),
-	})
-	if err != nil {
-		st.Abandon()
-		return nil, true, err
+	if write, ok := r.Frames.Events(ctx); ok {
+		return itemFrame(write, r.presenter())
 	}
-	st.Start(unsubscribe)
-	return closed, true, nil
+	return nil
 }
 
-// pushEnd is the End of a push stream's sink.
-func pushEnd(st *wsgorilla.Stream, present graphql.ErrorPresenterFunc) func(error) {
-	return func(err error) {
-		switch {
-		case err == nil, awareness.IsSlowSubscriber(err):
-			// Unsubscribed (the client's complete, the connection's end), or dropped
-			// (slow, or a feed's gap): the drop function closes the connection with 1013.
-			st.End()
-		default:
-			st.Fail(errorsPayload(gqlerror.List{present(context.Background(), err)}))
+func (r *Resolver) noticeFeedFrame(ctx context.Context) func([]byte, any) []byte {
+	if r.Frames == nil {
+		return nil
+	}
+	if write, marks, ok := r.Frames.NoticeFeed(ctx); ok {
+		return feedFrame(write, marks, r.presenter())
+	}
+	return nil
+}
+
+func (r *Resolver) eventFeedFrame(ctx context.Context) func([]byte, any) []byte {
+	if r.Frames == nil {
+		return nil
+	}
+	if write, marks, ok := r.Frames.EventFeed(ctx); ok {
+		return feedFrame(write, marks, r.presenter())
+	}
+	return nil
+}
+
+// itemFrame is the Frame of a subscription of T items written by write.
+func itemFrame[T any](write func([]byte, *T) ([]byte, gqlerror.List), present graphql.ErrorPresenterFunc) func([]byte, any) []byte {
+	return func(b []byte, v any) []byte { return appendResponse(b, v.(*T), write, present) }
+}
+
+// feedFrame is the Frame of a feed of T items and markers.
+func feedFrame[T any](write func([]byte, *T) ([]byte, gqlerror.List), marks MarkWriter, present graphql.ErrorPresenterFunc) func([]byte, any) []byte {
+	return func(b []byte, v any) []byte {
+		if m, ok := v.(awareness.FeedMark); ok {
+			b = append(b, `{"data":`...)
+			var seq *int64
+			if m.Sequenced {
+				seq = &m.Sequence
+			}
+			b = marks(b, m.Kind == awareness.FeedSynced, seq, m.Replayed, m.At)
+			return append(b, '}')
 		}
+		return appendResponse(b, v.(*T), write, present)
 	}
 }
+
+// MarkWriter appends the data of one feed marker as gqlgen writes it ({"alias":{…}}):
+// synced tells FeedSynced from FeedBookmark; sequence is null when nil.
+type MarkWriter func(b []byte, synced bool, sequence *int64, replayed int, at time.Time) []byte
 
 // appendResponse appends the payload of one subscription response as gqlgen's
 // WebSocket transport writes it (json.Marshal of a graphql.Response: errors first
