@@ -70,13 +70,23 @@ func (s *Stream) Serve(sub *substream.Subscription) (substream.Mode, error) {
 		s.limit = sub.Limit
 		s.mu.Unlock()
 	}
-	unsubscribe, err := sub.Open(substream.Sink{Push: s.Push, End: s.End})
+	unsubscribe, err := sub.Open(substream.Sink{Push: s.Push, End: s.end})
 	if err != nil {
 		s.Abandon()
 		return substream.NotServed, err
 	}
 	s.Start(unsubscribe)
 	return substream.Delivered, nil
+}
+
+// end is the End of the sink of the subscription the stream serves: a drop also cuts
+// the request's stream at once, so that writes stuck behind a client that does not
+// read are discarded.
+func (s *Stream) end(e substream.End) {
+	s.End(e)
+	if e.Dropped && s.cut != nil {
+		s.cut()
+	}
 }
 
 // Ended implements substream.Op for a subscription served on gqlgen's channel: any
