@@ -173,7 +173,7 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	var fast *fastpath.FastPath
 	if !cfg.gqlgenEventPages {
 		fast = fastpath.New()
-		root.Frames = pushFrames{fast} // WebSocket subscriptions on the push path
+		root.Frames = pushFrames{fast, present} // WebSocket subscriptions on the push path
 	}
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
 	srv.AddTransport(ws)
@@ -233,14 +233,15 @@ func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Ha
 	})
 }
 
-// checkUpgrade classifies the request (edge.Mark, so that the operations it runs know
-// their transport) and refuses an Upgrade header on anything but a WebSocket handshake
-// (a GET asking for "websocket": edge.Refused), in the GraphQL error shape, instead
-// of letting gqlgen try and answer in plain text. The operations' context names the
-// client (awareness.WithClient): the transport, and ClientHeader or the User-Agent.
+// checkUpgrade classifies the request (edge.Of) and refuses an Upgrade header on
+// anything but a WebSocket handshake (a GET asking for "websocket": edge.Refused), in
+// the GraphQL error shape, instead of letting gqlgen try and answer in plain text.
+// The operations' context names the client (awareness.WithClient): the transport,
+// and ClientHeader or the User-Agent. An operation that needs its transport gets it
+// from there or from its substream.Op, not from a context mark of its own.
 func checkUpgrade(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, t := edge.Mark(r)
+		t := edge.Of(r)
 		if t == edge.Refused {
 			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
 			return

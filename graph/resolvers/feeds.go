@@ -94,14 +94,13 @@ func markItem(m awareness.FeedMark) gqlmodel.FeedItem {
 	return &gqlmodel.FeedBookmark{LastSequence: seq, At: m.At}
 }
 
-// path is how one subscription field hands its values to a transport: conv makes the
-// channel's element of a value, id its SSE event id; marks, set for a feed, its
-// markers.
+// path is how one subscription field hands its values to gqlgen's channel: conv
+// makes the channel's element of a value, id its SSE event id; mark, set for a feed,
+// the element of a marker.
 type path[T, O any] struct {
-	conv  func(*T) O
-	id    func(*T) string
-	marks bool
-	mark  func(awareness.FeedMark) O
+	conv func(*T) O
+	id   func(*T) string
+	mark func(awareness.FeedMark) O
 }
 
 // serve serves one subscription field: it hands the field's subscription value to
@@ -116,7 +115,7 @@ func serve[T, O any](ctx context.Context, present graphql.ErrorPresenterFunc, p 
 	}
 	ch := make(chan O, 1)
 	mode, err := op.Serve(&substream.Subscription{
-		Open:    func(sink substream.Sink) (func(), error) { return open(hubSink[T](sink, p.marks, present)) },
+		Open:    func(sink substream.Sink) (func(), error) { return open(hubSink[T](sink, present)) },
 		Limit:   awareness.SubscriberBuffer,
 		Frame:   frame,
 		Deliver: deliver(ch, p),
@@ -153,15 +152,8 @@ func deliver[T, O any](ch chan<- O, p path[T, O]) func(any) string {
 // hubSink is the hub's sink (awareness.Sink) of a transport's sink: the markers of a
 // feed are values like the items, and the hub's end reasons are the transport's:
 // a slow subscriber or a feed's gap is dropped, any other end an `error` frame.
-func hubSink[T any](sink substream.Sink, marks bool, present graphql.ErrorPresenterFunc) awareness.Sink[T] {
-	s := awareness.Sink[T]{
-		Push: func(v *T, replay bool) bool { return sink.Push(v, replay) },
-		End:  func(err error) { sink.End(endOf(err, present)) },
-	}
-	if marks {
-		s.Mark = func(m awareness.FeedMark) bool { return sink.Push(m, false) }
-	}
-	return s
+func hubSink[T any](sink substream.Sink, present graphql.ErrorPresenterFunc) awareness.Sink[T] {
+	return awareness.SinkOf[T](sink.Push, func(err error) { sink.End(endOf(err, present)) })
 }
 
 // endOf is the transport's End of the hub's end reason (awareness.Sink.End).
@@ -172,7 +164,7 @@ func endOf(err error, present graphql.ErrorPresenterFunc) substream.End {
 	case awareness.IsSlowSubscriber(err):
 		return substream.End{Dropped: true}
 	}
-	return substream.End{Errors: errorsPayload(gqlerror.List{present(context.Background(), err)})}
+	return substream.End{Errors: ErrorsPayload(gqlerror.List{present(context.Background(), err)})}
 }
 
 // relay serves a subscription on gqlgen's channel: the sink's values and markers wait
@@ -189,7 +181,7 @@ func relay[T, O any](ctx context.Context, op substream.Op, p path[T, O], present
 			op.Ended(e)
 		}
 		q.end()
-	}}, p.marks, present))
+	}}, present))
 	if err != nil {
 		return nil, err
 	}
@@ -303,10 +295,10 @@ func noticePath() path[awareness.Notice, awareness.Notice] {
 
 func eventFeedPath(oneSession bool) path[awareness.Event, gqlmodel.FeedItem] {
 	return path[awareness.Event, gqlmodel.FeedItem]{conv: func(e *awareness.Event) gqlmodel.FeedItem { return *e },
-		id: sseEventID(oneSession), marks: true, mark: markItem}
+		id: sseEventID(oneSession), mark: markItem}
 }
 
 func noticeFeedPath() path[awareness.Notice, gqlmodel.FeedItem] {
 	return path[awareness.Notice, gqlmodel.FeedItem]{conv: func(n *awareness.Notice) gqlmodel.FeedItem { return *n },
-		id: sseNoticeID, marks: true, mark: markItem}
+		id: sseNoticeID, mark: markItem}
 }

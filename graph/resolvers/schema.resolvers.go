@@ -188,7 +188,7 @@ func (r *staleNoticeResolver) Digest(ctx context.Context, obj *awareness.Notice)
 
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
-	return serve(ctx, r.presenter(), noticePath(), r.noticeFrame(ctx), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+	return serve(ctx, r.presenter(), noticePath(), r.frame(ctx, FrameWriter.Notices), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
 		return r.Service.SubscribeNoticesTo(ctx, watcher, closed, sink)
 	})
 }
@@ -198,14 +198,14 @@ func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *stri
 	if err != nil {
 		return nil, err
 	}
-	return serve(ctx, r.presenter(), eventPath(sessionKey != nil), r.eventFrame(ctx), func(sink awareness.Sink[awareness.Event]) (func(), error) {
+	return serve(ctx, r.presenter(), eventPath(sessionKey != nil), r.frame(ctx, FrameWriter.Events), func(sink awareness.Sink[awareness.Event]) (func(), error) {
 		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after}, sink)
 	})
 }
 
 func (r *subscriptionResolver) StaleNoticeFeed(ctx context.Context, watcher *string, includeClosed *bool) (<-chan gqlmodel.FeedItem, error) {
 	closed := includeClosed != nil && *includeClosed
-	return serve(ctx, r.presenter(), noticeFeedPath(), r.noticeFeedFrame(ctx), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+	return serve(ctx, r.presenter(), noticeFeedPath(), r.frame(ctx, FrameWriter.NoticeFeed), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
 		return r.Service.SubscribeNoticeFeed(ctx, watcher, closed, awareness.FeedOptions{Marks: true}, sink)
 	})
 }
@@ -215,7 +215,7 @@ func (r *subscriptionResolver) StateEventFeed(ctx context.Context, sessionKey *s
 	if err != nil {
 		return nil, err
 	}
-	return serve(ctx, r.presenter(), eventFeedPath(sessionKey != nil), r.eventFeedFrame(ctx), func(sink awareness.Sink[awareness.Event]) (func(), error) {
+	return serve(ctx, r.presenter(), eventFeedPath(sessionKey != nil), r.frame(ctx, FrameWriter.EventFeed), func(sink awareness.Sink[awareness.Event]) (func(), error) {
 		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after, Marks: true}, sink)
 	})
 }

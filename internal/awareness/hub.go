@@ -257,6 +257,16 @@ type Sink[T any] struct {
 	End func(error)
 }
 
+// SinkOf is a Sink whose values (a *T) and markers (a FeedMark) all go to push, for a
+// transport whose queue holds any value (substream.Sink); end is the Sink's End.
+func SinkOf[T any](push func(v any, replay bool) bool, end func(error)) Sink[T] {
+	return Sink[T]{
+		Push: func(v *T, replay bool) bool { return push(v, replay) },
+		Mark: func(m FeedMark) bool { return push(m, false) },
+		End:  end,
+	}
+}
+
 // Subscribers returns the number of live notice and event subscriptions.
 func (h *Hub) Subscribers() (notices, events int) {
 	return h.notices.len(), h.events.len()
