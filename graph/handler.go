@@ -111,7 +111,7 @@ type Config struct {
 // (DocumentLimits before validation, a depth limit (DepthLimit) after it, then
 // CostLimit, which charges cfg.Budget), a parser token limit, introspection (the
 // playground needs it), the ErrorPresenter and RecoverFunc of package resolvers,
-// StreamErrors, the one-pass writers of event pages and subscription items (a
+// StreamTransports (subscriptions only over WebSocket and SSE), the one-pass writers of event pages and subscription items (a
 // fastpath.FastPath of its own), and MutationChecks (a request's mutation fields
 // checked before the first writes). With cfg.Auth set,
 // every request needs a bearer token (see authenticate and wsInit).
@@ -169,7 +169,13 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 		},
 	}
 
-	srv := handler.New(generated.NewExecutableSchema(resolvers.NewExecutableSchema(cfg.Service)))
+	root := &resolvers.Resolver{Service: cfg.Service, Present: present}
+	var fast *fastpath.FastPath
+	if !cfg.gqlgenEventPages {
+		fast = fastpath.New()
+		root.Frames = pushFrames{fast, present} // WebSocket subscriptions on the push path
+	}
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
 	srv.AddTransport(ws)
 	srv.AddTransport(transport.Options{AllowedMethods: []string{http.MethodGet, http.MethodPost}})
 	srv.AddTransport(sseTransport{})
@@ -188,13 +194,7 @@ func newHandler(cfg Config) (http.Handler, *fastpath.FastPath) {
 	srv.Use(DocumentLimits{TokenLimit: ParserTokenLimit, Cache: queryCache, Budget: cfg.Budget})
 	srv.Use(DepthLimit{Max: MaxQueryDepth})
 	srv.Use(CostLimit{Budget: cfg.Budget}) // last: an operation refused otherwise is not charged
-	streams := resolvers.StreamErrors{Present: present}
-	var fast *fastpath.FastPath
-	if !cfg.gqlgenEventPages {
-		fast = fastpath.New()
-		streams.Frames = pushFrames{fast} // WebSocket subscriptions on the push path
-	}
-	srv.Use(streams)
+	srv.Use(resolvers.StreamTransports{})
 	if fast != nil {
 		srv.Use(fast)
 	}
@@ -233,14 +233,15 @@ func checkOrigin(patterns []string, log *slog.Logger, next http.Handler) http.Ha
 	})
 }
 
-// checkUpgrade classifies the request (edge.Mark, so that the operations it runs know
-// their transport) and refuses an Upgrade header on anything but a WebSocket handshake
-// (a GET asking for "websocket": edge.Refused), in the GraphQL error shape, instead
-// of letting gqlgen try and answer in plain text. The operations' context names the
-// client (awareness.WithClient): the transport, and ClientHeader or the User-Agent.
+// checkUpgrade classifies the request (edge.Of) and refuses an Upgrade header on
+// anything but a WebSocket handshake (a GET asking for "websocket": edge.Refused), in
+// the GraphQL error shape, instead of letting gqlgen try and answer in plain text.
+// The operations' context names the client (awareness.WithClient): the transport,
+// and ClientHeader or the User-Agent. An operation that needs its transport gets it
+// from there or from its substream.Op, not from a context mark of its own.
 func checkUpgrade(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, t := edge.Mark(r)
+		t := edge.Of(r)
 		if t == edge.Refused {
 			writeError(w, http.StatusBadRequest, "Upgrade is only for a WebSocket handshake (GET with Upgrade: websocket); send plain GraphQL requests without it")
 			return

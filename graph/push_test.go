@@ -259,7 +259,7 @@ func TestPushCompleteRaces(t *testing.T) {
 
 // A push subscriber that does not read is dropped once SubscriberBuffer frames wait
 // for it: its connection ends with 1013, or at once when a write was stuck behind it
-// (1006, as a browser and graphql-ws report the reset: see wsgorilla.DropSlow), on
+// (1006, as a browser and graphql-ws report the reset: see wsgorilla's Conn.dropSlow), on
 // both subprotocols; its hub subscription goes and publishing never waits for it. Its
 // receive buffer is smaller than a loopback segment, so TCP trickles what the server
 // queued: a close that waited behind the queue would not reach it within the read

@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -11,52 +13,42 @@ import (
 	"github.com/awareness/awareness/internal/awareness"
 )
 
-// pushFrames is the seam between the WebSocket push path (resolvers.FrameWriter)
-// and the one-pass writer of subscription items (graph/fastpath): the same shapes and
-// item writers, so a pushed frame is byte for byte the frame gqlgen's stream loop
-// writes through the fast path.
-type pushFrames struct{ fp *fastpath.FastPath }
+// pushFrames is the seam between the WebSocket push path (resolvers.FrameWriter, a
+// subscription value's Frame) and the one-pass writer of subscription items
+// (graph/fastpath): the same shapes and item writers, wrapped as gqlgen wraps a
+// subscription response (appendItemResponse), so a pushed frame is byte for byte the
+// frame gqlgen's stream loop writes through the fast path.
+type pushFrames struct {
+	fp      *fastpath.FastPath
+	present graphql.ErrorPresenterFunc
+}
 
 var _ resolvers.FrameWriter = pushFrames{}
 
 // Notices implements resolvers.FrameWriter.
-func (p pushFrames) Notices(ctx context.Context) (func([]byte, *awareness.Notice) ([]byte, gqlerror.List), bool) {
-	return appender(ctx, p.fp.NoticeItems)
+func (p pushFrames) Notices(ctx context.Context) (func([]byte, any) []byte, bool) {
+	return itemFrame(ctx, p.fp.NoticeItems, p.present)
 }
 
 // Events implements resolvers.FrameWriter.
-func (p pushFrames) Events(ctx context.Context) (func([]byte, *awareness.Event) ([]byte, gqlerror.List), bool) {
-	return appender(ctx, p.fp.EventItems)
+func (p pushFrames) Events(ctx context.Context) (func([]byte, any) []byte, bool) {
+	return itemFrame(ctx, p.fp.EventItems, p.present)
 }
 
 // NoticeFeed implements resolvers.FrameWriter.
-func (p pushFrames) NoticeFeed(ctx context.Context) (func([]byte, *awareness.Notice) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
-	return feedAppender(ctx, p.fp.NoticeFeedItems)
+func (p pushFrames) NoticeFeed(ctx context.Context) (func([]byte, any) []byte, bool) {
+	return feedFrame(ctx, p.fp.NoticeFeedItems, p.present)
 }
 
 // EventFeed implements resolvers.FrameWriter.
-func (p pushFrames) EventFeed(ctx context.Context) (func([]byte, *awareness.Event) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
-	return feedAppender(ctx, p.fp.EventFeedItems)
+func (p pushFrames) EventFeed(ctx context.Context) (func([]byte, any) []byte, bool) {
+	return feedFrame(ctx, p.fp.EventFeedItems, p.present)
 }
 
-// feedAppender is appender for a feed field: its items' writer and its markers'.
-func feedAppender[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], *fastpath.Marks, bool)) (
-	func([]byte, *T) ([]byte, gqlerror.List), resolvers.MarkWriter, bool) {
-	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil {
-		return nil, nil, false
-	}
-	it, marks, ok := items(ctx, fc)
-	if !ok {
-		return nil, nil, false
-	}
-	return it.Append, marks.Append, true
-}
-
-// appender returns the item writer of the subscription field of ctx, or false when
-// the fast path does not write its selection.
-func appender[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], bool)) (
-	func([]byte, *T) ([]byte, gqlerror.List), bool) {
+// itemFrame returns the frame writer of the subscription field of ctx, whose values
+// are *T, or false when the fast path does not write its selection.
+func itemFrame[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], bool),
+	present graphql.ErrorPresenterFunc) (func([]byte, any) []byte, bool) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil || fc.Field.Field == nil {
 		return nil, false
@@ -65,5 +57,65 @@ func appender[T any](ctx context.Context, items func(context.Context, *graphql.F
 	if !ok {
 		return nil, false
 	}
-	return it.Append, true
+	return func(b []byte, v any) []byte { return appendItemResponse(b, v.(*T), it.Append, present) }, true
+}
+
+// feedFrame is itemFrame for a feed field, whose values are *T or awareness.FeedMark.
+func feedFrame[T any](ctx context.Context, items func(context.Context, *graphql.FieldContext) (*fastpath.Items[T], *fastpath.Marks, bool),
+	present graphql.ErrorPresenterFunc) (func([]byte, any) []byte, bool) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil, false
+	}
+	it, marks, ok := items(ctx, fc)
+	if !ok {
+		return nil, false
+	}
+	return func(b []byte, v any) []byte {
+		if m, ok := v.(awareness.FeedMark); ok {
+			b = append(b, `{"data":`...)
+			var seq *int64
+			if m.Sequenced {
+				seq = &m.Sequence
+			}
+			b = marks.Append(b, m.Kind == awareness.FeedSynced, seq, m.Replayed, m.At)
+			return append(b, '}')
+		}
+		return appendItemResponse(b, v.(*T), it.Append, present)
+	}, true
+}
+
+// appendItemResponse appends the payload of one subscription response as gqlgen's
+// WebSocket transport writes it (json.Marshal of a graphql.Response: errors first
+// when there are any, then data).
+func appendItemResponse[T any](b []byte, v *T, write func([]byte, *T) ([]byte, gqlerror.List), present graphql.ErrorPresenterFunc) []byte {
+	start := len(b)
+	b = append(b, `{"data":`...)
+	b, errs := write(b, v)
+	b = htmlEscape(b, start+len(`{"data":`))
+	if len(errs) == 0 {
+		return append(b, '}')
+	}
+	data := append([]byte(nil), b[start+len(`{"data":`):]...)
+	presented := make(gqlerror.List, len(errs))
+	for i, e := range errs {
+		presented[i] = present(context.Background(), e)
+	}
+	b = append(b[:start], `{"errors":`...)
+	b = append(b, resolvers.ErrorsPayload(presented)...)
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	return append(b, '}')
+}
+
+// htmlEscape escapes b[from:] as json.Marshal escapes the raw data of a response
+// (json.HTMLEscape: <, >, &, U+2028, U+2029), which gqlgen's transport marshals; it
+// copies nothing when there is nothing to escape, the usual case.
+func htmlEscape(b []byte, from int) []byte {
+	if !bytes.ContainsAny(b[from:], "<>&\u2028\u2029") {
+		return b
+	}
+	var esc bytes.Buffer
+	json.HTMLEscape(&esc, b[from:])
+	return append(b[:from], esc.Bytes()...)
 }

@@ -10,10 +10,10 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/awareness/awareness/graph/resolvers"
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/edge"
 	"github.com/awareness/awareness/internal/ssepush"
+	"github.com/awareness/awareness/internal/substream"
 )
 
 const (
@@ -33,8 +33,9 @@ const (
 // never an echo of its body. (The protocol's "single connection" mode, a reserved
 // stream shared by several operations, is not served.)
 //
-// A subscription takes the push path (internal/ssepush): the hub pushes its values
-// into the request's queue, and this request's goroutine hands them, one at a time,
+// A subscription takes the push path (internal/ssepush): the request's ssepush.Stream
+// is the operation's transport (substream.Op), which takes the resolver's
+// subscription value and owns it; the hub pushes its values into the request's queue, and this request's goroutine hands them, one at a time,
 // to the operation's channel and writes gqlgen's response for each, with the value's
 // event id (FEED-2): an event's sequence on a stream of one session, a notice's
 // [watcher, targetAgentId, target, notifiedVersion] (graph/resolvers: sseEventID,
@@ -84,10 +85,9 @@ func (sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	sw := &sseWriter{ResponseWriter: w, rc: rc, ctx: ctx, cut: cancel}
-	ctx = resolvers.WithStreamDrop(ctx, cancel)
-	push := ssepush.New(r.Header.Get("Last-Event-ID"), awareness.SubscriberBuffer)
+	push := ssepush.New(r.Header.Get("Last-Event-ID"), awareness.SubscriberBuffer, cancel)
 	defer push.Stop()
-	ctx = ssepush.With(ctx, push)
+	ctx = substream.With(ctx, push)
 
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
@@ -134,7 +134,7 @@ func (sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 				if !ended {
 					break
 				}
-				if reason != nil {
+				if reason.Dropped || reason.Errors != nil {
 					// Dropped (slow, a feed's gap) or the hub closed: the client is to
 					// reconnect, and resumes.
 					cancel()

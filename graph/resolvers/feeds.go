@@ -4,38 +4,42 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"time"
+	"sync"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/graph/gqlmodel"
 	"github.com/awareness/awareness/internal/awareness"
-	"github.com/awareness/awareness/internal/ssepush"
-	"github.com/awareness/awareness/internal/wsgorilla"
+	"github.com/awareness/awareness/internal/substream"
 )
 
-// The feeds (FEED-1..3) and the SSE push path. Every subscription field is served by
-// one of three paths, tried in this order:
+// The subscription values and the feeds (FEED-1..3). Every subscription field makes
+// one value (substream.Subscription: how to open it on the hub, how to write or
+// deliver its items) and hands it to the transport of its operation (the
+// substream.Op of ctx), which serves it on one of three paths:
 //
-//   - SSE (ssepush): the hub pushes into the request's queue, and the request's
-//     goroutine hands each value to the operation's channel and writes its frame with
-//     its event id (sseEventID, sseNoticeID; FEED-2). A reconnection's Last-Event-ID
-//     resumes an event stream of one session after that sequence (resumeAfter).
-//   - WebSocket (push.go): the hub pushes into the connection's queue; the markers of
-//     a feed are frames like the items.
-//   - gqlgen's channel: the core's channel stream; for a feed, whose markers only a
-//     sink receives, a queue and one goroutine per subscription relay them
-//     (relayFeed). It serves the selections the WebSocket push path cannot write.
+//   - SSE (ssepush, Delivered): the hub pushes into the request's queue, and the
+//     request's goroutine hands each value to the operation's channel (Deliver) and
+//     writes its frame with its event id (sseEventID, sseNoticeID; FEED-2). A
+//     reconnection's Last-Event-ID resumes an event stream of one session after that
+//     sequence (resumeAfter).
+//   - WebSocket (wsgorilla, Pushed; push.go): the hub pushes into the connection's
+//     queue, which writes each frame (Frame); the markers of a feed are frames like
+//     the items.
+//   - gqlgen's channel (NotServed: a selection Frame cannot write): the sink's values
+//     wait in a queue and one goroutine per subscription relays them to gqlgen's
+//     channel (relay), telling the transport how the subscription ended (Op.Ended).
 
 // resumeAfter is where an event stream resumes (FEED-1): over SSE, the request's
 // Last-Event-ID (FEED-2) when the stream follows one session, since its events' ids
 // are their sequences and the header is newer than the request's variables; else
 // afterSequence. A Last-Event-ID that is not such an id is refused (ERR-1).
 func resumeAfter(ctx context.Context, sessionKey *string, afterSequence *int) (*int64, error) {
-	if st := ssepush.From(ctx); st != nil && sessionKey != nil && st.LastEventID() != "" {
-		n, err := strconv.ParseInt(st.LastEventID(), 10, 64)
+	if op := substream.From(ctx); op != nil && sessionKey != nil && op.LastEventID() != "" {
+		n, err := strconv.ParseInt(op.LastEventID(), 10, 64)
 		if err != nil || n < 0 {
-			return nil, awareness.Errorf(awareness.EINVALID, "Last-Event-ID %q is not an event id of this stream (a sequence: 0 or more)", st.LastEventID())
+			return nil, awareness.Errorf(awareness.EINVALID, "Last-Event-ID %q is not an event id of this stream (a sequence: 0 or more)", op.LastEventID())
 		}
 		return &n, nil
 	}
@@ -90,25 +94,49 @@ func markItem(m awareness.FeedMark) gqlmodel.FeedItem {
 	return &gqlmodel.FeedBookmark{LastSequence: seq, At: m.At}
 }
 
-// path is how one subscription field hands its values to a transport: conv makes the
-// channel's element of a value, id its SSE event id; marks, set for a feed, its
-// markers.
+// path is how one subscription field hands its values to gqlgen's channel: conv
+// makes the channel's element of a value, id its SSE event id; mark, set for a feed,
+// the element of a marker.
 type path[T, O any] struct {
-	conv  func(*T) O
-	id    func(*T) string
-	marks bool
-	mark  func(awareness.FeedMark) O
+	conv func(*T) O
+	id   func(*T) string
+	mark func(awareness.FeedMark) O
 }
 
-// serveSSE serves a subscription on the SSE push path when ctx is an SSE request's;
-// ok false otherwise.
-func serveSSE[T, O any](ctx context.Context, p path[T, O], subscribe func(awareness.Sink[T]) (func(), error)) (_ <-chan O, ok bool, _ error) {
-	st := ssepush.From(ctx)
-	if st == nil {
-		return nil, false, nil
+// serve serves one subscription field: it hands the field's subscription value to
+// the transport of ctx's operation, or relays it on gqlgen's channel when the
+// transport does not take it. frame writes the frame of a value (nil when the
+// selection has no one-pass writer); open subscribes on the hub.
+func serve[T, O any](ctx context.Context, present graphql.ErrorPresenterFunc, p path[T, O], frame func([]byte, any) []byte,
+	open func(awareness.Sink[T]) (func(), error)) (<-chan O, error) {
+	op := substream.From(ctx)
+	if op == nil {
+		return relay(ctx, nil, p, present, open)
 	}
 	ch := make(chan O, 1)
-	adopted := st.Adopt(func(v any) string {
+	mode, err := op.Serve(&substream.Subscription{
+		Open:    func(sink substream.Sink) (func(), error) { return open(hubSink[T](sink, present)) },
+		Limit:   awareness.SubscriberBuffer,
+		Frame:   frame,
+		Deliver: deliver(ch, p),
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case mode == substream.Pushed:
+		closed := make(chan O)
+		close(closed) // gqlgen's part of the operation ends at its first read
+		return closed, nil
+	case mode == substream.Delivered:
+		return ch, nil
+	}
+	return relay(ctx, op, p, present, open)
+}
+
+// deliver is a Subscription's Deliver: it hands a value or marker to ch, converted,
+// and returns its SSE event id.
+func deliver[T, O any](ch chan<- O, p path[T, O]) func(any) string {
+	return func(v any) string {
 		switch x := v.(type) {
 		case *T:
 			ch <- p.conv(x)
@@ -118,76 +146,74 @@ func serveSSE[T, O any](ctx context.Context, p path[T, O], subscribe func(awaren
 			return markID(x)
 		}
 		return ""
-	})
-	if !adopted {
-		return nil, false, nil
 	}
-	sink := awareness.Sink[T]{Push: func(v *T, replay bool) bool { return st.Push(v, replay) }, End: st.End}
-	if p.marks {
-		sink.Mark = func(m awareness.FeedMark) bool { return st.Push(m, false) }
-	}
-	unsubscribe, err := subscribe(sink)
-	if err != nil {
-		st.Abandon()
-		return nil, true, err
-	}
-	st.Start(unsubscribe)
-	return ch, true, nil
 }
 
-// relayFeed serves a feed on gqlgen's channel: the sink's values and markers wait in
-// a queue (ssepush.Stream, the SSE path's) and one goroutine hands them to the
-// channel, converted, until the subscription or ctx ends. The hub's bounds apply
-// unchanged (the queue holds awareness.SubscriberBuffer live values); a drop ends the
-// stream as StreamErrors ends a dropped stream.
-func relayFeed[T any](ctx context.Context, p path[T, gqlmodel.FeedItem], subscribe func(awareness.Sink[T]) (func(), error)) (<-chan gqlmodel.FeedItem, error) {
-	q := ssepush.New("", awareness.SubscriberBuffer)
-	out := make(chan gqlmodel.FeedItem)
-	q.Adopt(func(v any) string {
-		var item gqlmodel.FeedItem
-		switch x := v.(type) {
-		case *T:
-			item = p.conv(x)
-		case awareness.FeedMark:
-			item = p.mark(x)
+// hubSink is the hub's sink (awareness.Sink) of a transport's sink: the markers of a
+// feed are values like the items, and the hub's end reasons are the transport's:
+// a slow subscriber or a feed's gap is dropped, any other end an `error` frame.
+func hubSink[T any](sink substream.Sink, present graphql.ErrorPresenterFunc) awareness.Sink[T] {
+	return awareness.SinkOf[T](sink.Push, func(err error) { sink.End(endOf(err, present)) })
+}
+
+// endOf is the transport's End of the hub's end reason (awareness.Sink.End).
+func endOf(err error, present graphql.ErrorPresenterFunc) substream.End {
+	switch {
+	case err == nil:
+		return substream.End{}
+	case awareness.IsSlowSubscriber(err):
+		return substream.End{Dropped: true}
+	}
+	return substream.End{Errors: ErrorsPayload(gqlerror.List{present(context.Background(), err)})}
+}
+
+// relay serves a subscription on gqlgen's channel: the sink's values and markers wait
+// in a queue and one goroutine hands them to the channel, converted, until the
+// subscription or ctx ends. The hub's bounds apply unchanged (the queue holds
+// awareness.SubscriberBuffer live values). The subscription's end is told to op at
+// once (Op.Ended: a drop closes the connection even while a write is stuck), and the
+// channel closes once what was queued before it is handed on.
+func relay[T, O any](ctx context.Context, op substream.Op, p path[T, O], present graphql.ErrorPresenterFunc,
+	open func(awareness.Sink[T]) (func(), error)) (<-chan O, error) {
+	q := &relayQueue{limit: awareness.SubscriberBuffer, wake: make(chan struct{}, 1)}
+	unsubscribe, err := open(hubSink[T](substream.Sink{Push: q.push, End: func(e substream.End) {
+		if op != nil {
+			op.Ended(e)
 		}
-		select {
-		case out <- item:
-		case <-ctx.Done():
-		}
-		return ""
-	})
-	unsubscribe, err := subscribe(awareness.Sink[T]{
-		Push: func(v *T, replay bool) bool { return q.Push(v, replay) },
-		Mark: func(m awareness.FeedMark) bool { return q.Push(m, false) },
-		End:  q.End,
-	})
+		q.end()
+	}}, present))
 	if err != nil {
 		return nil, err
 	}
-	q.Start(unsubscribe)
-	var reason error
-	onStreamEnd(ctx, func() error { return reason })
+	out := make(chan O)
 	go func() {
 		defer close(out)
-		defer q.Stop()
+		defer unsubscribe()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-q.Wake():
+			case <-q.wake:
 			}
 			for {
-				_, ok, ended, why := q.Next()
-				if ctx.Err() != nil {
-					return
-				}
+				v, ok, ended := q.next()
 				if !ok {
 					if ended {
-						reason = why // read by the end function once out is closed
 						return
 					}
 					break
+				}
+				var item O
+				switch x := v.(type) {
+				case *T:
+					item = p.conv(x)
+				case awareness.FeedMark:
+					item = p.mark(x)
+				}
+				select {
+				case out <- item:
+				case <-ctx.Done():
+					return
 				}
 			}
 		}
@@ -195,49 +221,67 @@ func relayFeed[T any](ctx context.Context, p path[T, gqlmodel.FeedItem], subscri
 	return out, nil
 }
 
-// pushFeed serves a feed on the WebSocket push path when it can (see pushNotices).
-func pushFeed[T any](ctx context.Context, write func(FrameWriter, context.Context) (func([]byte, *T) ([]byte, gqlerror.List), MarkWriter, bool),
-	subscribe func(awareness.Sink[T]) (func(), error)) (_ <-chan gqlmodel.FeedItem, ok bool, _ error) {
-	op := pushOpOf(ctx)
-	if op == nil {
-		return nil, false, nil
-	}
-	items, marks, ok := write(op.frames, ctx)
-	if !ok {
-		return nil, false, nil
-	}
-	present := op.present
-	enc := func(b []byte, v any) []byte {
-		if m, ok := v.(awareness.FeedMark); ok {
-			b = append(b, `{"data":`...)
-			var seq *int64
-			if m.Sequenced {
-				seq = &m.Sequence
-			}
-			b = marks(b, m.Kind == awareness.FeedSynced, seq, m.Replayed, m.At)
-			return append(b, '}')
-		}
-		return appendResponse(b, v.(*T), items, present)
-	}
-	st, ok := wsgorilla.Adopt(ctx, op.id, enc, awareness.SubscriberBuffer)
-	if !ok {
-		return nil, false, nil
-	}
-	unsubscribe, err := subscribe(awareness.Sink[T]{
-		Push: func(v *T, replay bool) bool { return st.Push(v, replay) },
-		Mark: func(m awareness.FeedMark) bool { return st.Push(m, false) },
-		End:  pushEnd(st, present),
-	})
-	if err != nil {
-		st.Abandon()
-		return nil, true, err
-	}
-	st.Start(unsubscribe)
-	return closedFeed, true, nil
+// relayQueue is relay's queue: values in order, at most limit live ones.
+type relayQueue struct {
+	limit int
+	wake  chan struct{} // has a token when the queue or the end changed
+
+	mu    sync.Mutex
+	queue []any
+	live  []bool // whether queue[i] is live (counted against limit)
+	n     int    // live values queued
+	ended bool
 }
 
-// closedFeed is what a feed's resolver returns on the push path (see closedNotices).
-var closedFeed = func() <-chan gqlmodel.FeedItem { c := make(chan gqlmodel.FeedItem); close(c); return c }()
+func (q *relayQueue) push(v any, replay bool) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended {
+		return true
+	}
+	if !replay {
+		if q.n >= q.limit {
+			return false
+		}
+		q.n++
+	}
+	q.queue = append(q.queue, v)
+	q.live = append(q.live, !replay)
+	q.signal()
+	return true
+}
+
+func (q *relayQueue) end() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ended = true
+	q.signal()
+}
+
+func (q *relayQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the next value; with the queue empty, ok is false and ended tells
+// whether the subscription ended.
+func (q *relayQueue) next() (v any, ok, ended bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		q.queue, q.live = nil, nil
+		return nil, false, q.ended
+	}
+	v = q.queue[0]
+	if q.live[0] {
+		q.n--
+	}
+	q.queue[0] = nil
+	q.queue, q.live = q.queue[1:], q.live[1:]
+	return v, true, false
+}
 
 // eventPath and noticePath are the paths of the contract's subscriptions; the feed
 // paths convert to the union.
@@ -251,27 +295,10 @@ func noticePath() path[awareness.Notice, awareness.Notice] {
 
 func eventFeedPath(oneSession bool) path[awareness.Event, gqlmodel.FeedItem] {
 	return path[awareness.Event, gqlmodel.FeedItem]{conv: func(e *awareness.Event) gqlmodel.FeedItem { return *e },
-		id: sseEventID(oneSession), marks: true, mark: markItem}
+		id: sseEventID(oneSession), mark: markItem}
 }
 
 func noticeFeedPath() path[awareness.Notice, gqlmodel.FeedItem] {
 	return path[awareness.Notice, gqlmodel.FeedItem]{conv: func(n *awareness.Notice) gqlmodel.FeedItem { return *n },
-		id: sseNoticeID, marks: true, mark: markItem}
+		id: sseNoticeID, mark: markItem}
 }
-
-// serveFeed serves a feed subscription on whichever path takes it.
-func serveFeed[T any](ctx context.Context, p path[T, gqlmodel.FeedItem],
-	write func(FrameWriter, context.Context) (func([]byte, *T) ([]byte, gqlerror.List), MarkWriter, bool),
-	subscribe func(awareness.Sink[T]) (func(), error)) (<-chan gqlmodel.FeedItem, error) {
-	if ch, ok, err := serveSSE(ctx, p, subscribe); ok {
-		return ch, err
-	}
-	if ch, ok, err := pushFeed(ctx, write, subscribe); ok {
-		return ch, err
-	}
-	return relayFeed(ctx, p, subscribe)
-}
-
-// MarkWriter appends the data of one feed marker as gqlgen writes it ({"alias":{…}}):
-// synced tells FeedSynced from FeedBookmark; sequence is null when nil.
-type MarkWriter func(b []byte, synced bool, sequence *int64, replayed int, at time.Time) []byte

@@ -188,21 +188,9 @@ func (r *staleNoticeResolver) Digest(ctx context.Context, obj *awareness.Notice)
 
 func (r *subscriptionResolver) StaleNotices(ctx context.Context, watcher *string, includeClosed *bool) (<-chan awareness.Notice, error) {
 	closed := includeClosed != nil && *includeClosed
-	subscribe := func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+	return serve(ctx, r.presenter(), noticePath(), r.frame(ctx, FrameWriter.Notices), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
 		return r.Service.SubscribeNoticesTo(ctx, watcher, closed, sink)
-	}
-	if ch, ok, err := serveSSE(ctx, noticePath(), subscribe); ok {
-		return ch, err
-	}
-	if ch, ok, err := pushNotices(ctx, r.Service, watcher, closed); ok {
-		return ch, err
-	}
-	ch, end, err := r.Service.SubscribeNotices(ctx, watcher, closed)
-	if err != nil {
-		return nil, err
-	}
-	onStreamEnd(ctx, end)
-	return ch, nil
+	})
 }
 
 func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *string, agentID *string, afterSequence *int) (<-chan awareness.Event, error) {
@@ -210,26 +198,14 @@ func (r *subscriptionResolver) StateEvents(ctx context.Context, sessionKey *stri
 	if err != nil {
 		return nil, err
 	}
-	subscribe := func(sink awareness.Sink[awareness.Event]) (func(), error) {
+	return serve(ctx, r.presenter(), eventPath(sessionKey != nil), r.frame(ctx, FrameWriter.Events), func(sink awareness.Sink[awareness.Event]) (func(), error) {
 		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after}, sink)
-	}
-	if ch, ok, err := serveSSE(ctx, eventPath(sessionKey != nil), subscribe); ok {
-		return ch, err
-	}
-	if ch, ok, err := pushEvents(ctx, r.Service, sessionKey, agentID, after); ok {
-		return ch, err
-	}
-	ch, end, err := r.Service.SubscribeEventsAfter(ctx, sessionKey, agentID, after)
-	if err != nil {
-		return nil, err
-	}
-	onStreamEnd(ctx, end)
-	return ch, nil
+	})
 }
 
 func (r *subscriptionResolver) StaleNoticeFeed(ctx context.Context, watcher *string, includeClosed *bool) (<-chan gqlmodel.FeedItem, error) {
 	closed := includeClosed != nil && *includeClosed
-	return serveFeed(ctx, noticeFeedPath(), FrameWriter.NoticeFeed, func(sink awareness.Sink[awareness.Notice]) (func(), error) {
+	return serve(ctx, r.presenter(), noticeFeedPath(), r.frame(ctx, FrameWriter.NoticeFeed), func(sink awareness.Sink[awareness.Notice]) (func(), error) {
 		return r.Service.SubscribeNoticeFeed(ctx, watcher, closed, awareness.FeedOptions{Marks: true}, sink)
 	})
 }
@@ -239,7 +215,7 @@ func (r *subscriptionResolver) StateEventFeed(ctx context.Context, sessionKey *s
 	if err != nil {
 		return nil, err
 	}
-	return serveFeed(ctx, eventFeedPath(sessionKey != nil), FrameWriter.EventFeed, func(sink awareness.Sink[awareness.Event]) (func(), error) {
+	return serve(ctx, r.presenter(), eventFeedPath(sessionKey != nil), r.frame(ctx, FrameWriter.EventFeed), func(sink awareness.Sink[awareness.Event]) (func(), error) {
 		return r.Service.SubscribeEventFeed(ctx, sessionKey, agentID, awareness.FeedOptions{After: after, Marks: true}, sink)
 	})
 }

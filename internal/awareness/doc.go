@@ -105,8 +105,8 @@
 // the committer and the publisher release theirs before Store.Append and before
 // calling the hub. In the hub a topic's lock is taken before a subscription's, the
 // repeat filter runs under the subscription's lock, the Interest is called under the
-// topic's lock, so it must not block or call the hub, and a drop's callback
-// (WithDropFunc) runs after both are released.
+// topic's lock, so it must not block or call the hub, and so is a sink's End; a
+// channel stream's drop callback (WithDropFunc) runs after both are released.
 //
 // # Other parts
 //

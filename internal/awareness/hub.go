@@ -170,19 +170,24 @@ func (h *Hub) tryPublish(evs []Event, ns []Notice, limit int) bool {
 	return true
 }
 
-// SubscribeNotices subscribes to the open notices of one watcher ("" = all watchers).
-func (h *Hub) SubscribeNotices(watcher string) *Sub[Notice] { return h.notices.subscribe(watcher) }
-
-// SubscribeNoticesClosed subscribes to the open notices of one watcher ("" = all
-// watchers) and to the items that report them closed (Notice.Closed), in publish order.
-func (h *Hub) SubscribeNoticesClosed(watcher string) *Sub[Notice] {
-	return h.notices.subscribe(watcher, closedFilter(watcher))
+// SubscribeNoticesTo subscribes sink to the open notices of one watcher ("" = all
+// watchers) and, with includeClosed, to the items that report them closed
+// (Notice.Closed), in publish order, until unsubscribe is called or the hub ends the
+// subscription (sink.End). It is the push stream of Service.SubscribeNoticesTo
+// without its replay, its filters and its admission: a listener's or a test's view of
+// what the hub publishes.
+func (h *Hub) SubscribeNoticesTo(watcher string, includeClosed bool, sink Sink[Notice]) (unsubscribe func()) {
+	sub := h.streamNotices(watcher, TransportUnknown, includeClosed, nil, nil, &sink, nil)
+	sub.start(nil)
+	return sub.Unsubscribe
 }
 
-// SubscribeEvents subscribes to events of one session, nil for all sessions. A ref
-// with an empty AgentID matches the key under every agent.
-func (h *Hub) SubscribeEvents(ref *SessionRef) *Sub[Event] {
-	return h.events.subscribe(eventFilter(ref))
+// SubscribeEventsTo is SubscribeNoticesTo for the events of one session, nil for all
+// sessions. A ref with an empty AgentID matches the key under every agent.
+func (h *Hub) SubscribeEventsTo(ref *SessionRef, sink Sink[Event]) (unsubscribe func()) {
+	sub := h.streamEvents(ref, TransportUnknown, nil, nil, &sink, nil)
+	sub.start(nil)
+	return sub.Unsubscribe
 }
 
 func eventFilter(ref *SessionRef) string {
@@ -250,6 +255,16 @@ type Sink[T any] struct {
 	// ErrSlowSubscriber, ErrFeedGap, ErrHubClosed. Like Push it must not block nor
 	// call the hub.
 	End func(error)
+}
+
+// SinkOf is a Sink whose values (a *T) and markers (a FeedMark) all go to push, for a
+// transport whose queue holds any value (substream.Sink); end is the Sink's End.
+func SinkOf[T any](push func(v any, replay bool) bool, end func(error)) Sink[T] {
+	return Sink[T]{
+		Push: func(v *T, replay bool) bool { return push(v, replay) },
+		Mark: func(m FeedMark) bool { return push(m, false) },
+		End:  end,
+	}
 }
 
 // Subscribers returns the number of live notice and event subscriptions.

@@ -45,17 +45,17 @@ func (l *interestLog) take() []string {
 func TestHub_Interest(t *testing.T) {
 	h := NewHub()
 	defer h.Close()
-	early := h.SubscribeNotices("agent:main:main")
+	early := hubNotices(h, "agent:main:main")
 	var log interestLog
 	h.SetInterest(&log)
 	if diff := cmp.Diff([]string{`notices "agent:main:main" true`}, log.take()); diff != "" {
 		t.Fatalf("replay (-want +got):\n%s", diff)
 	}
-	second := h.SubscribeNotices("agent:main:main")
-	dash := h.SubscribeNotices("")
-	ev := h.SubscribeEvents(&SessionRef{AgentID: "main", Key: "agent:main:x"})
-	anyAgent := h.SubscribeEvents(&SessionRef{Key: "agent:main:y"})
-	allEv := h.SubscribeEvents(nil)
+	second := hubNotices(h, "agent:main:main")
+	dash := hubNotices(h, "")
+	ev := hubEvents(h, &SessionRef{AgentID: "main", Key: "agent:main:x"})
+	anyAgent := hubEvents(h, &SessionRef{Key: "agent:main:y"})
+	allEv := hubEvents(h, nil)
 	want := []string{`notices "" true`, "events main/agent:main:x true", "events /agent:main:y true", "events <all> true"}
 	if diff := cmp.Diff(want, log.take()); diff != "" {
 		t.Fatalf("subscribe (-want +got):\n%s", diff)
@@ -86,7 +86,7 @@ func TestHub_InterestEndsWithSlowSubscriber(t *testing.T) {
 	defer h.Close()
 	var log interestLog
 	h.SetInterest(&log)
-	s := h.SubscribeNotices("agent:main:main")
+	s := hubNotices(h, "agent:main:main")
 	for i := range SubscriberBuffer + 1 {
 		h.PublishNotices(Notice{Watcher: "agent:main:main", NotifiedVersion: int64(i + 1)})
 	}

@@ -1,5 +1,6 @@
-// A hub subscription (Sub) and its delivery: a raw channel, or a stream that holds no
-// goroutine while idle and drains a backlog with one.
+// A hub subscription (Sub) and its delivery: a stream that holds no goroutine while
+// idle, handing its values to a sink (a push stream) or to a channel it drains a
+// backlog into with a goroutine.
 
 package awareness
 
@@ -8,17 +9,12 @@ import (
 	"time"
 )
 
-// Sub is one live subscription. C is closed when the subscription ends; Err then says
-// why (nil after Unsubscribe).
-//
-// A Sub is in one of two modes. A raw subscription (Hub.SubscribeNotices,
-// Hub.SubscribeEvents) hands out pointers to the published values on C, a channel of
-// SubscriberBuffer entries. A stream (Service.SubscribeNotices, SubscribeEvents) hands
-// out values on out, the channel gqlgen reads, without a goroutine of its own while it
-// is idle: see stream.
+// Sub is one live subscription, a stream (see stream): a push stream hands the
+// values to its sink (Service.SubscribeNoticesTo, Hub.SubscribeNoticesTo, the
+// product's subscriptions), a channel stream (Service.SubscribeNotices) to out,
+// without a goroutine of its own while it is idle. Err says why it ended (nil after
+// Unsubscribe).
 type Sub[T any] struct {
-	C <-chan *T
-	c chan *T
 	// filters are the keys the subscription is registered under; a published value
 	// matches at most one of them.
 	filters []string
@@ -26,7 +22,7 @@ type Sub[T any] struct {
 	mu      sync.Mutex
 	err     error
 	ended   bool
-	stream  *stream[T] // nil for a raw subscription
+	stream  *stream[T]
 	// transport labels a stream subscription for Observer.Subscribers.
 	transport string
 }
@@ -74,7 +70,7 @@ type stream[T any] struct {
 // consumer writes the previous one, so a consumer that keeps up never needs a drainer.
 const streamChanCap = 1
 
-// Err returns why the subscription ended, once C is closed.
+// Err returns why the subscription ended, once it ended.
 func (s *Sub[T]) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,14 +99,6 @@ func (s *Sub[T]) onEnd(fn func()) {
 // offer hands p to the subscriber without blocking; false means its buffer is full.
 // The caller holds the topic's read lock.
 func (s *Sub[T]) offer(p *T) bool {
-	if s.stream == nil {
-		select {
-		case s.c <- p:
-			return true
-		default:
-			return false
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stream
@@ -172,7 +160,7 @@ func (s *Sub[T]) start(first []T) {
 func (s *Sub[T]) dropReason() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stream != nil && s.stream.feed != nil && s.stream.feed.gap {
+	if s.stream.feed != nil && s.stream.feed.gap {
 		return ErrFeedGap
 	}
 	return ErrSlowSubscriber
@@ -368,12 +356,10 @@ func (s *Sub[T]) end(reason error) bool {
 	s.ended = true
 	s.err = reason
 	st := s.stream
-	if st != nil && st.ended != nil {
+	if st.ended != nil {
 		defer st.ended()
 	}
 	switch {
-	case st == nil:
-		close(s.c)
 	case st.sink != nil:
 		st.live = nil
 		if st.sink.End != nil {

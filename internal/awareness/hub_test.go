@@ -19,7 +19,7 @@ const deadline = 10 * time.Second
 
 // drain returns what s holds right now without waiting, and whether C is closed.
 // Publishing is synchronous, so after Publish returns the items are in the buffer.
-func drain[T any](s *Sub[T]) (items []T, closed bool) {
+func drain[T any](s *chanSub[T]) (items []T, closed bool) {
 	for {
 		select {
 		case v, ok := <-s.C:
@@ -80,9 +80,9 @@ func TestHubNoticeFilter_NTC7(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
 	defer h.Close()
-	a := h.SubscribeNotices("agent:main:main")
-	b := h.SubscribeNotices("agent:ops:work")
-	all := h.SubscribeNotices("")
+	a := hubNotices(h, "agent:main:main")
+	b := hubNotices(h, "agent:ops:work")
+	all := hubNotices(h, "")
 	if n, e := h.Subscribers(); n != 3 || e != 0 {
 		t.Fatalf("Subscribers() = %d, %d, want 3, 0", n, e)
 	}
@@ -92,7 +92,7 @@ func TestHubNoticeFilter_NTC7(t *testing.T) {
 	h.PublishNotices()
 	for _, tt := range []struct {
 		name string
-		sub  *Sub[Notice]
+		sub  *chanSub[Notice]
 		want []Notice
 	}{
 		{"watcher main", a, []Notice{a1, a2}},
@@ -113,17 +113,17 @@ func TestHubEventFilter(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
 	defer h.Close()
-	mainGlobal := h.SubscribeEvents(&SessionRef{"main", "global"})
-	anyGlobal := h.SubscribeEvents(&SessionRef{"", "global"})
-	opsGlobal := h.SubscribeEvents(&SessionRef{"ops", "global"})
-	mainKey := h.SubscribeEvents(&SessionRef{"main", "agent:main:main"})
-	all := h.SubscribeEvents(nil)
-	notices := h.SubscribeNotices("")
+	mainGlobal := hubEvents(h, &SessionRef{"main", "global"})
+	anyGlobal := hubEvents(h, &SessionRef{"", "global"})
+	opsGlobal := hubEvents(h, &SessionRef{"ops", "global"})
+	mainKey := hubEvents(h, &SessionRef{"main", "agent:main:main"})
+	all := hubEvents(h, nil)
+	notices := hubNotices(h, "")
 	e1, e2, e3 := event("main", "global", 1), event("ops", "global", 1), event("main", "agent:main:main", 7)
 	h.PublishEvents(e1, e2, e3)
 	for _, tt := range []struct {
 		name string
-		sub  *Sub[Event]
+		sub  *chanSub[Event]
 		want []Event
 	}{
 		{"main/global", mainGlobal, []Event{e1}},
@@ -152,9 +152,9 @@ func TestHubSlowSubscriberDropped(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
 	defer h.Close()
-	slow := h.SubscribeNotices("agent:main:main")
-	other := h.SubscribeNotices("agent:ops:work")
-	slowEvents := h.SubscribeEvents(nil)
+	slow := hubNotices(h, "agent:main:main")
+	other := hubNotices(h, "agent:ops:work")
+	slowEvents := hubEvents(h, nil)
 	within(t, "publishing past the buffer", func() {
 		for i := range SubscriberBuffer + 1 {
 			h.PublishNotices(notice("agent:main:main", int64(i)))
@@ -201,11 +201,11 @@ func TestHubPublishNeverBlocks(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
 	defer h.Close()
-	var subs []*Sub[Notice]
+	var subs []*chanSub[Notice]
 	for i := range 8 {
-		subs = append(subs, h.SubscribeNotices(""), h.SubscribeNotices("agent:w:"+strconv.Itoa(i)))
+		subs = append(subs, hubNotices(h, ""), hubNotices(h, "agent:w:"+strconv.Itoa(i)))
 	}
-	esub := h.SubscribeEvents(nil)
+	esub := hubEvents(h, nil)
 	within(t, "concurrent publishers", func() {
 		var wg sync.WaitGroup
 		for p := range 4 {
@@ -232,8 +232,8 @@ func TestHubUnsubscribeTwice(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
 	defer h.Close()
-	s := h.SubscribeNotices("agent:main:main")
-	e := h.SubscribeEvents(&SessionRef{"main", "global"})
+	s := hubNotices(h, "agent:main:main")
+	e := hubEvents(h, &SessionRef{"main", "global"})
 	s.Unsubscribe()
 	s.Unsubscribe()
 	e.Unsubscribe()
@@ -259,11 +259,11 @@ func TestHubUnsubscribeTwice(t *testing.T) {
 func TestHubClose(t *testing.T) {
 	t.Parallel()
 	h := NewHub()
-	n1, n2 := h.SubscribeNotices(""), h.SubscribeNotices("agent:main:main")
-	e1 := h.SubscribeEvents(nil)
+	n1, n2 := hubNotices(h, ""), hubNotices(h, "agent:main:main")
+	e1 := hubEvents(h, nil)
 	h.PublishNotices(notice("agent:main:main", 1))
 	h.Close()
-	for i, s := range []*Sub[Notice]{n1, n2} {
+	for i, s := range []*chanSub[Notice]{n1, n2} {
 		items, closed := drain(s)
 		if !closed || len(items) != 1 {
 			t.Errorf("notice sub %d: %d items, closed=%v; want the 1 buffered item then closed", i, len(items), closed)
@@ -275,7 +275,7 @@ func TestHubClose(t *testing.T) {
 	if _, closed := drain(e1); !closed || !errors.Is(e1.Err(), ErrHubClosed) {
 		t.Errorf("event sub: closed=%v err=%v, want closed with ErrHubClosed", closed, e1.Err())
 	}
-	late, lateE := h.SubscribeNotices(""), h.SubscribeEvents(nil)
+	late, lateE := hubNotices(h, ""), hubEvents(h, nil)
 	if _, closed := drain(late); !closed || !errors.Is(late.Err(), ErrHubClosed) {
 		t.Errorf("subscription after Close: closed=%v err=%v, want closed with ErrHubClosed", closed, late.Err())
 	}
@@ -322,8 +322,8 @@ func TestHubConcurrentUse(t *testing.T) {
 		cyclers.Go(func() {
 			for range 200 {
 				cycles.Add(1)
-				s := h.SubscribeNotices("agent:main:main")
-				e := h.SubscribeEvents(&SessionRef{"", "global"})
+				s := hubNotices(h, "agent:main:main")
+				e := hubEvents(h, &SessionRef{"", "global"})
 				for range 3 {
 					select {
 					case <-s.C:
@@ -337,9 +337,9 @@ func TestHubConcurrentUse(t *testing.T) {
 			}
 		})
 	}
-	readers := make([]*Sub[Notice], 4)
+	readers := make([]*chanSub[Notice], 4)
 	for i := range readers {
-		readers[i] = h.SubscribeNotices("")
+		readers[i] = hubNotices(h, "")
 		wg.Go(func() {
 			for range readers[i].C {
 			}
@@ -367,8 +367,8 @@ func TestHubConcurrentUse(t *testing.T) {
 func TestHubSubscribeCyclesLeaveNoGoroutines(t *testing.T) {
 	h := NewHub()
 	for i := range 1000 {
-		s := h.SubscribeNotices("agent:main:main")
-		e := h.SubscribeEvents(nil)
+		s := hubNotices(h, "agent:main:main")
+		e := hubEvents(h, nil)
 		h.PublishNotices(notice("agent:main:main", int64(i)))
 		h.PublishEvents(event("main", "global", int64(i+1)))
 		s.Unsubscribe()
@@ -391,8 +391,8 @@ func TestHubBatchNeverWaitsForStalledSubscriber(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := NewHub()
 		defer h.Close()
-		stalled := h.SubscribeNotices("")
-		reader := h.SubscribeNotices("agent:ops:work")
+		stalled := hubNotices(h, "")
+		reader := hubNotices(h, "agent:ops:work")
 		var batch []Notice
 		for i := range SubscriberBuffer + 10 {
 			batch = append(batch, notice("agent:main:main", int64(i)))

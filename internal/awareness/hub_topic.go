@@ -50,11 +50,6 @@ func (t *topic[T]) sent(n int) {
 	}
 }
 
-func (t *topic[T]) subscribe(filters ...string) *Sub[T] {
-	c := make(chan *T, SubscriberBuffer)
-	return t.add(&Sub[T]{C: c, c: c, filters: filters, t: t})
-}
-
 // subscribeStream adds a held stream subscription (see stream); the caller starts it.
 func (t *topic[T]) subscribeStream(filters []string, transport string, accept func(*T) bool, onDrop func(), sink *Sink[T], fd *feed[T]) *Sub[T] {
 	st := &stream[T]{held: true, accept: accept, onDrop: onDrop, sink: sink, feed: fd}
@@ -83,14 +78,12 @@ func (t *topic[T]) add(s *Sub[T]) *Sub[T] {
 		m[s] = struct{}{}
 	}
 	t.n.Add(1)
-	if s.stream != nil {
-		t.obs.Subscribers(t.name, s.transport, 1)
-		if s.stream.feed != nil && s.stream.feed.marks {
-			if t.feeds == nil {
-				t.feeds = map[*Sub[T]]struct{}{}
-			}
-			t.feeds[s] = struct{}{}
+	t.obs.Subscribers(t.name, s.transport, 1)
+	if s.stream.feed != nil && s.stream.feed.marks {
+		if t.feeds == nil {
+			t.feeds = map[*Sub[T]]struct{}{}
 		}
+		t.feeds[s] = struct{}{}
 	}
 	return s
 }
@@ -189,12 +182,10 @@ func (t *topic[T]) remove(s *Sub[T], reason error) {
 	delete(t.feeds, s)
 	ended := s.end(reason)
 	t.mu.Unlock()
-	if s.stream != nil {
-		t.obs.Subscribers(t.name, s.transport, -1)
-	}
+	t.obs.Subscribers(t.name, s.transport, -1)
 	if ended && errors.Is(reason, ErrSlowSubscriber) {
 		t.obs.SubscriberDropped(t.name)
-		if s.stream != nil && s.stream.onDrop != nil {
+		if s.stream.onDrop != nil {
 			s.stream.onDrop()
 		}
 	}
@@ -213,9 +204,7 @@ func (t *topic[T]) close() {
 	for f, m := range t.subs {
 		for s := range m {
 			s.end(ErrHubClosed)
-			if s.stream != nil {
-				t.obs.Subscribers(t.name, s.transport, -1)
-			}
+			t.obs.Subscribers(t.name, s.transport, -1)
 		}
 		delete(t.subs, f)
 		if t.interest != nil {

@@ -30,7 +30,7 @@ func (s *openingStore) Append(_ context.Context, ops []*AppendOp) error {
 // the notices reach the subscriber afterwards, in the order the writes answered.
 func TestRecordEventAnswersBeforeFanOut_P6(t *testing.T) {
 	svc := NewService(Config{Store: &openingStore{}})
-	sub := svc.Hub().SubscribeNotices("agent:w:main")
+	sub := hubNotices(svc.Hub(), "agent:w:main")
 	defer sub.Unsubscribe()
 
 	svc.hub.notices.mu.Lock() // every publish of a notice now waits
@@ -93,7 +93,7 @@ func TestPublisherIdleWithoutSubscribers(t *testing.T) {
 // buffer when RecordEvent answers, and no sender was started.
 func TestOwnNoticeHandedOverByTheWriter_P6(t *testing.T) {
 	svc := NewService(Config{Store: &openingStore{}})
-	sub := svc.Hub().SubscribeNotices("agent:w:main")
+	sub := hubNotices(svc.Hub(), "agent:w:main")
 	defer sub.Unsubscribe()
 	res, err := svc.RecordEvent(context.Background(), RecordInput{SessionKey: "agent:main:main",
 		Kind: HumanDirectMessage, ActorType: ActorHuman})
@@ -122,11 +122,11 @@ func TestOwnNoticeHandedOverByTheWriter_P6(t *testing.T) {
 func TestTryPublishBounded_P6(t *testing.T) {
 	h := NewHub()
 	defer h.Close()
-	var subs []*Sub[Notice]
+	var subs []*chanSub[Notice]
 	for range maxInlinePublish + 1 {
-		subs = append(subs, h.SubscribeNotices("agent:w:main"))
+		subs = append(subs, hubNotices(h, "agent:w:main"))
 	}
-	evSub := h.SubscribeEvents(nil)
+	evSub := hubEvents(h, nil)
 	ref := SessionRef{AgentID: "main", Key: "agent:main:main"}
 	ev := []Event{{Session: ref, Sequence: 1}}
 	n := []Notice{{Watcher: "agent:w:main", Target: ref, NotifiedVersion: 1}}
@@ -169,10 +169,10 @@ func TestTryPublishBounded_P6(t *testing.T) {
 // (small enough to be handed over inline) still arrives after it.
 func TestWidePublicationKeepsOrder_P6(t *testing.T) {
 	svc := NewService(Config{Store: &openingStore{}})
-	all := svc.Hub().SubscribeNotices("")
+	all := hubNotices(svc.Hub(), "")
 	defer all.Unsubscribe()
 	for range maxInlinePublish {
-		s := svc.Hub().SubscribeNotices("agent:w:main")
+		s := hubNotices(svc.Hub(), "agent:w:main")
 		defer s.Unsubscribe()
 	}
 	ref := SessionRef{AgentID: "main", Key: "agent:main:main"}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/hubtest"
 )
 
 const (
@@ -62,7 +63,7 @@ type world struct {
 	svc   *awareness.Service
 	// raw counts every notice the hub publishes (all watchers), to check "opened once"
 	// below the subscription's own de-duplication.
-	raw *awareness.Sub[awareness.Notice]
+	raw *hubtest.Sub[awareness.Notice]
 }
 
 func newWorld(t *testing.T) *world {
@@ -82,7 +83,7 @@ func (w *world) open() {
 	st := w.db.reopen()
 	w.store = st
 	w.svc = awareness.NewService(awareness.Config{Store: st, Now: w.clk.Now})
-	w.raw = w.svc.Hub().SubscribeNotices("")
+	w.raw = hubtest.Notices(w.svc.Hub(), "")
 }
 
 func (w *world) close() {

@@ -102,7 +102,7 @@ func (s *Service) subscribeNotices(ctx context.Context, watcher *string, include
 	if o.Marks {
 		fd = &feed[Notice]{marks: true, now: s.Now}
 	}
-	sub := s.hub.streamNotices(w, transportOf(ctx), includeClosed, accept, dropFunc(ctx), sink, fd)
+	sub := s.hub.streamNotices(w, subscriberTransport(ctx), includeClosed, accept, dropFunc(ctx), sink, fd)
 	sub.onEnd(release)
 	// A cross-process bus has the subscription's interest before the read; when it
 	// cannot say (it is down), its reconnect rescans (InterestSync).
@@ -333,7 +333,7 @@ func (s *Service) subscribeEvents(ctx context.Context, key, agentID *string, o F
 	if err != nil {
 		return nil, err
 	}
-	sub := s.hub.streamEvents(ref, transportOf(ctx), accept, dropFunc(ctx), sink, fd)
+	sub := s.hub.streamEvents(ref, subscriberTransport(ctx), accept, dropFunc(ctx), sink, fd)
 	sub.onEnd(release)
 	var backlog []Event
 	if fd != nil && fd.seq != nil {
@@ -414,6 +414,18 @@ func (s *Service) admit(ctx context.Context) (release func(), err error) {
 		return nil, nil
 	}
 	return s.streams.Admit(ctx)
+}
+
+// subscriberTransport labels a subscription for Observer.Subscribers: the transport
+// WithTransport names, else the client's (WithClient), else TransportUnknown.
+func subscriberTransport(ctx context.Context) string {
+	if t := transportOf(ctx); t != TransportUnknown {
+		return t
+	}
+	if t := ClientFrom(ctx).Transport; t != "" {
+		return t
+	}
+	return TransportUnknown
 }
 
 type dropFuncKey struct{}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/hubtest"
 	"github.com/awareness/awareness/internal/models/pgtest"
 )
 
@@ -89,7 +90,7 @@ func TestMeasureAppendThroughput(t *testing.T) {
 	for lis.Connects() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	sub := hub.SubscribeNotices("agent:main:main")
+	sub := hubtest.Notices(hub, "agent:main:main")
 	defer sub.Unsubscribe()
 	var lat []time.Duration
 	for i := range 300 {

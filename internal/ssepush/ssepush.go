@@ -1,37 +1,25 @@
 // Package ssepush is the push path of the service's Server-Sent Events transport
-// (graph/sse.go), the SSE counterpart of wsgorilla's Adopt: the hub pushes each value
-// of a subscription into the stream's queue (never blocking), and the request's own
-// goroutine, which serves the stream anyway, takes the values from the queue in order
-// and hands each to the operation's channel just before it asks gqlgen for the
-// response. So the transport knows which value every response is made of: it writes
-// the value's event id (`id:`, FEED-2) with it. No goroutine of gqlgen's waits for the
-// stream, and none keeps it alive: the transport's loop sends the keep-alive comments.
+// (graph/sse.go), the SSE counterpart of wsgorilla's: the request's Stream is the
+// operation's transport (a substream.Op in the operation's context). The resolver
+// hands it its subscription value (Serve): the stream opens it with its own queue as
+// the sink, so the hub pushes each value into the queue (never blocking), and the
+// request's own goroutine, which serves the stream anyway, takes the values from the
+// queue in order and hands each to the operation's channel (Subscription.Deliver)
+// just before it asks gqlgen for the response. So the transport knows which value
+// every response is made of: it writes the value's event id (`id:`, FEED-2) with it.
+// No goroutine of gqlgen's waits for the stream, and none keeps it alive: the
+// transport's loop sends the keep-alive comments.
 //
-// The order of a subscription's start is wsgorilla's: the transport puts a Stream in
-// the request's context (With); the resolver calls Adopt, subscribes with Push (and,
-// for a feed, the markers) as its sink, and calls Start with the unsubscribe function
-// (or Abandon when the subscription failed). The transport then serves the stream
-// until it ends: the client goes away (the request's context), the hub drops it as
-// slow (End with awareness.ErrSlowSubscriber, or ErrFeedGap), or the hub closes.
+// The transport then serves the stream until it ends: the client goes away (the
+// request's context), the hub drops it as slow or for a gap in a feed
+// (substream.End.Dropped), or the hub closes (End.Errors).
 package ssepush
 
 import (
-	"context"
 	"sync"
+
+	"github.com/awareness/awareness/internal/substream"
 )
-
-type streamKey struct{}
-
-// With returns ctx carrying s, for the operation's resolver (From).
-func With(ctx context.Context, s *Stream) context.Context {
-	return context.WithValue(ctx, streamKey{}, s)
-}
-
-// From returns the stream of ctx's SSE request, or nil outside one.
-func From(ctx context.Context) *Stream {
-	s, _ := ctx.Value(streamKey{}).(*Stream)
-	return s
-}
 
 // Deliver hands one value of the stream to the operation's channel (which must have
 // room for it: the transport asks for its response at once) and returns its event id,
@@ -42,6 +30,7 @@ type Deliver func(v any) (id string)
 type Stream struct {
 	lastEventID string
 	limit       int
+	cut         func()        // ends the request's stream without `complete`
 	wake        chan struct{} // has a token when the queue or the end changed
 
 	mu      sync.Mutex
@@ -50,9 +39,9 @@ type Stream struct {
 	deliver Deliver
 	adopted bool
 	unsub   func()
-	ended   bool  // End was called
-	reason  error // End's reason
-	stopped bool  // the transport stopped serving (Stop)
+	ended   bool          // End was called
+	reason  substream.End // End's reason
+	stopped bool          // the transport stopped serving (Stop)
 }
 
 type item struct {
@@ -61,9 +50,51 @@ type item struct {
 }
 
 // New returns the stream of a request whose Last-Event-ID header was lastEventID; at
-// most limit live values may wait in its queue (see Push).
-func New(lastEventID string, limit int) *Stream {
-	return &Stream{lastEventID: lastEventID, limit: limit, wake: make(chan struct{}, 1)}
+// most limit live values may wait in its queue (see Push); cut ends the request's
+// stream without `complete` (Ended).
+func New(lastEventID string, limit int, cut func()) *Stream {
+	return &Stream{lastEventID: lastEventID, limit: limit, cut: cut, wake: make(chan struct{}, 1)}
+}
+
+var _ substream.Op = (*Stream)(nil)
+
+// Serve implements substream.Op: the stream adopts sub (its Deliver), opens it with
+// the stream's queue as its sink and serves it (Delivered). A stream that serves a
+// subscription already, or that stopped, does not take it (NotServed).
+func (s *Stream) Serve(sub *substream.Subscription) (substream.Mode, error) {
+	if !s.Adopt(sub.Deliver) {
+		return substream.NotServed, nil
+	}
+	if sub.Limit > 0 {
+		s.mu.Lock()
+		s.limit = sub.Limit
+		s.mu.Unlock()
+	}
+	unsubscribe, err := sub.Open(substream.Sink{Push: s.Push, End: s.end})
+	if err != nil {
+		s.Abandon()
+		return substream.NotServed, err
+	}
+	s.Start(unsubscribe)
+	return substream.Delivered, nil
+}
+
+// end is the End of the sink of the subscription the stream serves: a drop also cuts
+// the request's stream at once, so that writes stuck behind a client that does not
+// read are discarded.
+func (s *Stream) end(e substream.End) {
+	s.End(e)
+	if e.Dropped && s.cut != nil {
+		s.cut()
+	}
+}
+
+// Ended implements substream.Op for a subscription served on gqlgen's channel: any
+// end but a normal one cuts the request's stream, so the client reconnects.
+func (s *Stream) Ended(e substream.End) {
+	if (e.Dropped || e.Errors != nil) && s.cut != nil {
+		s.cut()
+	}
 }
 
 // LastEventID is the request's Last-Event-ID header ("" when absent): the id of the
@@ -123,8 +154,8 @@ func (s *Stream) Abandon() {
 }
 
 // End ends the stream from the subscription's side, after the values queued before
-// it: reason nil after an unsubscribe, else why the hub ended it.
-func (s *Stream) End(reason error) {
+// it: the zero End after an unsubscribe, else why the hub ended it.
+func (s *Stream) End(reason substream.End) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ended {
@@ -154,7 +185,7 @@ func (s *Stream) Wake() <-chan struct{} { return s.wake }
 // returns its event id, with ok true; or, with the queue empty, ok false and, when
 // the stream has ended, ended true and why. The transport calls it after each token
 // of Wake until ok is false, and asks gqlgen for a response after each value.
-func (s *Stream) Next() (id string, ok, ended bool, reason error) {
+func (s *Stream) Next() (id string, ok, ended bool, reason substream.End) {
 	s.mu.Lock()
 	if len(s.queue) == 0 {
 		if s.queue != nil {
@@ -172,7 +203,7 @@ func (s *Stream) Next() (id string, ok, ended bool, reason error) {
 	}
 	deliver := s.deliver
 	s.mu.Unlock()
-	return deliver(it.v), true, false, nil
+	return deliver(it.v), true, false, substream.End{}
 }
 
 // Stop ends the stream from the transport's side (the request ends): the

@@ -2,16 +2,17 @@ package ssepush
 
 import (
 	"context"
-	"errors"
 	"testing"
+
+	"github.com/awareness/awareness/internal/substream"
 )
 
 // The queue hands values out in order, counts only live ones against its limit,
 // reports the end after what was queued before it, and Stop ends the subscription
 // (at once when Start comes after it).
 func TestStreamQueueLimitEndStop(t *testing.T) {
-	s := New("7", 2)
-	if From(With(context.Background(), s)) != s || From(context.Background()) != nil || s.LastEventID() != "7" {
+	s := New("7", 2, nil)
+	if substream.From(substream.With(context.Background(), s)) != s || s.LastEventID() != "7" {
 		t.Fatal("the stream does not travel in its context")
 	}
 	var got []any
@@ -26,7 +27,7 @@ func TestStreamQueueLimitEndStop(t *testing.T) {
 	if !s.Push(3, false) || !s.Push(4, false) || s.Push(5, false) {
 		t.Fatal("want two live values taken, the third refused")
 	}
-	dropped := errors.New("dropped")
+	dropped := substream.End{Dropped: true}
 	s.End(dropped)
 	select {
 	case <-s.Wake():
@@ -36,7 +37,7 @@ func TestStreamQueueLimitEndStop(t *testing.T) {
 	for {
 		id, ok, ended, reason := s.Next()
 		if !ok {
-			if !ended || reason != dropped {
+			if !ended || !reason.Dropped {
 				t.Fatalf("end: ended %v reason %v", ended, reason)
 			}
 			break
@@ -54,7 +55,7 @@ func TestStreamQueueLimitEndStop(t *testing.T) {
 	if unsubscribed != 1 || !s.Push(9, false) {
 		t.Fatal("after Stop: Start must unsubscribe at once and Push discard")
 	}
-	s2 := New("", 1)
+	s2 := New("", 1, nil)
 	s2.Adopt(func(any) string { return "" })
 	s2.Start(func() { unsubscribed++ })
 	s2.Stop()

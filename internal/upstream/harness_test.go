@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/hubtest"
 	"github.com/awareness/awareness/internal/models"
 	"github.com/awareness/awareness/internal/upstream"
 )
@@ -337,7 +338,7 @@ func (e *env) ownPrompt(key, text string) {
 
 // drain returns what a hub subscription received so far, without waiting: the hub
 // publishes synchronously inside RecordEvent, so after RunOnce everything is there.
-func drain[T any](sub *awareness.Sub[T]) []T {
+func drain[T any](sub *hubtest.Sub[T]) []T {
 	var out []T
 	for {
 		select {

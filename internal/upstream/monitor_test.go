@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/awareness/hubtest"
 	"github.com/awareness/awareness/internal/upstream"
 )
 
@@ -74,7 +75,7 @@ func TestAdoptSession(t *testing.T) {
 func TestHumanPromptUpstreamRecordsOneEventAndNotifiesWatcher(t *testing.T) {
 	e := newEnv(t)
 	l := e.adoptedWatched("t1")
-	sub := e.svc.Hub().SubscribeNotices(watcherKey)
+	sub := hubtest.Notices(e.svc.Hub(), watcherKey)
 	defer sub.Unsubscribe()
 
 	e.write("t1", userLine("please also update the docs"))
@@ -188,7 +189,7 @@ func TestPartialLastLineWaits(t *testing.T) {
 func TestMissingFileRecordsUpstreamMissingOnThirdCheck(t *testing.T) {
 	e := newEnv(t)
 	l := e.adoptedWatched("t1")
-	sub := e.svc.Hub().SubscribeNotices(watcherKey)
+	sub := hubtest.Notices(e.svc.Hub(), watcherKey)
 	defer sub.Unsubscribe()
 	if err := os.Remove(e.path("t1")); err != nil {
 		t.Fatal(err)

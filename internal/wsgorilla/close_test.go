@@ -2,17 +2,17 @@ package wsgorilla_test
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/testserver"
 	"github.com/gorilla/websocket"
 
 	"github.com/awareness/awareness/internal/jsontext"
+	"github.com/awareness/awareness/internal/substream"
 	"github.com/awareness/awareness/internal/wsgorilla"
 )
 
@@ -48,31 +48,33 @@ func TestCloseAllSends1012(t *testing.T) {
 	waitFor(t, func() bool { return conns.Len() == 0 }, "closed connections leave Conns")
 }
 
-// DropSlow ends a connection whose subscription fell behind with 1013 (try again
-// later), which default graphql-ws clients retry, and never blocks its caller.
-func TestDropSlowSends1013(t *testing.T) {
+// A subscription that ends as dropped (substream.End.Dropped, told to the operation's
+// Op) ends its connection with 1013 (try again later), which default graphql-ws
+// clients retry, and never blocks its caller.
+func TestDropSends1013(t *testing.T) {
 	t.Parallel()
 	impl := wsgorilla.Transport{}
-	var ctx atomic.Pointer[context.Context]
+	ops := make(chan substream.Op, 1)
 	srv := testserver.New()
 	srv.AddTransport(impl)
-	hs := httptest.NewServer(impl.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := r.Context()
-		ctx.Store(&c)
-		srv.ServeHTTP(w, r)
-	})))
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		ops <- substream.From(ctx)
+		return next(ctx)
+	})
+	hs := httptest.NewServer(impl.Guard(srv))
 	t.Cleanup(hs.Close)
 	c := initialised(t, "ws"+strings.TrimPrefix(hs.URL, "http"))
-	drop := wsgorilla.DropSlow(*ctx.Load())
-	if drop == nil {
-		t.Fatal("DropSlow of an upgraded request's context = nil")
+	send(t, c, frame{Type: "subscribe", ID: "s", Payload: subscribePayload()})
+	op := <-ops
+	if op == nil {
+		t.Fatal("the Op of a WebSocket operation's context = nil")
 	}
 	// connection_ack reached the client a moment before its write is marked done; a
-	// drop during a write closes at once, without a frame (see DropSlow).
+	// drop during a write closes at once, without a frame (see dropSlow).
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
-	drop()
-	drop() // idempotent
+	op.Ended(substream.End{Dropped: true})
+	op.Ended(substream.End{Dropped: true}) // idempotent
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Errorf("drop blocked for %v", d)
 	}
@@ -81,8 +83,6 @@ func TestDropSlowSends1013(t *testing.T) {
 	}
 }
 
-// The legacy protocol's connection_init stops the init timer: an initialised
-// connection outlives the timeout, an uninitialised one is closed with 4408.
 func TestLegacyInitStopsInitTimeout(t *testing.T) {
 	t.Parallel()
 	srv, url := newServer(t, wsgorilla.Transport{InitTimeout: 100 * time.Millisecond}, false)

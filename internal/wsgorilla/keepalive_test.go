@@ -1,7 +1,6 @@
 package wsgorilla_test
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -87,11 +86,5 @@ func TestAdapterLegacyKeepAlive(t *testing.T) {
 		if f := readFrame(t, c, strconv.Itoa(kas)+" ka"); f.Type == "ka" {
 			kas++
 		}
-	}
-}
-
-func TestDropSlowOutsideAWebSocket(t *testing.T) {
-	if f := wsgorilla.DropSlow(context.Background()); f != nil {
-		t.Error("DropSlow(a context without a connection) != nil")
 	}
 }

@@ -37,7 +37,7 @@ const (
 	// CloseServiceRestart (1012) ends every connection at shutdown (Conns.CloseAll).
 	CloseServiceRestart = websocket.CloseServiceRestart
 	// CloseTryAgainLater (1013) ends a connection one of whose subscriptions fell
-	// behind (DropSlow): its client reconnects after its backoff and resumes from
+	// behind (dropSlow): its client reconnects after its backoff and resumes from
 	// durable state.
 	CloseTryAgainLater = websocket.CloseTryAgainLater
 )

@@ -1,17 +1,18 @@
 package wsgorilla
 
 import (
-	"context"
 	"sync"
+
+	"github.com/awareness/awareness/internal/substream"
 )
 
-// This file is the push path of subscriptions: an operation the application adopts
-// (Adopt) is served by the connection itself instead of by a goroutine running gqlgen's
-// response loop. gqlgen's executor still creates and executes the operation (parsing,
+// This file is the push path of subscriptions: a subscription value
+// (substream.Subscription) the resolver hands the operation's transport (Serve) is
+// served by the connection itself instead of by a goroutine running gqlgen's response
+// loop. gqlgen's executor still creates and executes the operation (parsing,
 // validation, authentication, the cost and depth limits, the resolver); the resolver
-// then hands the operation's stream to the connection and lets gqlgen's part end at
-// once. The
-// publisher pushes each value into the connection's queue (Stream.Push, which never
+// then hands its subscription to the connection and lets gqlgen's part end at once.
+// The publisher pushes each value into the connection's queue (Stream.Push, which never
 // blocks), and one writer goroutine per connection, started when the queue becomes
 // non-empty and gone when it is empty again, encodes and writes the frames. An idle
 // subscription therefore costs no goroutine: a connection with any number of them
@@ -19,11 +20,12 @@ import (
 
 // Encoder appends the payload of one `next` frame (graphql-transport-ws; `data` on
 // graphql-ws) for a value pushed with Stream.Push: a GraphQL response, such as
-// {"data":{"field":{…}}}. It runs on the connection's writer goroutine.
+// {"data":{"field":{…}}} (substream.Subscription.Frame). It runs on the connection's
+// writer goroutine.
 type Encoder func(b []byte, v any) []byte
 
 // Stream is an operation of a connection whose frames the connection writes itself
-// (see Adopt). Its methods are safe for concurrent use.
+// (see Serve). Its methods are safe for concurrent use.
 type Stream struct {
 	c     *Conn
 	id    string
@@ -50,39 +52,72 @@ type pushFrame struct {
 	payload []byte // the error frame's payload
 }
 
-// OperationID returns the WebSocket id of ctx's operation (the id of its subscribe
-// message, or legacy start): ctx is the context the transport creates the operation
-// with, or one derived from it (a mutator's, an interceptor's, a resolver's). ok is
-// false outside an operation of a Transport's connection.
-func OperationID(ctx context.Context) (id string, ok bool) {
-	id, ok = ctx.Value(opIDKey{}).(string)
-	return id, ok
-}
-
-type opIDKey struct{}
-
-func connOf(ctx context.Context) *Conn {
-	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
-	if !ok {
-		return nil
+// Serve implements substream.Op: a subscription whose frames the application can
+// write (sub.Frame) becomes a push stream of the connection (adopt), opened with the
+// stream's queue as its sink; the resolver then lets gqlgen's part of the operation
+// end (its response stream yields nil), and the `complete` that would end the
+// operation then is not sent. The stream ends when the client completes it (the
+// connection answers with `complete`, as for any operation), when the connection
+// ends (both unsubscribe), or when the subscription ends (its sink's End): a drop
+// closes the connection with 1013 (dropSlow), errors end the operation with an
+// `error` frame. A subscription without Frame, an operation the client completed
+// already, or a closing connection is NotServed: the resolver serves it on gqlgen's
+// channel.
+func (op *operation) Serve(sub *substream.Subscription) (substream.Mode, error) {
+	if sub.Frame == nil {
+		return substream.NotServed, nil
 	}
-	return slot.c.Load()
+	s, ok := op.c.adopt(op.id, sub.Frame, sub.Limit)
+	if !ok {
+		return substream.NotServed, nil
+	}
+	unsubscribe, err := sub.Open(substream.Sink{Push: s.Push, End: s.end})
+	if err != nil {
+		s.Abandon()
+		return substream.NotServed, err
+	}
+	s.Start(unsubscribe)
+	return substream.Pushed, nil
 }
 
-// Adopt makes operation id of ctx's connection a push stream: from now on the
-// connection writes its frames, each value given to Push encoded by enc, at most
-// limit of them waiting (the values pushed with replay are not counted). The
-// operation's resolver calls it, then subscribes with Push as its sink and calls
-// Start with the unsubscribe function (or Abandon when the subscription failed), and
-// lets gqlgen's part of the operation end (its response stream yields nil): the
-// `complete` that would end the operation then is not sent. The stream ends when the
-// client completes it (the connection answers with `complete`, as for any operation), when the connection ends, or when the application
-// ends it (Fail, End); in the first two cases the unsubscribe function is called.
-// ok is false when ctx is not a connection's, when the client completed id already,
-// or when the connection is closing: the caller then serves the operation as usual.
-func Adopt(ctx context.Context, id string, enc Encoder, limit int) (*Stream, bool) {
-	c := connOf(ctx)
-	if c == nil || id == "" {
+// Ended implements substream.Op for a subscription served by gqlgen's response loop
+// (run): a drop closes the connection at once (dropSlow); errors make run end the
+// operation with an `error` frame in place of `complete`.
+func (op *operation) Ended(e substream.End) {
+	switch {
+	case e.Dropped:
+		op.c.dropSlow()
+	case e.Errors != nil:
+		op.mu.Lock()
+		op.errs = e.Errors
+		op.mu.Unlock()
+	}
+}
+
+// LastEventID implements substream.Op: a WebSocket does not resume streams.
+func (*operation) LastEventID() string { return "" }
+
+// end is the End of a push stream's sink.
+func (s *Stream) end(e substream.End) {
+	switch {
+	case e.Dropped:
+		s.End()
+		s.c.dropSlow()
+	case e.Errors != nil:
+		s.Fail(e.Errors)
+	default:
+		s.End() // unsubscribed: the client's complete, the connection's end
+	}
+}
+
+// adopt makes operation id a push stream: from now on the connection writes its
+// frames, each value given to Push encoded by enc, at most limit of them waiting
+// (the values pushed with replay are not counted). The caller subscribes with Push as
+// its sink and calls Start with the unsubscribe function (or Abandon when the
+// subscription failed). ok is false when the client completed id already, or when
+// the connection is closing.
+func (c *Conn) adopt(id string, enc Encoder, limit int) (*Stream, bool) {
+	if id == "" {
 		return nil, false
 	}
 	c.proto.mu.Lock()
@@ -140,7 +175,7 @@ func (s *Stream) Start(unsubscribe func()) {
 }
 
 // Abandon forgets a stream whose subscription failed: gqlgen answers the operation
-// (its error, its complete) as it would have without Adopt.
+// (its error, its complete) as it would have without Serve.
 func (s *Stream) Abandon() {
 	c := s.c
 	c.pushMu.Lock()

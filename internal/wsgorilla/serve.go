@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/awareness/awareness/internal/jsontext"
+	"github.com/awareness/awareness/internal/substream"
 )
 
 // This file is the connection's reader and the protocols' message state machine: the
@@ -267,8 +268,9 @@ func legacyClientType(t string) bool {
 
 // subscribe starts operation id: gqlgen's executor creates it (parsing, validation,
 // the mutators), and its response loop runs on a goroutine of its own while the
-// operation is active. An operation the push path adopts (Adopt) ends that loop at
-// once: its resolver returns a closed channel.
+// operation is active. The operation's context carries the operation as its
+// transport (substream.With): a subscription the push path takes (Serve) ends that
+// loop at once, its resolver returning a closed channel.
 func (c *Conn) subscribe(start time.Time, id string, payload json.RawMessage) {
 	ctx := graphql.StartOperationTrace(c.ctx)
 	params := &graphql.RawParams{}
@@ -281,7 +283,8 @@ func (c *Conn) subscribe(start time.Time, id string, payload json.RawMessage) {
 	}
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	params.Headers = c.headers
-	ctx = context.WithValue(ctx, opIDKey{}, id)
+	op := &operation{c: c, id: id}
+	ctx = substream.With(ctx, op)
 	rc, errs := c.exec.CreateOperationContext(ctx, params)
 	if errs != nil {
 		resp := c.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
@@ -304,20 +307,34 @@ func (c *Conn) subscribe(start time.Time, id string, payload json.RawMessage) {
 	if c.ops == nil {
 		c.ops = map[string]*operation{}
 	}
-	op := &operation{cancel: cancel}
+	op.cancel = cancel
 	c.ops[id] = op
 	c.opMu.Unlock()
 	go c.run(ctx, op, id, rc)
 }
 
-// operation is one operation served by gqlgen's response loop.
-type operation struct{ cancel context.CancelFunc }
+// operation is one operation of the connection: the transport's side of it
+// (substream.Op, in the context it runs under) and, while gqlgen's response loop
+// serves it, the function that cancels its context.
+type operation struct {
+	c      *Conn
+	id     string
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	errs   []byte // the errors that end its stream (Ended); nil for `complete`
+}
+
+// errors returns what Ended recorded.
+func (op *operation) errors() []byte {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.errs
+}
 
 // run is gqlgen's response loop of one operation: every response is a `next` (legacy
-// `data`) frame; the stream's errors (AddStreamError) or a recovered panic end it with
-// an `error` frame, anything else with `complete` (unless the connection ended).
+// `data`) frame; the stream's errors (Ended) or a recovered panic end it with an
+// `error` frame, anything else with `complete` (unless the connection ended).
 func (c *Conn) run(ctx context.Context, op *operation, id string, rc *graphql.OperationContext) {
-	ctx = context.WithValue(ctx, streamErrorsKey{}, new(streamErrors))
 	defer func() {
 		if r := recover(); r != nil {
 			err := rc.Recover(ctx, r)
@@ -330,8 +347,8 @@ func (c *Conn) run(ctx context.Context, op *operation, id string, rc *graphql.Op
 			}
 			c.sendError(id, gqlerr)
 		}
-		if errs := ctx.Value(streamErrorsKey{}).(*streamErrors).list(); len(errs) != 0 {
-			c.sendError(id, errs...)
+		if errs := op.errors(); errs != nil {
+			c.send(message{kind: "error", id: id, payload: errs})
 		} else if c.ctx.Err() == nil {
 			// A cancelled connection context closes the socket; complete would signal
 			// a normal end.
@@ -352,36 +369,6 @@ func (c *Conn) run(ctx context.Context, op *operation, id string, rc *graphql.Op
 		}
 		c.sendResponse(id, resp)
 	}
-}
-
-type streamErrorsKey struct{}
-
-// streamErrors collects the errors that end one operation's stream (AddStreamError).
-type streamErrors struct {
-	mu   sync.Mutex
-	errs []*gqlerror.Error
-}
-
-func (s *streamErrors) list() []*gqlerror.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.errs
-}
-
-// AddStreamError makes the operation of ctx, a subscription served by gqlgen's
-// response loop on a Transport's connection, end with an `error` frame carrying err
-// (after the responses already sent) instead of `complete`, once its stream yields
-// its last (nil) response: it is gqlgen's transport.AddSubscriptionError for this
-// transport. It reports false, and does nothing, when ctx is not such an operation's.
-func AddStreamError(ctx context.Context, err *gqlerror.Error) bool {
-	s, ok := ctx.Value(streamErrorsKey{}).(*streamErrors)
-	if !ok {
-		return false
-	}
-	s.mu.Lock()
-	s.errs = append(s.errs, err)
-	s.mu.Unlock()
-	return true
 }
 
 // send writes one server message, named as gqlgen names its message types: data

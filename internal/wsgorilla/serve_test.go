@@ -13,8 +13,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/awareness/awareness/internal/substream"
 	"github.com/awareness/awareness/internal/wsgorilla"
 	"github.com/awareness/awareness/internal/wsgorilla/wsgorillatest"
 )
@@ -306,8 +306,8 @@ func TestTransportWSPingAndEarlyComplete(t *testing.T) {
 // (as gqlgen's transport answers); a
 // panic in the response loop is recovered (the handler's recover function) and ends
 // the operation with an `error` frame (and `complete`, as gqlgen's transport
-// answers); AddStreamError ends a stream with an `error`
-// frame carrying the errors instead of `complete`.
+// answers); a stream whose Op is told of errors (Ended) ends with an `error` frame
+// carrying them instead of `complete`.
 func TestOperationErrors(t *testing.T) {
 	t.Parallel()
 	for _, proto := range []string{"graphql-transport-ws", "graphql-ws"} {
@@ -324,8 +324,12 @@ func TestOperationErrors(t *testing.T) {
 					panic("boom")
 				case "StreamFails":
 					resp := next(ctx)
-					if resp == nil && !wsgorilla.AddStreamError(ctx, &gqlerror.Error{Message: "stream ended", Extensions: map[string]any{"code": "UNAVAILABLE"}}) {
-						panic("AddStreamError outside a stream")
+					if resp == nil {
+						op := substream.From(ctx)
+						if op == nil {
+							panic("no Op outside a stream")
+						}
+						op.Ended(substream.End{Errors: []byte(`[{"message":"stream ended","extensions":{"code":"UNAVAILABLE"}}]`)})
 					}
 					return resp
 				}

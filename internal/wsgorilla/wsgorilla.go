@@ -11,7 +11,7 @@
 // pays two goroutine stacks. Here an idle connection owns exactly one goroutine, its
 // reader: the connection's context is watched with context.AfterFunc, the init
 // timeout, pings and `ka`s run from timers (keepalive.go), and subscriptions the
-// application writes itself (Adopt, push.go) park nothing. An operation the push path
+// application writes itself (Serve, push.go) park nothing. An operation the push path
 // does not take (a query or mutation sent over the socket, a selection the push path
 // cannot write) runs gqlgen's response loop on a goroutine of its own while it is
 // active, as gqlgen's transport does.
@@ -28,8 +28,10 @@
 //     net/http's hijacked buffers released, so that an idle connection costs little
 //     memory; a tracked connection (Conns) is read on a fresh goroutine, not the HTTP
 //     handler's, whose stack holds the whole handler chain;
-//   - DropSlow, for the application to end a connection one of whose subscriptions
-//     fell behind (close code 1013, or at once when its write is stuck), and Conns,
+//   - every operation's context carries the operation as its transport (a
+//     substream.Op): a subscription's resolver hands it its subscription value, which
+//     the connection then serves and owns; a subscription that ends as dropped closes
+//     the connection (close code 1013, or at once when its write is stuck), and Conns,
 //     to close every connection with 1012 at shutdown, before any stream is
 //     cancelled, so that default graphql-ws clients reconnect;
 //   - RFC 6455 §8.1: a text message that is not valid UTF-8 closes the connection
@@ -174,17 +176,11 @@ func (t Transport) Supports(r *http.Request) bool { return edge.Of(r) == edge.We
 // front has read the others; see trimHeader). Without Conns the handler's goroutine
 // reads the connection, under the request's context.
 func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	slot, ok := r.Context().Value(connSlotKey{}).(*connSlot)
-	if !ok {
-		slot = new(connSlot)
-		r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, slot))
-	}
 	c, err := t.accept(w, r)
 	if err != nil {
 		transport.SendErrorf(w, http.StatusBadRequest, "unable to upgrade")
 		return
 	}
-	slot.c.Store(c)
 	c.exec = exec
 	if t.Conns == nil {
 		c.ctx, c.headers = r.Context(), r.Header
@@ -276,13 +272,10 @@ func (t Transport) capSendBuffer(ws *websocket.Conn) {
 }
 
 // Guard refuses WebSocket upgrades from origins Do would refuse, with 403 and a
-// GraphQL-shaped JSON body, before next runs. Other requests pass through. An upgrade
-// it lets through carries a slot in its context that Do fills with the connection,
-// so that code running under the request's context can reach it (DropSlow).
+// GraphQL-shaped JSON body, before next runs. Other requests pass through.
 func (t Transport) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if edge.Of(r) == edge.WebSocket {
-			r = r.WithContext(context.WithValue(r.Context(), connSlotKey{}, new(connSlot)))
 			if err := t.checkOrigin(r); err != nil {
 				t.logger().Debug("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
 				edge.Forbid(w, err.Error())
@@ -463,40 +456,23 @@ func releaseHijacked(brw *bufio.ReadWriter) {
 	}
 }
 
-// connSlot carries the Conn of an upgraded request (see Guard and Do).
-type connSlot struct{ c atomic.Pointer[Conn] }
-
-type connSlotKey struct{}
-
-// DropSlow returns a function that ends ctx's WebSocket connection because one of its
-// subscriptions fell behind, for the application to call when it drops such a stream.
-// The connection, not only the stream, ends, with close code 1013 (Try Again Later,
-// RFC 6455): an `error` frame would end the operation for good in graphql-ws's
-// client, while on 1013 it reconnects with its default options and subscribes again,
-// and the service then sends every notice still pending first (NTC-5). When a write
-// is in progress it is stuck behind a client that does not read, and would hold the
-// connection until WriteTimeout: the socket is then closed at once, without a close
-// frame and with a reset that discards the frames still queued for the client (see
-// abort; the client sees 1006, which it retries too). The function does not block (it
-// runs on the publishing goroutine); the close frame is written on a goroutine of its
-// own within closeFrameTimeout. It returns nil when ctx is not the context of a
-// request upgraded through Do (or of one of its operations).
-func DropSlow(ctx context.Context) func() {
-	slot, ok := ctx.Value(connSlotKey{}).(*connSlot)
-	if !ok {
-		return nil
+// dropSlow ends the connection because one of its subscriptions fell behind (a
+// drop, substream.End.Dropped). The connection, not only the stream, ends, with close
+// code 1013 (Try Again Later, RFC 6455): an `error` frame would end the operation for
+// good in graphql-ws's client, while on 1013 it reconnects with its default options
+// and subscribes again, and the service then sends every notice still pending first
+// (NTC-5). When a write is in progress it is stuck behind a client that does not
+// read, and would hold the connection until WriteTimeout: the socket is then closed
+// at once, without a close frame and with a reset that discards the frames still
+// queued for the client (see abort; the client sees 1006, which it retries too). It
+// does not block (it runs on the publishing goroutine) and may run more than once;
+// the close frame is written on a goroutine of its own within closeFrameTimeout.
+func (c *Conn) dropSlow() {
+	if c.watch.writing() {
+		c.abort()
+		return
 	}
-	return func() {
-		c := slot.c.Load()
-		if c == nil {
-			return
-		}
-		if c.watch.writing() {
-			c.abort()
-			return
-		}
-		go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
-	}
+	go c.closeWithin(CloseTryAgainLater, "Try again later: a subscription of this connection fell behind", closeFrameTimeout)
 }
 
 // closeFrameTimeout bounds the close frame written when the server ends a connection
