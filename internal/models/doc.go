@@ -80,7 +80,8 @@
 //     with it and writes the result back (registry.go). Outside the append, Ack
 //     applies awareness.AckNamed (the exact form) or AckCursor, Watch WatchCursor,
 //     and Sweep awareness.SweepCursor to the pages of the partial index
-//     cursors_unopened (M > N == L, migration 00005), never to a pending cursor.
+//     cursors_unopened (M > N == L, migration 00005; PostgreSQL scans the table,
+//     migration 00009), never to a pending cursor.
 //
 // Lock order inside a write transaction: session heads, then events, then cursors; a
 // PostgreSQL batch over several sessions locks all its heads in (agent, key) order,
