@@ -659,7 +659,9 @@ func materialise(t *tx, where string, args ...any) error {
 // itself (a cgo call per row and per column), and SQLite's RETURNING more again.
 // SQLite reads them after the update (openedNoticesSQL: the cursors of the target
 // with N = s and N > L are exactly those it opened, s being new); PostgreSQL returns
-// them from the update (openNoticesReturnSQL, dialectSQL.openNotices).
+// them from the update (openNoticesReturnSQL, dialectSQL.openNotices), in watcher
+// order as SQLite's scan of its primary key gives them, so that sorting the notices
+// finds them sorted.
 const (
 	openNoticesSQL = `UPDATE cursors
 SET opened_at = ?, updated_at = ?, n = ?, m = ?
@@ -672,7 +674,7 @@ WHERE target_agent_id = ? AND target_key = ? AND n = l AND m < ? AND watcher_key
 	openedNoticesSQL = "SELECT count(*), group_concat(" + openedList + ", '') FROM cursors " +
 		"WHERE target_agent_id = ? AND target_key = ? AND n = ? AND n > l"
 	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l, target_gen, watcher_gen)\n" +
-		"SELECT count(*), string_agg(" + openedList + ", '') FROM opened"
+		"SELECT count(*), string_agg(" + openedList + ", '' ORDER BY watcher_key) FROM opened"
 )
 
 // eachOpened calls f with the watcher, L and generations (LIF-2) of every opened
