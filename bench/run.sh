@@ -15,6 +15,8 @@
 #   BENCH_PROFILE  0 skips the profiling pass of the WebSocket runs (1)
 #   BENCH_RESULTS  where to write the report (bench/RESULTS.md)
 #   BENCH_PGSCALE  0 skips the PostgreSQL scale-out run (bench/cmd/pgscale) (1)
+#   BENCH_PGWS     0 skips the WebSocket run of the service on PostgreSQL (1; with
+#                  TEST_DATABASE_URL: phases b_small, b_big, a, fewer rounds, ~2 minutes)
 # Every step is bounded: go test -timeout, wsload -timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,6 +117,19 @@ step "WebSocket: service (real binary), L1 L2 L3"
 "$out/wsload" -mode service -bin "$out/awareness" -db "$out/db/ws-service.db" -subs "$subs" -small "$small" \
   -rounds-small 6 -rounds-big "$rbig" -save-template "$out/db/ws-template.db" \
   -out "$out/ws-service.json" -server-log "$out/server-service.log" -timeout 6m || echo "wsload service failed (see above)"
+pgws=""
+if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGWS:-1}" = 1 ]; then
+  # The same service on a fresh PostgreSQL database (created and dropped by wsload):
+  # the broadcasts and the own notice at 500/s, without L3 and b_none.
+  step "WebSocket: service (real binary) on PostgreSQL, b_small b_big a"
+  if "$out/wsload" -mode service -bin "$out/awareness" -pg "$TEST_DATABASE_URL" -subs "$subs" -small "$small" \
+    -rounds-small 4 -rounds-big 3 -phases b_small,b_big,a -no-l3 \
+    -out "$out/ws-service-pg.json" -server-log "$out/server-service-pg.log" -timeout 5m; then
+    pgws="$out/ws-service-pg.json"
+  else
+    echo "wsload service on PostgreSQL failed (see above)"
+  fi
+fi
 frame=$(grep -o '"frame_bytes": [0-9]*' "$out/ws-service.json" 2>/dev/null | grep -o '[0-9]*$' || true)
 [ "${frame:-0}" -gt 0 ] 2>/dev/null || frame=400
 
@@ -160,7 +175,7 @@ if command -v benchstat >/dev/null 2>&1; then
   stat="$out/benchstat.txt"
 fi
 elapsed=$(( $(date +%s) - start ))
-"$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" \
+"$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" -svc-pg "$pgws" \
   -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -gqlgen-durable "$out/ws-gqlgen-durable.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"

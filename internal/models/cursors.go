@@ -390,9 +390,11 @@ func (s *Store) ResetWatcher(ctx context.Context, watcher string) (int64, []awar
 
 // Sweep opens the notice of every cursor with M > N == L (awareness.SweepCursor, NTC-5),
 // which no committed write leaves behind, and calls opened with each page's notices
-// after its commit, and hints their watchers to the other processes. It reads such
-// cursors through the partial index cursors_unopened (migration 00005), which holds
-// none of the table's other rows, in pages of awareness.SweepPage in primary-key order,
+// after its commit, and hints their watchers to the other processes. On SQLite it reads
+// such cursors through the partial index cursors_unopened (migration 00005), which
+// holds none of the table's other rows; PostgreSQL dropped that index so that an
+// append opens its notices in place (migration 00009), and finding none there is one
+// scan of the table. It goes in pages of awareness.SweepPage in primary-key order,
 // each in a write transaction of its own that locks that page's rows (FOR UPDATE on
 // PostgreSQL) and its heads (FOR SHARE, as Ack does: M is derived from them). It
 // reads and writes no pending cursor: a pending notice keeps its N, text and opening
@@ -470,7 +472,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, opened func([]awarenes
 }
 
 // The statements of Sweep. sweepWhere is the predicate of the partial index
-// cursors_unopened, written as it is there so that both databases use the index;
+// cursors_unopened (SQLite), written as it is there so that SQLite uses the index;
 // sweepPageSQL reads a page of the keys it holds in its order (the cursors' primary
 // key, watcher first), sweepPageAfterSQL the page after a key.
 const (

@@ -37,10 +37,6 @@ type dialectSQL struct {
 	// cached statements only. "" on SQLite, whose immediate transaction already holds
 	// the database write lock.
 	lockHeads, lockTargetsCursors string
-	// lockTargetCursors takes the row locks of a target's synced cursors in primary-key
-	// order (the order Ack, Sweep and lockBatch use) before notifyWatchers opens their
-	// notices, and returns one row however many it locked.
-	lockTargetCursors string
 	// openNotices opens the notices of notifyWatchers and returns their count and list
 	// in one statement (openNoticesReturnSQL: PostgreSQL, a data-modifying WITH). "" on
 	// SQLite, which has none and no round trips to save: openNoticesSQL, then
@@ -65,9 +61,7 @@ var pgSQL = dialectSQL{
 	headLock:      headLockSQL,
 	bumpInsert:    eventBumpInsertSQL,
 	cursorOfPair:  cursorQuery(cursorOfPairWhere, "", " FOR UPDATE"),
-	lockTargetCursors: `SELECT count(*) FROM (SELECT 1 FROM cursors WHERE target_agent_id = ? AND target_key = ? AND n = l
-ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE) AS locked`,
-	openNotices: openNoticesReturnSQL,
+	openNotices:   openNoticesReturnSQL,
 	lockHeads: `INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
 SELECT a, k, c, 0, 0, ?, ? FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS v(a, k, c, i) ORDER BY i
 ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version`,
@@ -83,7 +77,7 @@ ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE`,
 func (q dialectSQL) writeStatements() []string {
 	return []string{
 		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, headBumpMaterialSQL, eventInsertSQL, q.bumpInsert, dedupeSelectSQL,
-		cursorSaveSQL, q.cursorOfPair, materialSQL, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors, q.lockTargetCursors,
+		cursorSaveSQL, q.cursorOfPair, materialSQL, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors,
 		q.txid, q.notify,
 	}
 }

@@ -77,8 +77,9 @@
 //     awareness.MergeSessionWrite; the store reads the rows under the head lock, merges
 //     with it and writes the result back. Outside the append, Ack applies
 //     awareness.AckNamed for the exact form or AckCursor, Watch WatchCursor, and Sweep
-//     awareness.SweepCursor to the pages of the partial index cursors_unopened,
-//     M > N == L from migration 00005, never to a pending cursor.
+//     awareness.SweepCursor to the cursors with M > N == L, never to a pending cursor:
+//     on SQLite through the partial index cursors_unopened (migration 00005), on
+//     PostgreSQL by a scan of the table (migration 00009 dropped the index).
 //
 // Lock order inside a write transaction: session heads, then events, then cursors; a
 // PostgreSQL batch over several sessions locks all its heads in agent, key order, then

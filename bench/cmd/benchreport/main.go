@@ -23,6 +23,7 @@ func main() {
 	var (
 		benchFiles = flag.String("bench", "", "comma-separated go test -bench outputs")
 		svcFile    = flag.String("svc", "", "wsload result of the service")
+		svcPGFile  = flag.String("svc-pg", "", "wsload result of the service on PostgreSQL (optional)")
 		baseFile   = flag.String("base", "", "wsload result of the baseline")
 		profFile   = flag.String("prof", "", "wsload result of the profiling pass (optional)")
 		factsFile  = flag.String("facts", "", "machine facts")
@@ -43,6 +44,7 @@ func main() {
 		}
 	}
 	r.svc, r.base, r.prof = loadWS(*svcFile), loadWS(*baseFile), loadWS(*profFile)
+	r.svcPG = loadWS(*svcPGFile)
 	r.gqlgen, r.node, r.gqlgenDurable = loadWS(*gqlgenFile), loadWS(*nodeFile), loadWS(*durFile)
 	facts, _ := os.ReadFile(*factsFile)
 	stat, _ := os.ReadFile(*statFile)
@@ -70,6 +72,7 @@ type report struct {
 	svc, base, prof *wsresult.Result
 	gqlgen, node    *wsresult.Result // the peers, optional
 	gqlgenDurable   *wsresult.Result // stock gqlgen + the raw durable append, optional
+	svcPG           *wsresult.Result // the service on PostgreSQL, optional
 	profDir         string
 	missed          []string // ids of missed goals, for the profile section
 }
@@ -310,6 +313,7 @@ func (r *report) render(facts, stat, runInfo string) string {
 	} else {
 		w("\nPostgreSQL: not run (TEST_DATABASE_URL unset).\n")
 	}
+	r.pgNotice(&b)
 
 	r.peers(&b)
 

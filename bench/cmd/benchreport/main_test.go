@@ -203,3 +203,40 @@ BenchmarkAppendConcurrent/impl=svc-w64/db=sqlite-2  300  38000 ns/op  26000 appe
 		t.Errorf("sweep: %d points, reached at %d, target %.0f; want 3, 32, 23000", len(s.svc), s.reachedAt, s.target)
 	}
 }
+
+func TestPostgreSQLNoticeSectionUsesThePostgreSQLRun(t *testing.T) {
+	text := `BenchmarkNotifyWide/state=open/db=postgres-2  6  25000000 ns/op  540 wal-B/notice
+BenchmarkAppendOne/impl=raw/db=postgres-2  300  900000 ns/op  1100 appends/s  200000 cpu-ns/op  800000 p50-ns  2000000 p99-ns
+`
+	path := filepath.Join(t.TempDir(), "bench.txt")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	phase := func(p50, p99 float64) *wsresult.Phase {
+		return &wsresult.Phase{Received: 100, Expected: 100, FromSend: lat(p50, p99), FromCommit: lat(p50, p99)}
+	}
+	r := &report{bench: map[string]map[string][]float64{}}
+	r.parseBench(path)
+	var b strings.Builder
+	r.pgNotice(&b)
+	if !strings.Contains(b.String(), "25.0 ms") || !strings.Contains(b.String(), "did not run") {
+		t.Errorf("without the WebSocket pass, want P2's 25.0 ms and the pass named as not run:\n%s", b.String())
+	}
+	r.gqlgen = &wsresult.Result{Phases: map[string]*wsresult.Phase{"a": phase(1, 2), "b_big": phase(10, 20)}}
+	r.svc = &wsresult.Result{Phases: map[string]*wsresult.Phase{"a": phase(1, 2.5)}}
+	r.svcPG = &wsresult.Result{Subs: 100, Phases: map[string]*wsresult.Phase{"a": phase(2, 4), "b_big": phase(15, 30)}}
+	rows := r.pgNoticeGoals()
+	got := map[string]row{}
+	for _, rw := range rows {
+		got[rw.id] = rw
+	}
+	if got["P2"].verdict != met || got["P3"].ratio != "2.00×" || got["P3"].verdict != missed ||
+		got["P5"].ratio != "1.50× / 1.50×" || !strings.Contains(got["P3 floor"].baseline, "raw append p99 2.00 ms") {
+		t.Errorf("rows = %+v", rows)
+	}
+	b.Reset()
+	r.pgNotice(&b)
+	if !strings.Contains(b.String(), "| a | SQLite |") || !strings.Contains(b.String(), "| a | PostgreSQL |") {
+		t.Errorf("the phase table lacks a store:\n%s", b.String())
+	}
+}

@@ -9,6 +9,7 @@ import (
 // config is the command line.
 type config struct {
 	mode, bin, db, out, logFile string
+	pg                          string
 	serverArgs, header          string
 	profileDir                  string
 	saveTemplate, fromTemplate  string
@@ -29,6 +30,7 @@ func parseConfig() config {
 	flag.StringVar(&c.mode, "mode", "service", "service or baseline")
 	flag.StringVar(&c.bin, "bin", "", "server binary (the service, bench/cmd/profserve or bench/cmd/wsbaseline)")
 	flag.StringVar(&c.db, "db", "", "database file of the service (created)")
+	flag.StringVar(&c.pg, "pg", "", "service: run it on a fresh PostgreSQL database created (and dropped after the run) on this server URL's server, instead of -db")
 	flag.StringVar(&c.out, "out", "wsload.json", "result file")
 	flag.StringVar(&c.logFile, "server-log", "", "file for the server's output (default: discarded)")
 	flag.StringVar(&c.serverArgs, "server-args", "", "extra arguments for the server, space-separated")
@@ -57,8 +59,11 @@ func parseConfig() config {
 	if c.mode != "service" && c.mode != "baseline" {
 		fatalf("-mode must be service or baseline")
 	}
-	if c.bin == "" || (c.mode == "service" && c.db == "") {
-		fatalf("-bin (and -db for the service) are required")
+	if c.bin == "" || (c.mode == "service" && c.db == "" && c.pg == "") {
+		fatalf("-bin (and -db or -pg for the service) are required")
+	}
+	if c.pg != "" && (c.mode != "service" || c.db != "" || c.saveTemplate != "" || c.fromTemplate != "") {
+		fatalf("-pg is for the service, without -db, -save-template or -from-template")
 	}
 	if c.small > c.subs {
 		c.small = c.subs

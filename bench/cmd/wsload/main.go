@@ -5,7 +5,9 @@
 // result.
 //
 //	-mode service:  the real binary (serve --addr --db), staleNotices(watcher:)
-//	                subscriptions, notices opened by recordEvent over HTTP
+//	                subscriptions, notices opened by recordEvent over HTTP; on
+//	                SQLite (-db FILE) or on a fresh PostgreSQL database (-pg URL,
+//	                created on that server and dropped after the run, pg.go)
 //	-mode baseline: bench/cmd/wsbaseline, frames triggered by POST /notify, /broadcast
 //
 // The sequence, the same in both modes (loadkeys names the sessions):

@@ -35,6 +35,12 @@ func (r *runner) run(ctx context.Context) error {
 	}}
 	r.rec = newRecorder(r.cfg)
 	var err error
+	if r.cfg.pg != "" {
+		if r.cfg.db, err = createPGDB(ctx, r.cfg.pg); err != nil {
+			return fmt.Errorf("create the PostgreSQL database: %w", err)
+		}
+		logf("service on PostgreSQL, a fresh database")
+	}
 	if r.cfg.mode == "service" && r.cfg.fromTemplate != "" {
 		if err := copyDB(r.cfg.fromTemplate, r.cfg.db); err != nil {
 			return err
@@ -160,4 +166,7 @@ func (r *runner) shutdown() {
 		wg.Go(c.close)
 	}
 	wg.Wait()
+	if r.cfg.pg != "" && r.cfg.db != "" {
+		dropPGDB(r.cfg.pg, r.cfg.db)
+	}
 }
