@@ -75,20 +75,5 @@ func ObserverOr(o Observer) Observer {
 	return o
 }
 
-type transportKey struct{}
-
-// TransportUnknown labels subscriptions whose context names no transport.
+// TransportUnknown labels subscriptions whose client names no transport.
 const TransportUnknown = "other"
-
-// WithTransport returns a context whose subscriptions Observer.Subscribers counts
-// under transport, such as "websocket".
-func WithTransport(ctx context.Context, transport string) context.Context {
-	return context.WithValue(ctx, transportKey{}, transport)
-}
-
-func transportOf(ctx context.Context) string {
-	if t, ok := ctx.Value(transportKey{}).(string); ok && t != "" {
-		return t
-	}
-	return TransportUnknown
-}

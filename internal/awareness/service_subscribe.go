@@ -416,12 +416,9 @@ func (s *Service) admit(ctx context.Context) (release func(), err error) {
 	return s.streams.Admit(ctx)
 }
 
-// subscriberTransport labels a subscription for Observer.Subscribers: the transport
-// WithTransport names, else the client's (WithClient), else TransportUnknown.
+// subscriberTransport labels a subscription for Observer.Subscribers: the client's
+// transport (WithClient), else TransportUnknown.
 func subscriberTransport(ctx context.Context) string {
-	if t := transportOf(ctx); t != TransportUnknown {
-		return t
-	}
 	if t := ClientFrom(ctx).Transport; t != "" {
 		return t
 	}

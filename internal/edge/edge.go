@@ -8,7 +8,6 @@
 package edge
 
 import (
-	"context"
 	"iter"
 	"mime"
 	"net/http"
@@ -54,14 +53,8 @@ func (t Transport) String() string {
 // server ends itself at shutdown: http.Server.Shutdown would wait for it.
 func (t Transport) Stream() bool { return t == WebSocket || t == SSE }
 
-// Of classifies r by its method and its Upgrade and Accept headers. A request Mark
-// returned is not classified again: its mark is the answer.
-func Of(r *http.Request) Transport {
-	if t, ok := r.Context().Value(transportKey{}).(Transport); ok {
-		return t
-	}
-	return classify(r)
-}
+// Of classifies r by its method and its Upgrade and Accept headers.
+func Of(r *http.Request) Transport { return classify(r) }
 
 func classify(r *http.Request) Transport {
 	if up := r.Header.Get("Upgrade"); up != "" {
@@ -124,29 +117,4 @@ func AcceptRanges(accept string) iter.Seq2[string, float64] {
 			}
 		}
 	}
-}
-
-type transportKey struct{}
-
-// Mark returns r with its transport recorded in its context, and the transport.
-// Everything that runs under that context reads it with FromContext, gqlgen's
-// operations included, since their context derives from the request's, also on a
-// WebSocket. A plain HTTP request is returned as it is, FromContext answering HTTP
-// for it, so the common request pays nothing.
-func Mark(r *http.Request) (*http.Request, Transport) {
-	if t, marked := r.Context().Value(transportKey{}).(Transport); marked {
-		return r, t
-	}
-	t := classify(r)
-	if t == HTTP {
-		return r, t
-	}
-	return r.WithContext(context.WithValue(r.Context(), transportKey{}, t)), t
-}
-
-// FromContext returns the transport Mark recorded in ctx or a context it derives
-// from; HTTP when there is none.
-func FromContext(ctx context.Context) Transport {
-	t, _ := ctx.Value(transportKey{}).(Transport)
-	return t
 }

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -56,20 +55,13 @@ func TestOf(t *testing.T) {
 		if tc.accept != "" {
 			r.Header.Set("Accept", tc.accept)
 		}
-		if got := Of(r); got != tc.want {
+		got := Of(r)
+		if got != tc.want {
 			t.Errorf("%s Upgrade %q Accept %q: got %v, want %v", tc.method, tc.upgrade, tc.accept, got, tc.want)
-		}
-		marked, got := Mark(r)
-		if got != tc.want || FromContext(marked.Context()) != tc.want {
-			t.Errorf("%s Upgrade %q Accept %q: Mark %v, FromContext %v, want %v",
-				tc.method, tc.upgrade, tc.accept, got, FromContext(marked.Context()), tc.want)
 		}
 		if stream := tc.want == WebSocket || tc.want == SSE; got.Stream() != stream {
 			t.Errorf("%v.Stream() = %v", got, got.Stream())
 		}
-	}
-	if got := FromContext(context.Background()); got != HTTP {
-		t.Errorf("an unmarked context: %v, want http", got)
 	}
 }
 
