@@ -51,11 +51,6 @@ func hubNotices(h *Hub, watcher string) *chanSub[Notice] {
 	return newChanSub(func(k Sink[Notice]) func() { return h.SubscribeNoticesTo(watcher, false, k) })
 }
 
-// hubNoticesClosed is hubNotices with the items that report the notices closed.
-func hubNoticesClosed(h *Hub, watcher string) *chanSub[Notice] {
-	return newChanSub(func(k Sink[Notice]) func() { return h.SubscribeNoticesTo(watcher, true, k) })
-}
-
 // hubEvents subscribes to the events of one session, nil for every session.
 func hubEvents(h *Hub, ref *SessionRef) *chanSub[Event] {
 	return newChanSub(func(k Sink[Event]) func() { return h.SubscribeEventsTo(ref, k) })
