@@ -24,9 +24,6 @@ const (
 	CloseForbidden = 4403
 )
 
-// headerAuthKey carries the Authorization header of a WebSocket upgrade to wsInit.
-type headerAuthKey struct{}
-
 // authenticate requires a bearer token when k is set: the one authentication point
 // of HTTP. A plain request without a valid token gets 401 with a GraphQL error
 // UNAUTHENTICATED; a valid one runs with its awareness.Principal in the context,
@@ -38,12 +35,7 @@ func authenticate(k *auth.Keyring, log *slog.Logger, next http.Handler) http.Han
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if edge.Of(r) == edge.WebSocket {
-			ctx := context.WithValue(r.Context(), headerAuthKey{}, r.Header.Get("Authorization"))
-			next.ServeHTTP(w, r.WithContext(ctx))
-			return
-		}
-		if r.Method == http.MethodOptions {
+		if r.Method == http.MethodOptions || edge.Of(r) == edge.WebSocket {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -69,8 +61,8 @@ var errPrincipalMismatch = errors.New("the connection presents tokens of differe
 // with tokens of different principals, whichever spelling carries them, 4403: a
 // connection is one principal, never the first match of a lookup order (CLT-1). The
 // principal then rides in the context of every operation of the connection.
-func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
-	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+func wsInit(k *auth.Keyring, log *slog.Logger) wsgorilla.InitFunc {
+	return func(ctx context.Context, header string, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		if k == nil {
 			return ctx, nil, nil
 		}
@@ -79,7 +71,7 @@ func wsInit(k *auth.Keyring, log *slog.Logger) transport.WebsocketInitFunc {
 			return ctx, nil, &wsgorilla.InitError{Code: code, Reason: reason, Err: err}
 		}
 		creds, malformed := initCredentials(payload)
-		if header, _ := ctx.Value(headerAuthKey{}).(string); header != "" {
+		if header != "" {
 			creds = append(creds, header)
 		}
 		if malformed {

@@ -189,7 +189,8 @@ func (c *Conn) init() bool {
 	}
 	var ack *transport.InitPayload
 	if c.initFunc != nil {
-		ctx, payload, err := c.initFunc(c.ctx, c.initPayload)
+		ctx, payload, err := c.initFunc(c.ctx, c.authorization, c.initPayload)
+		c.authorization = ""
 		if err != nil {
 			c.connectionError(err.Error())
 			code, reason := websocket.CloseNormalClosure, "terminated"

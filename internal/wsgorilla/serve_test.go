@@ -94,7 +94,7 @@ func TestConnectionContextEndClosesConnection(t *testing.T) {
 			var cancel context.CancelFunc
 			tr := wsgorilla.Transport{
 				Conns: new(wsgorilla.Conns),
-				InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+				InitFunc: func(ctx context.Context, _ string, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					ctx, cancel = context.WithCancel(ctx)
@@ -134,7 +134,7 @@ func TestInitFunc(t *testing.T) {
 	var closed []int
 	refusal := errors.New("no token")
 	tr := wsgorilla.Transport{
-		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		InitFunc: func(ctx context.Context, _ string, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			switch p.GetString("mode") {
 			case "refuse":
 				return ctx, nil, &wsgorilla.InitError{Code: 4403, Reason: "Forbidden", Err: refusal}

@@ -123,14 +123,14 @@ type Transport struct {
 	// (see Do).
 	Conns *Conns
 
-	// InitFunc, when set, is called with the connection_init payload, on the
-	// connection's reader. The context it returns is the connection's from then on
+	// InitFunc, when set, is called with the handshake's Authorization header and the
+	// connection_init payload, on the connection's reader. The context it returns is the connection's from then on
 	// (every operation runs under it, and its end closes the connection with 1000);
 	// the payload it returns, when not nil, is connection_ack's. An error refuses the
 	// connection: on graphql-ws it is sent as connection_error first, and the
 	// connection closes with the *InitError's code and reason (1000 "terminated" for
 	// any other error).
-	InitFunc transport.WebsocketInitFunc
+	InitFunc InitFunc
 	// ErrorFunc, when set, is told of read errors (other than the peer's close) and
 	// failed writes, as gqlgen's transport.WebsocketError.
 	ErrorFunc transport.WebsocketErrorFunc
@@ -142,6 +142,11 @@ type Transport struct {
 // DefaultPayloadReadLimit is the read limit when Transport.PayloadReadLimit is 0
 // (gqlgen's default too).
 const DefaultPayloadReadLimit = 1 << 20
+
+// InitFunc authenticates a connection at connection_init. authorization is the
+// handshake's Authorization header, "" when it had none: a browser cannot set one, so
+// a token may come in the payload instead.
+type InitFunc func(ctx context.Context, authorization string, payload transport.InitPayload) (context.Context, *transport.InitPayload, error)
 
 // InitError is what an InitFunc returns to refuse a connection with a close code of
 // its choice (4401 for a missing token, 4403 …). Its message is Err's.
@@ -182,6 +187,9 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		return
 	}
 	c.exec = exec
+	if t.InitFunc != nil {
+		c.authorization = strings.Clone(r.Header.Get("Authorization"))
+	}
 	if t.Conns == nil {
 		c.ctx, c.headers = r.Context(), r.Header
 		c.serve()
@@ -363,7 +371,10 @@ type Conn struct {
 	headers   http.Header // every operation's Headers
 	errorFunc transport.WebsocketErrorFunc
 	closeFunc transport.WebsocketCloseFunc
-	initFunc  transport.WebsocketInitFunc
+	initFunc  InitFunc
+	// authorization is the handshake's Authorization header for initFunc, dropped
+	// once it ran.
+	authorization string
 	// ctx is the connection's context: the request's, then InitFunc's. Written by the
 	// reader at connection_init, before any operation starts.
 	ctx context.Context
