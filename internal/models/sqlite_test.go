@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -54,12 +55,17 @@ func TestSQLitePragmas(t *testing.T) {
 	ctx := t.Context()
 	pragma := func(db *Store, write bool, name string) string {
 		t.Helper()
-		g := db.r
-		if write {
-			g = db.w
-		}
 		var v string
-		if _, err := onPool(ctx, g).scanRow([]any{&v}, "PRAGMA "+name); err != nil {
+		var err error
+		if write { // the pinned write connection
+			err = db.write(ctx, "pragma", func(tx *tx) error {
+				_, err := tx.scanRow([]any{&v}, "PRAGMA "+name)
+				return err
+			})
+		} else {
+			_, err = onPool(ctx, db.r).scanRow([]any{&v}, "PRAGMA "+name)
+		}
+		if err != nil {
 			t.Fatalf("PRAGMA %s: %v", name, err)
 		}
 		return v
@@ -190,7 +196,10 @@ func TestSQLitePingDetectsMissingMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "awareness.db")
 	s := mustOpenAt(t, path)
 	ctx := t.Context()
-	if err := s.w.WithContext(ctx).Exec("DELETE FROM goose_db_version WHERE version_id = 1").Error; err != nil {
+	if err := s.write(ctx, "test", func(t *tx) error {
+		_, err := t.exec("DELETE FROM goose_db_version WHERE version_id = 1")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if code := awareness.ErrorCode(s.Ping(ctx)); code != awareness.EUNAVAILABLE {
@@ -303,4 +312,16 @@ func TestSQLiteDrainSurvivesRestart_RDL1(t *testing.T) {
 	if again, _ := svc.DrainNotices(ctx, w); len(again) != 1 {
 		t.Fatalf("a notice whose redeliveries are used up was held: %+v", again)
 	}
+}
+
+// withWritePool runs f with s's write pool, on SQLite with the pinned write connection
+// given back to it for the time of f (the next write transaction takes it again).
+func withWritePool(t testing.TB, s *Store, f func(db *sql.DB)) {
+	t.Helper()
+	if s.pin != nil {
+		s.pin.sem <- struct{}{}
+		s.pin.drop(false)
+		defer s.pin.release()
+	}
+	f(s.wsql)
 }
