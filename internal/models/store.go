@@ -105,6 +105,10 @@ type Store struct {
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
 
+	// count, when set (tests), counts the statements of write transactions
+	// (tx.count).
+	count *atomic.Int64
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -237,8 +241,8 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *tx, h *hint) error) (er
 			return err
 		}
 	}
-	var xid int64
-	if s.d.sql.txid != "" {
+	xid := t.xid
+	if s.d.sql.txid != "" && xid == 0 {
 		if _, err := t.scanRow([]any{&xid}, s.d.sql.txid); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -38,6 +39,11 @@ type tx struct {
 	end   context.Context
 	stmts *stmtCache // the cached statements; nil for a tx on the pool
 	bound map[*sql.Stmt]*sql.Stmt
+	// xid is the transaction's id when a statement returned it (dialectSQL.returnMore);
+	// 0 otherwise.
+	xid int64
+	// count, when set (tests), counts the statements run through query and exec.
+	count *atomic.Int64
 }
 
 // beginWrite begins a write transaction under ctx: waiting for the write connection
@@ -58,7 +64,11 @@ func (s *Store) beginWrite(ctx context.Context) (*tx, error) {
 	if s.d.detachStatements {
 		sctx = context.WithoutCancel(ctx)
 	}
-	return begin(ctx, sctx, s.w, s.wsql, nil, s.wstmts)
+	t, err := begin(ctx, sctx, s.w, s.wsql, nil, s.wstmts)
+	if err == nil {
+		t.count = s.count
+	}
+	return t, err
 }
 
 // beginRead begins a read transaction on the read pool that sees one snapshot
@@ -103,7 +113,7 @@ func (s *Store) beginPinned(ctx context.Context) (*tx, error) {
 		s.pin.release()
 		return nil, err
 	}
-	return &tx{ctx: sctx, end: ctx, pool: s.w, conn: conn, pin: s.pin, stmts: stmts}, nil
+	return &tx{ctx: sctx, end: ctx, pool: s.w, conn: conn, pin: s.pin, stmts: stmts, count: s.count}, nil
 }
 
 // gorm returns the GORM session the tx's statements are built on. A transaction's is
@@ -210,6 +220,9 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 	if err := t.ended(); err != nil {
 		return nil, err
 	}
+	if t.count != nil {
+		t.count.Add(1)
+	}
 	if text, st, ok := t.cached(q); ok {
 		if st != nil {
 			return st.QueryContext(t.ctx, args...)
@@ -223,6 +236,9 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 func (t *tx) exec(q string, args ...any) (int64, error) {
 	if err := t.ended(); err != nil {
 		return 0, err
+	}
+	if t.count != nil {
+		t.count.Add(1)
 	}
 	if text, st, ok := t.cached(q); ok {
 		var (
