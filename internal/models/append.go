@@ -27,8 +27,8 @@ VALUES (?, ?, ?, 0, 0, ?, ?)
 ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version
 RETURNING state_version`
 	// headBumpSQL bumps a session's head and returns its new state version;
-	// headBumpSetSQL is the same without the RETURNING clause (SQLite, see
-	// appendOne). headBumpUpdate is the bump of an existing head, shared by them and
+	// headBumpSetSQL is the same without the RETURNING clause (SQLite's first
+	// append to a session, see appendOne). headBumpUpdate is the bump of an existing head, shared by them and
 	// headBumpMaterialSQL.
 	headBumpUpdate = `
 ON CONFLICT (agent_id, session_key) DO UPDATE SET
@@ -42,11 +42,12 @@ ON CONFLICT (agent_id, session_key) DO UPDATE SET
 INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
 VALUES (?, ?, ?, 1, ?, ?, ?)` + headBumpUpdate
 	headBumpSQL = headBumpSetSQL + "\nRETURNING state_version"
-	// headBumpMaterialSQL is headBumpSetSQL for a notifying event on SQLite: the same
-	// bump, which also records the event on the head as materialSQL does (its
-	// sequence is the new state version), so that a notifying append updates its
-	// head in one statement instead of two. Arguments: headBumpSetSQL's, then the
-	// event's actor ("" for none).
+	// headBumpMaterialSQL is headBumpSetSQL for a notifying event: the same bump,
+	// which also records the event on the head as materialSQL does (its sequence is
+	// the new state version), so that a notifying append updates its head in one
+	// statement instead of two (SQLite's first append to a session; on PostgreSQL in
+	// eventBumpMaterialInsertSQL). Arguments: headBumpSetSQL's, then the event's
+	// actor ("" for none) and the append's time.
 	headBumpMaterialSQL = `
 INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at,
     material_actor, material_seq, material_at)
@@ -262,10 +263,11 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 		}
 	} else {
 		// SQLite: the bump of an existing head as an UPDATE returning the new version,
-		// then the event insert. An UPSERT with RETURNING costs SQLite about three
-		// times what an UPSERT and a read of the head cost as two statements (a result
-		// table of its own); the first append of a session, which finds no head to
-		// update, runs that UPSERT without RETURNING and knows its version is 1.
+		// then the event insert. The first append of a session, which finds no head
+		// to update, runs the UPSERT and knows its version is 1: the transaction
+		// holds the write lock. (An UPSERT with RETURNING was once measured at three
+		// times an UPSERT and a read; the UPDATE measured as the two, within a wide
+		// spread.)
 		var found bool
 		if material {
 			found, err = t.scanRow([]any{&ev.Sequence}, headUpdateMaterialSQL, kind, compactions, at, at,

@@ -107,7 +107,7 @@ type Store struct {
 
 	// count, when set (tests), counts the statements of write transactions
 	// (tx.count).
-	count *atomic.Int64
+	count *stmtCount
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -140,6 +140,8 @@ func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger
 		}
 	} else if wstmts, err = newStmtCache(ctx, w, wdb, d.prepare, d.sql.writeStatements()...); err != nil {
 		return nil, err
+	} else {
+		wstmts.lazy = !d.prepare
 	}
 	rstmts, err := newStmtCache(ctx, r, rdb, d.prepare, readStatements()...)
 	if err != nil {

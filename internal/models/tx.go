@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"gorm.io/gorm"
@@ -43,7 +45,7 @@ type tx struct {
 	// 0 otherwise.
 	xid int64
 	// count, when set (tests), counts the statements run through query and exec.
-	count *atomic.Int64
+	count *stmtCount
 }
 
 // beginWrite begins a write transaction under ctx: waiting for the write connection
@@ -194,13 +196,36 @@ func (t *tx) ended() error {
 	return t.end.Err()
 }
 
+// stmtCount counts the statements of write transactions (tests): all of them, and
+// those built by GORM on each run.
+type stmtCount struct{ all, built atomic.Int64 }
+
+// maxCachedStmts bounds the statements a cache adds as they are first run
+// (tx.cached).
+const maxCachedStmts = 256
+
 // cached returns the transaction's handle on the cached statement q: its text in the
 // dialect's syntax, and the statement bound to this transaction when it is prepared.
-func (t *tx) cached(q string) (text string, st *sql.Stmt, ok bool) {
+// A statement not cached yet is rendered (and on the pinned write connection
+// prepared) when first run and kept, up to maxCachedStmts, in the pinned
+// connection's cache and in a lazy one (PostgreSQL's write pool), unless an argument
+// is a slice, which GORM expands into one placeholder per element.
+func (t *tx) cached(q string, args []any) (text string, st *sql.Stmt, ok bool) {
 	if t.stmts == nil {
 		return "", nil, false
 	}
 	c, ok := t.stmts.texts[q]
+	if !ok && !expands(args) {
+		switch {
+		case t.pin != nil && len(t.stmts.texts) < maxCachedStmts:
+			var err error
+			if c, err = t.stmts.add(t.ctx, t.pool, t.conn, true, q, len(args)); err == nil {
+				ok = true
+			}
+		case t.stmts.lazy:
+			c, ok = t.stmts.lazyText(t.pool, q, len(args))
+		}
+	}
 	if !ok || c.stmt == nil || t.sqlTx == nil {
 		return c.text, c.stmt, ok
 	}
@@ -221,13 +246,16 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 		return nil, err
 	}
 	if t.count != nil {
-		t.count.Add(1)
+		t.count.all.Add(1)
 	}
-	if text, st, ok := t.cached(q); ok {
+	if text, st, ok := t.cached(q, args); ok {
 		if st != nil {
 			return st.QueryContext(t.ctx, args...)
 		}
 		return t.conn.QueryContext(t.ctx, text, args...)
+	}
+	if t.count != nil {
+		t.count.built.Add(1)
 	}
 	return t.gorm().Raw(q, args...).Rows()
 }
@@ -238,9 +266,9 @@ func (t *tx) exec(q string, args ...any) (int64, error) {
 		return 0, err
 	}
 	if t.count != nil {
-		t.count.Add(1)
+		t.count.all.Add(1)
 	}
-	if text, st, ok := t.cached(q); ok {
+	if text, st, ok := t.cached(q, args); ok {
 		var (
 			res sql.Result
 			err error
@@ -254,6 +282,9 @@ func (t *tx) exec(q string, args ...any) (int64, error) {
 			return 0, err
 		}
 		return res.RowsAffected()
+	}
+	if t.count != nil {
+		t.count.built.Add(1)
 	}
 	res := t.gorm().Exec(q, args...)
 	return res.RowsAffected, res.Error
@@ -316,7 +347,34 @@ func collect[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error
 // on that transaction, and database/sql prepares it again in the next one, so every
 // transaction would pay a prepare per statement.
 type stmtCache struct {
-	texts map[string]cachedStmt // by the store's text; read-only after newStmtCache
+	// texts are by the store's text: read-only after newStmtCache, but for the pinned
+	// write connection's, which its transactions add to (tx.cached).
+	texts map[string]cachedStmt
+	// lazy: texts not listed when the cache was made are rendered on first use and
+	// kept in more (a cache shared by concurrent transactions that prepares nothing).
+	lazy  bool
+	more  sync.Map // string → cachedStmt
+	nmore atomic.Int32
+}
+
+// lazyText returns the text of q, a statement of n arguments, rendering it with g's
+// dialector when first asked; ok is false once the cache holds maxCachedStmts more.
+func (c *stmtCache) lazyText(g *gorm.DB, q string, n int) (cachedStmt, bool) {
+	if e, ok := c.more.Load(q); ok {
+		return e.(cachedStmt), true
+	}
+	if c.nmore.Load() >= maxCachedStmts {
+		return cachedStmt{}, false
+	}
+	r := g.Session(&gorm.Session{DryRun: true, NewDB: true}).Raw(q, make([]any, n)...)
+	if r.Error != nil {
+		return cachedStmt{}, false
+	}
+	e := cachedStmt{text: r.Statement.SQL.String()}
+	if _, loaded := c.more.LoadOrStore(q, e); !loaded {
+		c.nmore.Add(1)
+	}
+	return e, true
 }
 
 type cachedStmt struct {
@@ -333,28 +391,49 @@ type preparer interface {
 // db.
 func newStmtCache(ctx context.Context, g *gorm.DB, db preparer, prepare bool, qs ...string) (*stmtCache, error) {
 	c := &stmtCache{texts: make(map[string]cachedStmt, len(qs))}
-	dry := g.Session(&gorm.Session{DryRun: true, NewDB: true})
 	for _, q := range qs {
 		if _, dup := c.texts[q]; dup || q == "" {
 			continue
 		}
-		r := dry.Raw(q, make([]any, strings.Count(q, "?"))...)
-		if r.Error != nil {
+		if _, err := c.add(ctx, g, db, prepare, q, strings.Count(q, "?")); err != nil {
 			c.close()
-			return nil, fmt.Errorf("render %q: %w", firstLine(q), r.Error)
+			return nil, err
 		}
-		e := cachedStmt{text: r.Statement.SQL.String()}
-		if prepare {
-			st, err := db.PrepareContext(ctx, e.text)
-			if err != nil {
-				c.close()
-				return nil, fmt.Errorf("prepare %q: %w", firstLine(q), err)
-			}
-			e.stmt = st
-		}
-		c.texts[q] = e
 	}
 	return c, nil
+}
+
+// add renders q, a statement of n arguments, with g's dialector, prepares it on db
+// when prepare is set, and keeps it.
+func (c *stmtCache) add(ctx context.Context, g *gorm.DB, db preparer, prepare bool, q string, n int) (cachedStmt, error) {
+	r := g.Session(&gorm.Session{DryRun: true, NewDB: true}).Raw(q, make([]any, n)...)
+	if r.Error != nil {
+		return cachedStmt{}, fmt.Errorf("render %q: %w", firstLine(q), r.Error)
+	}
+	e := cachedStmt{text: r.Statement.SQL.String()}
+	if prepare {
+		st, err := db.PrepareContext(ctx, e.text)
+		if err != nil {
+			return cachedStmt{}, fmt.Errorf("prepare %q: %w", firstLine(q), err)
+		}
+		e.stmt = st
+	}
+	c.texts[q] = e
+	return e, nil
+}
+
+// expands reports whether GORM would expand one of args into several placeholders.
+func expands(args []any) bool {
+	for _, a := range args {
+		switch a.(type) {
+		case nil, string, int, int64, bool, []byte:
+			continue
+		}
+		if k := reflect.ValueOf(a).Kind(); k == reflect.Slice || k == reflect.Array {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *stmtCache) close() error {
