@@ -22,10 +22,15 @@ type dialectSQL struct {
 	// reads (headSelectSQL).
 	headLock string
 	// bumpInsert assigns an event its sequence and inserts it in one statement
-	// (eventBumpInsertSQL, PostgreSQL: one round trip). "" on SQLite, which has no
-	// data-modifying WITH and no round trips to save: headBumpSetSQL (or, for a
-	// notifying event, headBumpMaterialSQL), then headSelectSQL, then eventInsertSQL.
-	bumpInsert string
+	// (eventBumpInsertSQL, PostgreSQL: one round trip); bumpMaterialInsert does that
+	// for a notifying event and records it on the head (eventBumpMaterialInsertSQL).
+	// Both return the sequence, then returnMore. "" on SQLite, which has no
+	// data-modifying WITH and no round trips to save: headUpdateSQL (or, for a
+	// notifying event, headUpdateMaterialSQL), then eventInsertSQL.
+	bumpInsert, bumpMaterialInsert string
+	// returnMore is what bumpInsert returns after the sequence: the transaction's id
+	// (txid), so that an append needs no statement of its own to read it.
+	returnMore string
 	// cursorOfPair reads one watcher's cursor on one target, held when it is read to be
 	// rewritten.
 	cursorOfPair string
@@ -55,13 +60,17 @@ var sqliteSQL = dialectSQL{
 	cursorOfPair:  cursorQuery(cursorOfPairWhere, "", ""),
 }
 
+const pgReturnTxid = ", txid_current()"
+
 var pgSQL = dialectSQL{
-	forUpdate:     " FOR UPDATE",
-	headForUpdate: headSelectSQL + " FOR UPDATE",
-	headLock:      headLockSQL,
-	bumpInsert:    eventBumpInsertSQL,
-	cursorOfPair:  cursorQuery(cursorOfPairWhere, "", " FOR UPDATE"),
-	openNotices:   openNoticesReturnSQL,
+	forUpdate:          " FOR UPDATE",
+	headForUpdate:      headSelectSQL + " FOR UPDATE",
+	headLock:           headLockSQL,
+	bumpInsert:         eventBumpInsertSQL + pgReturnTxid,
+	bumpMaterialInsert: eventBumpMaterialInsertSQL + pgReturnTxid,
+	returnMore:         pgReturnTxid,
+	cursorOfPair:       cursorQuery(cursorOfPairWhere, "", " FOR UPDATE"),
+	openNotices:        openNoticesReturnSQL,
 	lockHeads: `INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
 SELECT a, k, c, 0, 0, ?, ? FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS v(a, k, c, i) ORDER BY i
 ON CONFLICT (agent_id, session_key) DO UPDATE SET state_version = sessions.state_version`,
@@ -76,7 +85,7 @@ ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE`,
 // pool's statement cache.
 func (q dialectSQL) writeStatements() []string {
 	return []string{
-		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, headBumpMaterialSQL, eventInsertSQL, q.bumpInsert, dedupeSelectSQL,
+		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, headBumpMaterialSQL, headUpdateSQL, headUpdateMaterialSQL, eventInsertSQL, q.bumpInsert, q.bumpMaterialInsert, dedupeSelectSQL,
 		cursorSaveSQL, q.cursorOfPair, materialSQL, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors,
 		q.txid, q.notify,
 	}

@@ -59,13 +59,14 @@
 //     store is called; Append only refuses ops ValidateRecord could not have produced.
 //   - Dedupe (SIG-4): here; the head is locked, created at version 0 if absent, before
 //     the dedupe key is looked up, so two first appends with one key serialise.
-//   - Sequences (SIG-3): here; the head row's upsert increments state_version and
-//     returns the new sequence, under the head's row lock.
+//   - Sequences (SIG-3): here; the head row's upsert (on SQLite an update, or the
+//     insert of a new head) increments state_version and returns the new sequence,
+//     under the head's row lock.
 //   - Cursors (WAT-2, NTC-2, WAT-4): the transitions are the core's pure functions.
 //     child_spawned applies awareness.SeedCursor to each producer-passed watcher; a
 //     notifying kind is awareness.ApplyMaterial over the target's cursors: M is derived
-//     from the head by materialSQL, or on SQLite by the head bump itself,
-//     headBumpMaterialSQL, and one statement, openNoticesSQL, opens the notices of the
+//     from the head, recorded there by the head bump itself (headUpdateMaterialSQL,
+//     headBumpMaterialSQL), and one statement, openNoticesSQL, opens the notices of the
 //     synced cursors; then ApplyMaterial goes to the producer-passed watchers one by
 //     one; log-only kinds touch none (NTC-4).
 //   - Compaction count (REG-3): in the core, AppendOp.Compactions, set by

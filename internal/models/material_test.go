@@ -1,6 +1,7 @@
 package models
 
 import (
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -52,28 +53,26 @@ func testDerivedMaterialMigratesDown(t *testing.T, s *Store) {
 		t.Fatalf("cursor before the migration: got %+v, want M = 2 updated at t0+2s", before)
 	}
 
-	db, err := s.w.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newMigrator(s.d, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	var l, n, m, updated int64
-	if err := db.QueryRowContext(ctx,
-		"SELECT l, n, m, updated_at FROM cursors WHERE watcher_key = 'agent:w:main'").Scan(&l, &n, &m, &updated); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := []int64{l, n, m, updated}, []int64{0, 1, 2, nanos(t0.Add(2 * time.Second))}; !cmp.Equal(got, want) {
-		t.Errorf("row after Down: got l, n, m, updated_at %v, want %v", got, want)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	withWritePool(t, s, func(db *sql.DB) {
+		p, err := newMigrator(s.d, db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.DownTo(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+		var l, n, m, updated int64
+		if err := db.QueryRowContext(ctx,
+			"SELECT l, n, m, updated_at FROM cursors WHERE watcher_key = 'agent:w:main'").Scan(&l, &n, &m, &updated); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := []int64{l, n, m, updated}, []int64{0, 1, 2, nanos(t0.Add(2 * time.Second))}; !cmp.Equal(got, want) {
+			t.Errorf("row after Down: got l, n, m, updated_at %v, want %v", got, want)
+		}
+		if _, err := p.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 	after, err := s.Cursors(ctx, awareness.CursorQuery{Watcher: "agent:w:main"})
 	if err != nil {
 		t.Fatal(err)

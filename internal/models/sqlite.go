@@ -72,6 +72,7 @@ var sqliteDialect = dialect{
 	prepare:     true,
 
 	detachStatements: true,
+	pinWrite:         true,
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, applies pending
@@ -211,3 +212,136 @@ func newSQLiteConnector(dsn string, pragmas ...string) *sqliteConnector {
 func (c *sqliteConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
 
 func (c *sqliteConnector) Driver() driver.Driver { return c.drv }
+
+// pinnedConn is the SQLite store's write connection, taken from the write pool and
+// held by the store. Every write transaction runs on it with explicit BEGIN IMMEDIATE,
+// COMMIT and ROLLBACK statements (beginPinned) rather than database/sql's BeginTx,
+// which starts a goroutine per transaction to watch its context; the write pool's
+// cached statements are prepared on it once. One transaction holds it at a time (sem).
+// A transaction that ends in any other way than a COMMIT that succeeded ends in
+// abort, which leaves the connection outside any transaction or drops it; a dropped
+// connection is taken again, with its statements prepared again, by the next
+// transaction.
+type pinnedConn struct {
+	sem   chan struct{} // held by the transaction on the connection
+	db    *sql.DB       // the write pool (one connection)
+	g     *gorm.DB      // renders the statements
+	qs    []string      // the statements to prepare
+	conn  *sql.Conn     // nil until taken, and after it was dropped
+	stmts *stmtCache    // prepared on conn
+	done  bool          // closed
+}
+
+// pinnedStatements are the transaction control statements of the pinned connection,
+// prepared with the others.
+var pinnedStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+
+func newPinnedConn(g *gorm.DB, db *sql.DB, qs []string) *pinnedConn {
+	return &pinnedConn{sem: make(chan struct{}, 1), db: db, g: g, qs: append(qs, pinnedStatements...)}
+}
+
+// acquire waits, until ctx ends, for the connection, and takes it from the pool when
+// the store holds none.
+func (p *pinnedConn) acquire(ctx context.Context) (*sql.Conn, *stmtCache, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		p.release()
+		return nil, nil, err
+	}
+	if p.done {
+		p.release()
+		return nil, nil, errClosed
+	}
+	if p.conn == nil {
+		if err := p.take(ctx); err != nil {
+			p.release()
+			return nil, nil, err
+		}
+	}
+	return p.conn, p.stmts, nil
+}
+
+func (p *pinnedConn) release() { <-p.sem }
+
+// take takes the connection from the pool and prepares the statements on it.
+func (p *pinnedConn) take(ctx context.Context) error {
+	conn, err := p.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	stmts, err := newStmtCache(context.WithoutCancel(ctx), p.g, conn, true, p.qs...)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	p.conn, p.stmts = conn, stmts
+	return nil
+}
+
+// drop closes the statements and gives the connection back to the pool, or, when bad,
+// has the pool close it.
+func (p *pinnedConn) drop(bad bool) {
+	if p.conn == nil {
+		return
+	}
+	p.stmts.close()
+	if bad {
+		p.conn.Raw(func(any) error { return driver.ErrBadConn })
+	} else {
+		p.conn.Close()
+	}
+	p.conn, p.stmts = nil, nil
+}
+
+// exec runs one of pinnedStatements.
+func (p *pinnedConn) exec(ctx context.Context, q string) error {
+	_, err := p.stmts.texts[q].stmt.ExecContext(ctx)
+	return err
+}
+
+// abort rolls back the open transaction, if any. When ROLLBACK fails (SQLite ends
+// the transaction itself after some failures, and then has none to roll back), it
+// asks the connection whether a transaction is still open, and drops the connection
+// when one is or when it cannot tell: the pinned connection is never left inside a
+// transaction.
+func (p *pinnedConn) abort(ctx context.Context) error {
+	err := p.exec(ctx, "ROLLBACK")
+	if err == nil {
+		return nil
+	}
+	open := true
+	rerr := p.conn.Raw(func(dc any) error {
+		if c, ok := dc.(*sqlite3.SQLiteConn); ok {
+			open = !c.AutoCommit()
+		}
+		return nil
+	})
+	if rerr == nil && !open {
+		return nil
+	}
+	p.drop(true)
+	return err
+}
+
+// ping checks the connection, waiting for it until ctx ends.
+func (p *pinnedConn) ping(ctx context.Context) error {
+	conn, _, err := p.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer p.release()
+	return conn.PingContext(context.WithoutCancel(ctx))
+}
+
+// close waits for the transaction on the connection to end, then gives the
+// connection back to the pool; every later acquire fails with errClosed.
+func (p *pinnedConn) close() {
+	p.sem <- struct{}{}
+	p.done = true
+	p.drop(false)
+	p.release()
+}

@@ -2,6 +2,8 @@ package models
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/awareness/awareness/internal/awareness"
 	"github.com/awareness/awareness/internal/models/storetest"
@@ -54,12 +57,17 @@ func TestSQLitePragmas(t *testing.T) {
 	ctx := t.Context()
 	pragma := func(db *Store, write bool, name string) string {
 		t.Helper()
-		g := db.r
-		if write {
-			g = db.w
-		}
 		var v string
-		if _, err := onPool(ctx, g).scanRow([]any{&v}, "PRAGMA "+name); err != nil {
+		var err error
+		if write { // the pinned write connection
+			err = db.write(ctx, "pragma", func(tx *tx) error {
+				_, err := tx.scanRow([]any{&v}, "PRAGMA "+name)
+				return err
+			})
+		} else {
+			_, err = onPool(ctx, db.r).scanRow([]any{&v}, "PRAGMA "+name)
+		}
+		if err != nil {
 			t.Fatalf("PRAGMA %s: %v", name, err)
 		}
 		return v
@@ -190,7 +198,10 @@ func TestSQLitePingDetectsMissingMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "awareness.db")
 	s := mustOpenAt(t, path)
 	ctx := t.Context()
-	if err := s.w.WithContext(ctx).Exec("DELETE FROM goose_db_version WHERE version_id = 1").Error; err != nil {
+	if err := s.write(ctx, "test", func(t *tx) error {
+		_, err := t.exec("DELETE FROM goose_db_version WHERE version_id = 1")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if code := awareness.ErrorCode(s.Ping(ctx)); code != awareness.EUNAVAILABLE {
@@ -303,4 +314,99 @@ func TestSQLiteDrainSurvivesRestart_RDL1(t *testing.T) {
 	if again, _ := svc.DrainNotices(ctx, w); len(again) != 1 {
 		t.Fatalf("a notice whose redeliveries are used up was held: %+v", again)
 	}
+}
+
+// withWritePool runs f with s's write pool, on SQLite with the pinned write connection
+// given back to it for the time of f (the next write transaction takes it again).
+func withWritePool(t testing.TB, s *Store, f func(db *sql.DB)) {
+	t.Helper()
+	if s.pin != nil {
+		s.pin.sem <- struct{}{}
+		s.pin.drop(false)
+		defer s.pin.release()
+	}
+	f(s.wsql)
+}
+
+// The pinned write connection is never left inside a transaction: not after a COMMIT
+// that failed (a deferred foreign key), a transaction whose context ended before its
+// commit, or a panic inside it. Each rolls back, and the next write runs.
+func TestSQLitePinnedConnEndsEveryTransaction(t *testing.T) {
+	s := MustOpenSQLite(t)
+	ctx := t.Context()
+	const mark = "UPDATE meta SET last_prune_at = 42 WHERE id = 1"
+	marked := func() bool {
+		t.Helper()
+		var at sql.NullInt64
+		if _, err := s.reader(ctx).scanRow([]any{&at}, "SELECT last_prune_at FROM meta WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		return at.Valid && at.Int64 == 42
+	}
+	outside := func(what string) {
+		t.Helper()
+		open := true
+		s.pin.sem <- struct{}{}
+		if s.pin.conn != nil {
+			if err := s.pin.conn.Raw(func(dc any) error {
+				open = !dc.(*sqlite3.SQLiteConn).AutoCommit()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			open = false // dropped; the next write takes a fresh one
+		}
+		s.pin.release()
+		if open {
+			t.Fatalf("after %s: the pinned connection is inside a transaction", what)
+		}
+		if marked() {
+			t.Fatalf("after %s: its write is visible", what)
+		}
+		if err := s.write(ctx, "next", func(t *tx) error { _, err := t.exec("UPDATE meta SET last_prune_at = NULL WHERE id = 1"); return err }); err != nil {
+			t.Fatalf("the write after %s: %v", what, err)
+		}
+	}
+
+	err := s.write(ctx, "failed commit", func(t *tx) error {
+		if _, err := t.exec(mark); err != nil {
+			return err
+		}
+		if _, err := t.exec("PRAGMA defer_foreign_keys = ON"); err != nil {
+			return err
+		}
+		_, err := t.exec("INSERT INTO events (" + eventColumns + ") VALUES ('x', 'agent:x:main', 1, 'k', 'human', NULL, '', 0, NULL, NULL, NULL, 0)")
+		return err
+	})
+	if se := (sqlite3.Error{}); !errors.As(err, &se) || se.Code != sqlite3.ErrConstraint {
+		t.Fatalf("commit with a dangling foreign key: got %v, want a constraint failure", err)
+	}
+	outside("a failed COMMIT")
+
+	cctx, cancel := context.WithCancel(ctx)
+	err = s.write(cctx, "cancelled", func(t *tx) error {
+		_, err := t.exec(mark)
+		cancel()
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("write whose context ended before its commit: got %v, want context.Canceled", err)
+	}
+	outside("a cancelled context")
+
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		s.write(ctx, "panic", func(t *tx) error {
+			if _, err := t.exec(mark); err != nil {
+				return err
+			}
+			panic("in the transaction")
+		})
+	}()
+	outside("a panic")
 }

@@ -47,6 +47,9 @@ type dialect struct {
 	// detachStatements runs a transaction's statements under a context that is never
 	// cancelled (see beginWrite and beginRead): SQLite.
 	detachStatements bool
+	// pinWrite runs every write transaction on one connection the store holds, with
+	// explicit BEGIN IMMEDIATE and COMMIT (pinnedConn): SQLite.
+	pinWrite bool
 }
 
 // Store is the awareness.Store of this package, on SQLite (OpenSQLite) or PostgreSQL
@@ -75,7 +78,10 @@ type Store struct {
 	w, r   *gorm.DB // write pool (one connection on SQLite) and read pool
 	wsql   *sql.DB
 	rsql   *sql.DB
-	wstmts *stmtCache      // the write pool's hot statements (the append path)
+	wstmts *stmtCache // the write pool's hot statements (the append path); nil with pin
+	// pin is the pinned write connection every write transaction runs on (SQLite);
+	// nil on PostgreSQL.
+	pin    *pinnedConn
 	rstmts *stmtCache      // the read pool's (the reconciliation read)
 	status *goose.Provider // migration status, on the read pool, for Ping
 	log    *slog.Logger
@@ -99,6 +105,10 @@ type Store struct {
 	// commitCheckWait bounds the resolution of a lost COMMIT answer (outcome.go).
 	commitCheckWait time.Duration
 
+	// count, when set (tests), counts the statements of write transactions
+	// (tx.count).
+	count *stmtCount
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -119,16 +129,29 @@ func newStore(ctx context.Context, d dialect, wdb, rdb *sql.DB, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	wstmts, err := newStmtCache(ctx, w, wdb, d.prepare, d.sql.writeStatements()...)
-	if err != nil {
+	var (
+		wstmts *stmtCache
+		pin    *pinnedConn
+	)
+	if d.pinWrite {
+		pin = newPinnedConn(w, wdb, d.sql.writeStatements())
+		if err := pin.ping(ctx); err != nil {
+			return nil, err
+		}
+	} else if wstmts, err = newStmtCache(ctx, w, wdb, d.prepare, d.sql.writeStatements()...); err != nil {
 		return nil, err
+	} else {
+		wstmts.lazy = !d.prepare
 	}
 	rstmts, err := newStmtCache(ctx, r, rdb, d.prepare, readStatements()...)
 	if err != nil {
 		wstmts.close()
+		if pin != nil {
+			pin.close()
+		}
 		return nil, err
 	}
-	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, wstmts: wstmts, rstmts: rstmts, status: status, log: log,
+	return &Store{d: d, w: w, r: r, wsql: wdb, rsql: rdb, wstmts: wstmts, pin: pin, rstmts: rstmts, status: status, log: log,
 		obs: awareness.ObserverOr(obs), origin: newOrigin(), commitCheckWait: defaultCommitCheckWait}, nil
 }
 
@@ -220,8 +243,8 @@ func (s *Store) runWrite(ctx context.Context, fn func(t *tx, h *hint) error) (er
 			return err
 		}
 	}
-	var xid int64
-	if s.d.sql.txid != "" {
+	xid := t.xid
+	if s.d.sql.txid != "" && xid == 0 {
 		if _, err := t.scanRow([]any{&xid}, s.d.sql.txid); err != nil {
 			return err
 		}
@@ -316,7 +339,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.rsql.PingContext(ctx); err != nil {
 		return s.wrapErr(err)
 	}
-	if err := s.wsql.PingContext(ctx); err != nil {
+	if s.pin != nil {
+		if err := s.pin.ping(ctx); err != nil {
+			return s.wrapErr(err)
+		}
+	} else if err := s.wsql.PingContext(ctx); err != nil {
 		return s.wrapErr(err)
 	}
 	if err := checkMigrated(ctx, s.status); err != nil {
@@ -332,6 +359,9 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		// Closing the pools closes GORM's prepared statements with their connections.
 		// SQLite checkpoints the log when its last connection closes.
+		if s.pin != nil {
+			s.pin.close()
+		}
 		s.closeErr = errors.Join(s.wstmts.close(), s.rstmts.close(), s.rsql.Close(), s.wsql.Close())
 	})
 	return s.closeErr
