@@ -43,11 +43,12 @@ INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_cou
 VALUES (?, ?, ?, 1, ?, ?, ?)` + headBumpUpdate
 	headBumpSQL = headBumpSetSQL + "\nRETURNING state_version"
 	// headBumpMaterialSQL is headBumpSetSQL for a notifying event: the same bump,
-	// which also records the event on the head as materialSQL does (its sequence is
-	// the new state version), so that a notifying append updates its head in one
-	// statement instead of two (SQLite's first append to a session; on PostgreSQL in
-	// eventBumpMaterialInsertSQL). Arguments: headBumpSetSQL's, then the event's
-	// actor ("" for none) and the append's time.
+	// which also records the event on the head, its sequence being the new state
+	// version. SET reads the row as it was: when the actor is the head's
+	// material_actor, the latest sequence by another actor stays; otherwise it
+	// becomes the previous latest. SQLite runs it for the first append to a session;
+	// PostgreSQL inside eventBumpMaterialInsertSQL. Arguments: headBumpSetSQL's, then
+	// the event's actor ("" for none) and the append's time.
 	headBumpMaterialSQL = `
 INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at,
     material_actor, material_seq, material_at)
@@ -300,7 +301,7 @@ func (s *Store) appendOne(t *tx, op *awareness.AppendOp) error {
 	case ev.Kind.StartsIncarnation():
 		return s.resetSession(t, op, now)
 	case ev.Kind.Notifies():
-		if err := s.notifyWatchers(t, op, now, material); err != nil {
+		if err := s.notifyWatchers(t, op, now); err != nil {
 			return err
 		}
 		if ev.Kind.Retires() {
@@ -517,7 +518,7 @@ func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error
 //
 // It is awareness.ApplyMaterial over the target's cursors. M is not stored per cursor:
 // the head keeps the target's latest notifying sequence and actor and the latest one
-// by any other actor (materialSQL), from which every cursor's M is read
+// by any other actor (headBumpMaterialSQL), from which every cursor's M is read
 // (cursorSelect), so a cursor whose notice is already pending is not written at all.
 // Then one UPDATE (openNoticesSQL) opens the notices of the synced cursors behind the
 // event whose watcher is not the actor: N = M := s, an opening time. Only the watcher
@@ -526,17 +527,11 @@ func (s *Store) seedWatchers(t *tx, op *awareness.AppendOp, now time.Time) error
 // already holds a cursor on the target was covered by the head (its M reads s), so it
 // changes nothing there, and one that does not gets its cursor created (L = 0).
 //
-// recorded says the head bump recorded the event on the head already
-// (headBumpMaterialSQL, SQLite); otherwise materialSQL does.
-func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, recorded bool) error {
+// The head bump has recorded the event on the head already (headBumpMaterialSQL and
+// its kin).
+func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) error {
 	ev := op.Event
 	at := nanos(now)
-	if !recorded {
-		if _, err := t.exec(materialSQL, ev.ActorID, ev.ActorID, ev.ActorID, ev.Sequence, at,
-			ev.Session.AgentID, ev.Session.Key); err != nil {
-			return err
-		}
-	}
 	var (
 		count  int
 		opened sql.NullString
@@ -630,11 +625,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 	return nil
 }
 
-// The derived M. materialSQL records a notifying event on its head; its arguments, in
-// text order: the event's actor ("" for none) twice, the actor, the event's sequence,
-// the append's time, the session's agent and key. SET reads the row as it was: when the
-// actor is the head's material_actor, the latest sequence by another actor stays;
-// otherwise it becomes the previous latest.
+// The derived M.
 //
 // materialOf is a cursor's M as ApplyMaterial has moved it since the row was written:
 // the head's latest notifying sequence by an actor other than the watcher, where the
@@ -643,11 +634,6 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time, rec
 // updated_at. Both are NULL (the row's own value stands) otherwise, and when the target
 // has no head. They are written over the sessions alias h joined to cursors.
 const (
-	materialSQL = `UPDATE sessions SET
-    material_other_seq = CASE WHEN material_actor = ? THEN material_other_seq ELSE material_seq END,
-    material_other_at = CASE WHEN material_actor = ? THEN material_other_at ELSE material_at END,
-    material_actor = ?, material_seq = ?, material_at = ?
-WHERE agent_id = ? AND session_key = ?`
 	materialHeadSeq = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_seq ELSE h.material_seq END"
 	materialHeadAt  = "CASE WHEN cursors.watcher_key = h.material_actor THEN h.material_other_at ELSE h.material_at END"
 	materialLags    = "cursors.watcher_key <> cursors.target_key AND substr(cursors.watcher_key, 1, 6) = 'agent:' AND " +
