@@ -158,8 +158,9 @@ func addAppendHint(h *hint, op *awareness.AppendOp) {
 // session up front and in a global order: every head in (agent, key) order, then every
 // cursor on those sessions in primary-key order. Without it two batches (or a batch and
 // an Ack) that meet the same rows in opposite orders could deadlock. A single-session
-// batch needs none: its first statement locks the head, and a target's cursors are
-// read in primary-key order. A batch of log-only kinds locks no cursor, since it
+// batch needs none: its first statement locks the head, which every transaction that
+// could wait on the target's cursors while holding one takes first (openNoticesSQL).
+// A batch of log-only kinds locks no cursor, since it
 // touches none. The statements are dialectSQL.lockHeads and lockTargetsCursors.
 func (s *Store) lockBatch(t *tx, ops []*awareness.AppendOp) error {
 	if s.d.sql.lockHeads == "" {
