@@ -1,50 +1,17 @@
 package awareness
 
-import "sync"
+import "github.com/awareness/awareness/internal/chansink"
 
 // chanSub is a hub subscription in the mode the product uses, a push stream
-// (Hub.SubscribeNoticesTo, SubscribeEventsTo), whose sink is a channel a test reads:
-// C holds SubscriberBuffer live values, and a full C drops the subscription as slow,
-// as a transport's full queue does. C is closed when the subscription ends; Err then
-// says why (nil after Unsubscribe).
-type chanSub[T any] struct {
-	C     <-chan *T
-	unsub func()
-	mu    sync.Mutex
-	err   error
-}
+// (Hub.SubscribeNoticesTo, SubscribeEventsTo), read through a channel of
+// SubscriberBuffer live values (chansink.Sub).
+type chanSub[T any] = chansink.Sub[T]
 
 func newChanSub[T any](subscribe func(Sink[T]) func()) *chanSub[T] {
-	c := make(chan *T, SubscriberBuffer)
-	s := &chanSub[T]{C: c}
-	s.unsub = subscribe(Sink[T]{
-		Push: func(v *T, _ bool) bool {
-			select {
-			case c <- v:
-				return true
-			default:
-				return false
-			}
-		},
-		End: func(err error) {
-			s.mu.Lock()
-			s.err = err
-			s.mu.Unlock()
-			close(c)
-		},
+	return chansink.New(SubscriberBuffer, func(push func(*T, bool) bool, end func(error)) func() {
+		return subscribe(Sink[T]{Push: push, End: end})
 	})
-	return s
 }
-
-// Err returns why the subscription ended, once C is closed.
-func (s *chanSub[T]) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Unsubscribe ends the subscription; it is safe to call more than once.
-func (s *chanSub[T]) Unsubscribe() { s.unsub() }
 
 // hubNotices subscribes to the open notices of watcher ("" = every watcher).
 func hubNotices(h *Hub, watcher string) *chanSub[Notice] {

@@ -1,56 +1,22 @@
 // Package hubtest reads a hub's publications in tests of other packages: a
 // subscription in the mode the product uses, a push stream (Hub.SubscribeNoticesTo,
-// SubscribeEventsTo), whose sink is a channel.
+// SubscribeEventsTo), whose sink is a channel (chansink).
 package hubtest
 
 import (
-	"sync"
-
 	"github.com/awareness/awareness/internal/awareness"
+	"github.com/awareness/awareness/internal/chansink"
 )
 
-// Sub is a hub subscription whose values a test reads from C, which holds
-// awareness.SubscriberBuffer live values: a full C drops the subscription as slow, as
-// a transport's full queue does. C is closed when the subscription ends; Err then
-// says why (nil after Unsubscribe).
-type Sub[T any] struct {
-	C     <-chan *T
-	unsub func()
-	mu    sync.Mutex
-	err   error
-}
+// Sub is a hub subscription read through a channel of awareness.SubscriberBuffer
+// live values (chansink.Sub).
+type Sub[T any] = chansink.Sub[T]
 
 func subscribe[T any](to func(awareness.Sink[T]) func()) *Sub[T] {
-	c := make(chan *T, awareness.SubscriberBuffer)
-	s := &Sub[T]{C: c}
-	s.unsub = to(awareness.Sink[T]{
-		Push: func(v *T, _ bool) bool {
-			select {
-			case c <- v:
-				return true
-			default:
-				return false
-			}
-		},
-		End: func(err error) {
-			s.mu.Lock()
-			s.err = err
-			s.mu.Unlock()
-			close(c)
-		},
+	return chansink.New(awareness.SubscriberBuffer, func(push func(*T, bool) bool, end func(error)) func() {
+		return to(awareness.Sink[T]{Push: push, End: end})
 	})
-	return s
 }
-
-// Err returns why the subscription ended, once C is closed.
-func (s *Sub[T]) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Unsubscribe ends the subscription; it is safe to call more than once.
-func (s *Sub[T]) Unsubscribe() { s.unsub() }
 
 // Notices subscribes to the open notices of watcher ("" = every watcher).
 func Notices(h *awareness.Hub, watcher string) *Sub[awareness.Notice] {
