@@ -171,6 +171,18 @@ func noticeColumns(fields []graphql.CollectedField) ([]eventColumn, bool) {
 		"materialVersion", "text", "wake", "openedAt", "targetGeneration", "watcherGeneration", "closed", "redelivered", "delivery")
 }
 
+// columnKey is what a column's value follows: a comma unless it is the first, then
+// its quoted alias and a colon.
+func columnKey(first bool, alias string) []byte {
+	var b bytes.Buffer
+	if !first {
+		b.WriteByte(',')
+	}
+	writeQuoted(&b, alias)
+	b.WriteByte(':')
+	return b.Bytes()
+}
+
 // columns returns the keys to write for fields, or false when one of them is not a
 // plain field of known (besides __typename) or is deferred.
 func columns(fields []graphql.CollectedField, known ...string) ([]eventColumn, bool) {
@@ -187,13 +199,7 @@ func columns(fields []graphql.CollectedField, known ...string) ([]eventColumn, b
 			continue // gqlgen writes an alias once (its first field)
 		}
 		seen[f.Alias] = true
-		var b bytes.Buffer
-		if len(cols) > 0 {
-			b.WriteByte(',')
-		}
-		writeQuoted(&b, f.Alias)
-		b.WriteByte(':')
-		cols = append(cols, eventColumn{key: b.Bytes(), field: f.Name, alias: f.Alias})
+		cols = append(cols, eventColumn{key: columnKey(len(cols) == 0, f.Alias), field: f.Name, alias: f.Alias})
 	}
 	return cols, true
 }

@@ -89,13 +89,7 @@ func recordColumns(ctx context.Context, fc *graphql.FieldContext) ([]resultColum
 			continue // gqlgen writes an alias once (its first field)
 		}
 		seen[f.Alias] = true
-		var b bytes.Buffer
-		if len(cols) > 0 {
-			b.WriteByte(',')
-		}
-		writeQuoted(&b, f.Alias)
-		b.WriteByte(':')
-		cols = append(cols, resultColumn{eventColumn: eventColumn{key: b.Bytes(), field: f.Name, alias: f.Alias}, sub: sub})
+		cols = append(cols, resultColumn{eventColumn: eventColumn{key: columnKey(len(cols) == 0, f.Alias), field: f.Name, alias: f.Alias}, sub: sub})
 	}
 	return cols, true
 }
