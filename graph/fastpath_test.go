@@ -277,16 +277,7 @@ func TestStreamedPageMatchesGqlgen(t *testing.T) {
 			case "sqlite":
 				path := filepath.Join(t.TempDir(), "awareness.db")
 				store, err = models.OpenSQLite(ctx, path, models.Options{})
-				exec = func(q string) {
-					db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer db.Close()
-					if _, err := db.Exec(q); err != nil {
-						t.Fatalf("%s: %v", q, err)
-					}
-				}
+				exec = func(q string) { ExecSQLite(t, path, q) }
 			case "postgres":
 				if os.Getenv(pgtest.EnvVar) == "" {
 					testenv.Missing(t, "streamed pages on PostgreSQL", pgtest.EnvVar+" is not set (e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)")
@@ -418,5 +409,19 @@ func TestRecordEventMatchesGqlgen(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// ExecSQLite runs q on the SQLite database at path behind the store's back (for the
+// tests of package graph_test too).
+func ExecSQLite(t *testing.T, path, q string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 }

@@ -3,7 +3,6 @@ package graph_test
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -64,14 +63,7 @@ func dbBackends() []dbBackend {
 			}
 			return serve(t, s, func(t *testing.T, q string) {
 				t.Helper()
-				db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if _, err := db.Exec(q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
+				graph.ExecSQLite(t, path, q)
 			})
 		}},
 		{"postgres", func(t *testing.T) *dbEnv {
