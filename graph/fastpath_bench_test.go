@@ -19,12 +19,5 @@ func BenchmarkRecordEventAnswer(b *testing.B) {
 			"sessionKey": "agent:main:target" + strconv.Itoa(i), "kind": "human_direct_message",
 			"actorType": "human", "actorId": "user:bench", "summary": "a message", "channel": "telegram"}}})
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cpuTime(b)
-	for i := range b.N {
-		benchPost(b, h, bodies[i%len(bodies)])
-	}
-	b.StopTimer()
-	reportCPU(b, cpu)
+	benchPosts(b, h, bodies...)
 }

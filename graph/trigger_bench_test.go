@@ -96,6 +96,19 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
 }
 
+// benchPosts times b.N POSTs of bodies, in turn, to h, with allocations and
+// cpu-ns/op.
+func benchPosts(b *testing.B, h http.Handler, bodies ...[]byte) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	for i := range b.N {
+		benchPost(b, h, bodies[i%len(bodies)])
+	}
+	b.StopTimer()
+	reportCPU(b, cpu)
+}
+
 func benchPost(b *testing.B, h http.Handler, body []byte) {
 	req := httptest.NewRequest(http.MethodPost, "/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -120,14 +133,7 @@ func BenchmarkRecordEventHTTP(b *testing.B) {
 					"sessionKey": "agent:main:target" + strconv.Itoa(i), "kind": "human_direct_message",
 					"actorType": "human", "actorId": "user:bench"}}})
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := cpuTime(b)
-			for i := range b.N {
-				benchPost(b, h, bodies[i%len(bodies)])
-			}
-			b.StopTimer()
-			reportCPU(b, cpu)
+			benchPosts(b, h, bodies...)
 			if sub {
 				for deadline := time.Now().Add(5 * time.Second); got.Load() < int64(b.N) && time.Now().Before(deadline); {
 					time.Sleep(time.Millisecond)
@@ -149,11 +155,5 @@ func BenchmarkSessionStatusHTTP(b *testing.B) {
     historyGap truncated earliestAvailableSequence nextChangesSince } } }`
 	h, _ := benchHandler(b, false)
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": map[string]any{"k": "agent:main:status", "s": 0}})
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cpuTime(b)
-	for range b.N {
-		benchPost(b, h, body)
-	}
-	reportCPU(b, cpu)
+	benchPosts(b, h, body)
 }
