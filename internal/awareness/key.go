@@ -63,6 +63,14 @@ func (p ParsedKey) String() string { return "agent:" + p.AgentID + ":" + p.Rest 
 // KEY-4 limits; see ResolveSession. ok is false for every other input, including bare
 // keys.
 func ParseSessionKey(raw string) (ParsedKey, bool) {
+	if p, ok, done := parseCanonicalKey(raw); done {
+		return p, ok
+	}
+	return parseKey(raw)
+}
+
+// parseKey is ParseSessionKey's general parse.
+func parseKey(raw string) (ParsedKey, bool) {
 	s := strings.ToLower(strings.TrimSpace(raw))
 	if s == "" {
 		return ParsedKey{}, false
@@ -78,6 +86,36 @@ func ParseSessionKey(raw string) (ParsedKey, bool) {
 		return ParsedKey{}, false
 	}
 	return ParsedKey{AgentID: segs[1], Rest: strings.Join(segs[2:], ":")}, true
+}
+
+// parseCanonicalKey is ParseSessionKey without allocating, for the keys it leaves as
+// they are: printable ASCII with no upper case, no space and no empty segment, which
+// every stored key is. done is false for any other key, which the general parse takes.
+func parseCanonicalKey(raw string) (p ParsedKey, ok, done bool) {
+	colons, first, second := 0, -1, -1
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c <= ' ' || c >= 0x7f || c >= 'A' && c <= 'Z':
+			return ParsedKey{}, false, false
+		case c == ':':
+			if i == 0 || raw[i-1] == ':' {
+				return ParsedKey{}, false, false
+			}
+			if colons++; colons == 1 {
+				first = i
+			} else if colons == 2 {
+				second = i
+			}
+		}
+	}
+	if raw == "" || raw[len(raw)-1] == ':' {
+		return ParsedKey{}, false, false
+	}
+	if colons < 2 || raw[:first] != "agent" {
+		return ParsedKey{}, false, true
+	}
+	return ParsedKey{AgentID: raw[first+1 : second], Rest: raw[second+1:]}, true, true
 }
 
 // IsSubagentKey reports whether an agent-qualified key names a nested sub-agent, whose

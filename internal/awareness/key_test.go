@@ -306,6 +306,8 @@ func FuzzParseSessionKey(f *testing.F) {
 		"agent:main:main", "agent:main:subagent:abc", "agent::x:y", "agent:main:", "global",
 		"cron:job:run:r1", "hook:0b6f3c2e", " AGENT:Ops:Work ", "agent:bad/id:main",
 		"agent:main:\u023a", "agent:main:\xff", "agent:\u212aai:main",
+		"agent:a:b", "agent:a:b:", "agent:a::b", ":agent:a:b", "agent:a", "agentx:a:b", "agent:a:b c",
+		"agent:a:B", "agent:a:\x7f", "agent:a:\tb",
 	} {
 		f.Add(s)
 	}
@@ -313,7 +315,12 @@ func FuzzParseSessionKey(f *testing.F) {
 		if k := ClassifyKey(raw); !k.Valid() {
 			t.Errorf("ClassifyKey(%q) = %q, not a valid kind", raw, k)
 		}
-		if p, ok := ParseSessionKey(raw); ok {
+		// The allocation-free parse of stored keys gives what the general one gives.
+		p, ok := ParseSessionKey(raw)
+		if wp, wok := parseKey(raw); ok != wok || p != wp {
+			t.Fatalf("ParseSessionKey(%q) = %+v, %v; the general parse gives %+v, %v", raw, p, ok, wp, wok)
+		}
+		if ok {
 			c := p.String()
 			p2, ok2 := ParseSessionKey(c)
 			if !ok2 {

@@ -92,19 +92,53 @@ func (t NoticeTool) Notice(c Cursor) (n Notice, ok bool) {
 	if !c.Pending() {
 		return Notice{}, false
 	}
+	return c.notice(t.Text(c.Target, c.L)), true
+}
+
+// TextsOn memoises the texts of notices on one target by L: the thousands of notices
+// one event opens on a target share a handful of L, so each text is built (and held)
+// once.
+type TextsOn struct {
+	tool   NoticeTool
+	target SessionRef
+	l      int64
+	text   string
+}
+
+// TextsOn returns a memo of the texts of notices on target.
+func (t NoticeTool) TextsOn(target SessionRef) *TextsOn {
+	return &TextsOn{tool: t, target: target, l: -1}
+}
+
+// Notice is NoticeTool.Notice of a cursor on the memo's target.
+func (x *TextsOn) Notice(c Cursor) (n Notice, ok bool) {
+	if !c.Pending() {
+		return Notice{}, false
+	}
+	if c.Target != x.target {
+		return x.tool.Notice(c)
+	}
+	if c.L != x.l {
+		x.l, x.text = c.L, x.tool.Text(c.Target, c.L)
+	}
+	return c.notice(x.text), true
+}
+
+// notice is the notice of a pending cursor with its text.
+func (c Cursor) notice(text string) Notice {
 	return Notice{
 		Watcher:         c.Watcher,
 		Target:          c.Target,
 		ChangesSince:    c.L,
 		NotifiedVersion: c.N,
 		MaterialVersion: c.M,
-		Text:            t.Text(c.Target, c.L),
+		Text:            text,
 		Wake:            WakeFor(c.Watcher),
 		OpenedAt:        c.OpenedAt,
 
 		TargetGeneration:  c.TargetGeneration,
 		WatcherGeneration: c.WatcherGeneration,
-	}, true
+	}
 }
 
 // NoticeText is the exact text of a stale notice on a canonical key (NTC-1) with the

@@ -556,9 +556,10 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) err
 	}
 	op.Opened = slices.Grow(op.Opened, count+len(op.New.Watchers))
 	c := awareness.Cursor{Target: ev.Session, N: ev.Sequence, M: ev.Sequence, OpenedAt: now, UpdatedAt: now}
+	texts := s.notices.TextsOn(ev.Session)
 	err := eachOpened(opened.String, func(watcher string, l, targetGen, watcherGen int64) {
 		c.Watcher, c.L, c.TargetGeneration, c.WatcherGeneration = watcher, l, targetGen, watcherGen
-		if n, ok := s.notices.Notice(c); ok {
+		if n, ok := texts.Notice(c); ok {
 			op.Opened = append(op.Opened, n)
 		}
 	})
@@ -590,7 +591,10 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) err
 	}
 	// The statement returns rows in no defined order; notices are collected in
 	// watcher order, as a per-row pass over the target's cursors would.
-	slices.SortFunc(op.Opened, func(a, b awareness.Notice) int { return strings.Compare(a.Watcher, b.Watcher) })
+	byWatcher := func(a, b awareness.Notice) int { return strings.Compare(a.Watcher, b.Watcher) }
+	if !slices.IsSortedFunc(op.Opened, byWatcher) {
+		slices.SortFunc(op.Opened, byWatcher)
+	}
 	var seen map[string]bool
 	for _, wr := range op.New.Watchers {
 		w := wr.Key
@@ -695,8 +699,9 @@ func materialise(t *tx, where string, args ...any) error {
 // SQLite reads them after the update (openedNoticesSQL: the cursors of the target
 // with N = s and N > L are exactly those it opened, s being new); PostgreSQL returns
 // them from the update (openNoticesReturnSQL, dialectSQL.openNotices), in watcher
-// order as SQLite's scan of its primary key gives them, so that sorting the notices
-// finds them sorted.
+// order as SQLite's scan of its primary key gives them. The order is in bytes (the "C"
+// collation, whatever the database's), as Go compares strings, so that the notices are
+// found sorted and not sorted again.
 const (
 	openNoticesSQL = `UPDATE cursors
 SET opened_at = ?, updated_at = ?, n = ?, m = ?
@@ -709,7 +714,7 @@ WHERE target_agent_id = ? AND target_key = ? AND n = l AND m < ? AND watcher_key
 	openedNoticesSQL = "SELECT count(*), group_concat(" + openedList + ", '') FROM cursors " +
 		"WHERE target_agent_id = ? AND target_key = ? AND n = ? AND n > l"
 	openNoticesReturnSQL = "WITH opened AS (" + openNoticesSQL + "\nRETURNING watcher_key, l, target_gen, watcher_gen)\n" +
-		"SELECT count(*), string_agg(" + openedList + ", '' ORDER BY watcher_key) FROM opened"
+		"SELECT count(*), string_agg(" + openedList + ", '' ORDER BY watcher_key COLLATE \"C\") FROM opened"
 )
 
 // eachOpened calls f with the watcher, L and generations (LIF-2) of every opened
