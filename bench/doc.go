@@ -14,7 +14,9 @@
 //     gorilla broadcast server, cmd/wsgqlgen, stock gqlgen (with -durable, stock
 //     gqlgen + the raw durable append per trigger), and node/, graphql-ws; each run
 //     ends with the big broadcast's triggers and no subscriber connected (P6's
-//     baseline);
+//     baseline); no server sends keep-alives (the peers have none on
+//     graphql-transport-ws), except one run of the service's phase a with its
+//     default pings (-pings), which prices dead-peer detection;
 //   - cmd/profserve: the service's handler composed like server.go, with pprof and
 //     runtime counters, for profiling the L runs;
 //   - cmd/benchreport: turns one run's outputs into RESULTS.md;

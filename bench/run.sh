@@ -117,6 +117,17 @@ step "WebSocket: service (real binary), L1 L2 L3"
 "$out/wsload" -mode service -bin "$out/awareness" -db "$out/db/ws-service.db" -subs "$subs" -small "$small" \
   -rounds-small 6 -rounds-big "$rbig" -save-template "$out/db/ws-template.db" \
   -out "$out/ws-service.json" -server-log "$out/server-service.log" -timeout 6m || echo "wsload service failed (see above)"
+# The service runs above without keep-alives, like the peers; this run keeps its default
+# pings (every 20 s, a pong read per ping) in phase a, for what dead-peer detection costs.
+step "WebSocket: service with its default pings, phase a"
+pings=""
+if [ -f "$out/db/ws-template.db" ] && "$out/wsload" -mode service -pings -bin "$out/awareness" -db "$out/db/ws-pings.db" \
+  -from-template "$out/db/ws-template.db" -subs "$subs" -small "$small" -phases a -no-l3 \
+  -out "$out/ws-service-pings.json" -server-log "$out/server-service-pings.log" -timeout 4m; then
+  pings="$out/ws-service-pings.json"
+else
+  echo "wsload service with pings failed (see above)"
+fi
 pgws=""
 if [ -n "${TEST_DATABASE_URL:-}" ] && [ "${BENCH_PGWS:-1}" = 1 ]; then
   # The same service on a fresh PostgreSQL database (created and dropped by wsload):
@@ -175,7 +186,7 @@ if command -v benchstat >/dev/null 2>&1; then
   stat="$out/benchstat.txt"
 fi
 elapsed=$(( $(date +%s) - start ))
-"$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" -svc-pg "$pgws" \
+"$out/benchreport" -bench "$out/bench.txt,$out/bench-restart.txt" -svc "$out/ws-service.json" -svc-pg "$pgws" -svc-pings "$pings" \
   -base "$out/ws-baseline.json" -gqlgen "$out/ws-gqlgen.json" -gqlgen-durable "$out/ws-gqlgen-durable.json" -node "$out/ws-node.json" -prof "$profjson" -facts "$out/facts.txt" -profiles "$out/prof" \
   -benchstat "$stat" -out "$results" -notes "$root/bench/GAPS.md" \
   -run-info "bench/run.sh in ${elapsed}s; Go benchmarks -count=$count -benchtime=$btime; $subs WebSocket subscribers; raw outputs in $out"

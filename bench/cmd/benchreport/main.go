@@ -24,6 +24,7 @@ func main() {
 		benchFiles = flag.String("bench", "", "comma-separated go test -bench outputs")
 		svcFile    = flag.String("svc", "", "wsload result of the service")
 		svcPGFile  = flag.String("svc-pg", "", "wsload result of the service on PostgreSQL (optional)")
+		pingsFile  = flag.String("svc-pings", "", "wsload result of the service with its default pings, phase a (optional)")
 		baseFile   = flag.String("base", "", "wsload result of the baseline")
 		profFile   = flag.String("prof", "", "wsload result of the profiling pass (optional)")
 		factsFile  = flag.String("facts", "", "machine facts")
@@ -44,7 +45,7 @@ func main() {
 		}
 	}
 	r.svc, r.base, r.prof = loadWS(*svcFile), loadWS(*baseFile), loadWS(*profFile)
-	r.svcPG = loadWS(*svcPGFile)
+	r.svcPG, r.svcPings = loadWS(*svcPGFile), loadWS(*pingsFile)
 	r.gqlgen, r.node, r.gqlgenDurable = loadWS(*gqlgenFile), loadWS(*nodeFile), loadWS(*durFile)
 	facts, _ := os.ReadFile(*factsFile)
 	stat, _ := os.ReadFile(*statFile)
@@ -61,6 +62,18 @@ func main() {
 	fmt.Println("benchreport: wrote", *out)
 }
 
+// pingsNote says where the cost of the service's default pings is, or that this run
+// kept them.
+func pingsNote(svc, pings *wsresult.Result) string {
+	switch {
+	case svc != nil && svc.Pings:
+		return "in this run it kept its default pings, every 20 s"
+	case pings != nil:
+		return "row P4 pings sets its default pings, every 20 s, beside it"
+	}
+	return "its default pings were not measured in this run"
+}
+
 // ---------------------------------------------------------------------------------------
 // Inputs
 
@@ -73,6 +86,7 @@ type report struct {
 	gqlgen, node    *wsresult.Result // the peers, optional
 	gqlgenDurable   *wsresult.Result // stock gqlgen + the raw durable append, optional
 	svcPG           *wsresult.Result // the service on PostgreSQL, optional
+	svcPings        *wsresult.Result // the service with its default pings (phase a), optional
 	profDir         string
 	missed          []string // ids of missed goals, for the profile section
 }
@@ -530,7 +544,7 @@ func (r *report) peers(b *strings.Builder) {
 		subs = r.svc.Subs
 	}
 	w("\n## Peers: the service beside stock gqlgen, Node graphql-ws and gorilla\n\n")
-	w("The same load generator (bench/cmd/wsload), %d subscribers, the same `staleNotices` subscription; the peers are in memory (bench/cmd/wsgqlgen, bench/node/server.mjs) and answer a trigger before publishing, except \"gqlgen + durable append\" (bench/cmd/wsgqlgen -durable), which first performs the raw durable append of BenchmarkAppendOne/impl=raw (SQLite WAL, synchronous=FULL, head upsert + event insert, one transaction per trigger). Ratio = service ÷ peer (above 1 is worse).\n\n", subs)
+	w("The same load generator (bench/cmd/wsload), %d subscribers, the same `staleNotices` subscription; the peers are in memory (bench/cmd/wsgqlgen, bench/node/server.mjs) and answer a trigger before publishing, except \"gqlgen + durable append\" (bench/cmd/wsgqlgen -durable), which first performs the raw durable append of BenchmarkAppendOne/impl=raw (SQLite WAL, synchronous=FULL, head upsert + event insert, one transaction per trigger). No server sends keep-alives: the peers send none on graphql-transport-ws, and the service runs with `--ws-ping-interval 1h` (%s). Ratio = service ÷ peer (above 1 is worse).\n\n", subs, pingsNote(r.svc, r.svcPings))
 	w("| measure |")
 	for _, c := range cols {
 		w(" %s |", c.name)

@@ -97,6 +97,18 @@ func p4Row(svcUS, gqUS float64, raw rawAppend, haveWS bool) row {
 		fmt.Sprintf("%.0f µs", svcUS), fmt.Sprintf("%.2f×", svcUS/limit), goal, verdict(svcUS <= limit)}
 }
 
+// pingsRow sets the own notice of the service as run (no pings, like the peers) beside
+// the same phase with its default pings: what dead-peer detection costs.
+func pingsRow(svc, pings *wsresult.Phase) (row, bool) {
+	if svc == nil || pings == nil || svc.Received == 0 || pings.Received == 0 {
+		return row{}, false
+	}
+	return row{"P4 pings", "the same with the service's default pings (every 20 s, a pong read per ping)",
+		fmt.Sprintf("no pings: %.0f µs, p99 %s", svc.CPUPerFrameUS, ms(svc.FromSend.P99)),
+		fmt.Sprintf("%.0f µs, p99 %s", pings.CPUPerFrameUS, ms(pings.FromSend.P99)),
+		fmt.Sprintf("%.2f×", pings.CPUPerFrameUS/svc.CPUPerFrameUS), "informational", "—"}, true
+}
+
 // p5Row: the broadcast to 10k, p50 and p99 from the trigger's send, ≤ stock gqlgen's.
 func p5Row(svc, gq *wsresult.Phase) row {
 	const goal = "p50 and p99 ≤ gqlgen's"
@@ -326,6 +338,9 @@ func (r *report) peerGoals() []row {
 		svcCPU, gqCPU = svcA.CPUPerFrameUS, gqA.CPUPerFrameUS
 	}
 	rows = append(rows, p4Row(svcCPU, gqCPU, raw, svcA != nil && gqA != nil))
+	if rw, ok := pingsRow(svcA, phase(r.svcPings, "a")); ok {
+		rows = append(rows, rw)
+	}
 	rows = append(rows, p5Row(phase(r.svc, "b_big"), phase(r.gqlgen, "b_big")))
 	watchers := 0
 	if r.svc != nil {

@@ -8,7 +8,7 @@
 //	POST /debug/cpuprofile/start?file=PATH, POST /debug/cpuprofile/stop
 //
 // It takes the real binary's command line (serve --addr ADDR --db FILE [--log-level L]
-// [--rate-limit R]), so bench/cmd/wsload drives it the same way. The L1/L2 numbers
+// [--rate-limit R] [--ws-ping-interval D]), so bench/cmd/wsload drives it the same way. The L1/L2 numbers
 // come from the real binary; this one only explains them.
 package main
 
@@ -44,6 +44,7 @@ func main() {
 	rateLimit := fs.Float64("rate-limit", 0, "writes per second per remote address; 0 sets no limit (as serve's flag)")
 	queryRate := fs.Float64("query-rate", 0, "query points per second per remote address; 0 sets no limit (as serve's flag)")
 	maxStreams := fs.Int("max-streams", 0, "open streams per remote address; 0 sets no cap (as serve's flag)")
+	wsPing := fs.Duration("ws-ping-interval", 0, "WebSocket ping cadence; 0 is the default (as serve's flag)")
 	_ = fs.Parse(args)
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(*level))
@@ -73,7 +74,7 @@ func main() {
 	// WebSockets are tracked and closed at shutdown as server.go does (which also
 	// serves each connection on a goroutine of its own: wsgorilla.Transport).
 	conns := &wsgorilla.Conns{}
-	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, Budget: bud, WSConns: conns})
+	query := graph.NewHandler(graph.Config{Service: svc, Logger: log, Budget: bud, WSConns: conns, WSPingPongInterval: *wsPing})
 	mux.Handle("/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "" {
 			query.ServeHTTP(w, r)

@@ -21,6 +21,7 @@ type config struct {
 	wait, timeout               time.Duration
 	noA2                        bool
 	feed                        bool
+	pings                       bool
 	phases                      map[string]bool
 }
 
@@ -49,6 +50,7 @@ func parseConfig() config {
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long to wait for the frames of one round or phase")
 	flag.DurationVar(&c.timeout, "timeout", 9*time.Minute, "hard limit of the whole run")
 	flag.BoolVar(&c.noA2, "no-l3", false, "skip the L1(a)+L3 phase")
+	flag.BoolVar(&c.pings, "pings", false, "service: keep its default WebSocket pings (every 20 s, each answered by a pong); without it the service pings once an hour, like the peers, which send none on graphql-transport-ws")
 	flag.BoolVar(&c.feed, "feed", false, "service: subscribe to staleNoticeFeed (the notices with the feed's markers, FEED-3) instead of staleNotices")
 	phases := flag.String("phases", "b_small,b_big,a,a_l3,b_none", "phases to run")
 	flag.Parse()

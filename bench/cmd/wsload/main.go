@@ -59,7 +59,7 @@ func main() {
 	c := parseConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	r := &runner{cfg: c, res: &wsresult.Result{Mode: c.mode, Subs: c.subs, Small: c.small, Phases: map[string]*wsresult.Phase{}}}
+	r := &runner{cfg: c, res: &wsresult.Result{Mode: c.mode, Subs: c.subs, Small: c.small, Pings: c.mode == "service" && c.pings, Phases: map[string]*wsresult.Phase{}}}
 	err := r.run(ctx)
 	if err != nil {
 		r.res.Errors = append(r.res.Errors, err.Error())

@@ -40,6 +40,15 @@ func (r *runner) serverArgs(addr string) []string {
 	if r.cfg.mode == "service" {
 		// A load generator is one client far above every default budget.
 		args = []string{"serve", "--addr", addr, "--db", r.cfg.db, "--log-level", "warn", "--rate-limit", "0", "--query-rate", "0", "--max-streams", "0"}
+		// The peers send no keep-alive on graphql-transport-ws (gqlgen pings only with
+		// PingPongInterval set; graphql-ws and the gorilla baseline never do), while
+		// the service pings every connection every 20 s and reads its pong: at 10,000
+		// connections as many frames each way as phase a's notices. Without -pings the
+		// service does what the peers do, so that a phase's CPU per frame is the
+		// frame's; the run with -pings measures what dead-peer detection costs.
+		if !r.cfg.pings {
+			args = append(args, "--ws-ping-interval", "1h")
+		}
 	} else {
 		args = []string{"-addr", addr}
 		if r.cfg.frameBytes > 0 {

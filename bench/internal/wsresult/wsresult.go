@@ -14,6 +14,9 @@ type Result struct {
 	Mode  string `json:"mode"`
 	Subs  int    `json:"subs"`
 	Small int    `json:"small"`
+	// Pings is true when the service kept its default WebSocket pings (wsload -pings);
+	// otherwise it pinged once an hour, as the peers, which send none.
+	Pings bool `json:"pings,omitempty"`
 	// FrameBytes is the mean size of the notice frames received.
 	FrameBytes float64 `json:"frame_bytes"`
 	// SetupAppends and SetupSeconds: the service's setup through the API.
