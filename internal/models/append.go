@@ -96,6 +96,9 @@ ON CONFLICT (watcher_key, target_agent_id, target_key) DO UPDATE SET
     opened_at = excluded.opened_at, updated_at = excluded.updated_at,
     target_gen = excluded.target_gen, retired = excluded.retired, kinds = excluded.kinds`
 	cursorOfPairWhere = "watcher_key = ? AND target_agent_id = ? AND target_key = ?"
+	// selectingWhere finds the live cursors of a target with a selection of their own
+	// (LIF-3): dialectSQL.selecting.
+	selectingWhere = "target_agent_id = ? AND target_key = ? AND kinds <> '' AND retired = 0"
 )
 
 // Append applies ops in one write transaction, in order (SIG-3, SIG-4, NTC-2, WAT-2,
@@ -568,8 +571,7 @@ func (s *Store) notifyWatchers(t *tx, op *awareness.AppendOp, now time.Time) err
 	}
 	// The cursors with a selection of their own (LIF-3) keep their M in the row and
 	// go through ApplyMaterial one by one, when they select the event's kind.
-	selecting, err := t.findCursors("target_agent_id = ? AND target_key = ? AND kinds <> '' AND retired = 0",
-		[]any{ev.Session.AgentID, ev.Session.Key}, "", s.d.sql.forUpdate)
+	selecting, err := scanAll(t, scanCursor, s.d.sql.selecting, ev.Session.AgentID, ev.Session.Key)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,9 @@ type dialectSQL struct {
 	// cursorOfPair reads one watcher's cursor on one target, held when it is read to be
 	// rewritten.
 	cursorOfPair string
+	// selecting reads the target's live cursors with a selection of their own (LIF-3),
+	// held (notifyWatchers).
+	selecting string
 	// lockHeads and lockTargetsCursors take the locks of a batch of appends to several
 	// sessions up front, in a global order (lockBatch): lockHeads upserts the heads in
 	// (agent, key) order, as headLock does for one, and lockTargetsCursors locks every
@@ -58,6 +61,7 @@ type dialectSQL struct {
 var sqliteSQL = dialectSQL{
 	headForUpdate: headSelectSQL,
 	cursorOfPair:  cursorQuery(cursorOfPairWhere, "", ""),
+	selecting:     cursorQuery(selectingWhere, "", ""),
 }
 
 const pgReturnTxid = ", txid_current()"
@@ -70,6 +74,7 @@ var pgSQL = dialectSQL{
 	bumpMaterialInsert: eventBumpMaterialInsertSQL + pgReturnTxid,
 	returnMore:         pgReturnTxid,
 	cursorOfPair:       cursorQuery(cursorOfPairWhere, "", " FOR UPDATE"),
+	selecting:          cursorQuery(selectingWhere, "", " FOR UPDATE"),
 	openNotices:        openNoticesReturnSQL,
 	lockHeads: `INSERT INTO sessions (agent_id, session_key, kind, state_version, compaction_count, created_at, updated_at)
 SELECT a, k, c, 0, 0, ?, ? FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS v(a, k, c, i) ORDER BY i
