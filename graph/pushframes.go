@@ -112,10 +112,30 @@ func appendItemResponse[T any](b []byte, v *T, write func([]byte, *T) ([]byte, g
 // (json.HTMLEscape: <, >, &, U+2028, U+2029), which gqlgen's transport marshals; it
 // copies nothing when there is nothing to escape, the usual case.
 func htmlEscape(b []byte, from int) []byte {
-	if !bytes.ContainsAny(b[from:], "<>&\u2028\u2029") {
+	if !needsHTMLEscape(b[from:]) {
 		return b
 	}
 	var esc bytes.Buffer
 	json.HTMLEscape(&esc, b[from:])
 	return append(b[:from], esc.Bytes()...)
+}
+
+// needsHTMLEscape reports whether json.HTMLEscape would change b: whether it holds <,
+// > or &, or U+2028 or U+2029 (E2 80 A8, E2 80 A9). Each search is a vectorised
+// IndexByte: a 40 KB changes page without any costs microseconds, where the escaping
+// pass costs a hundred.
+func needsHTMLEscape(b []byte) bool {
+	if bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0 {
+		return true
+	}
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(b[i:], 0xE2)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+			return true
+		}
+	}
 }

@@ -414,11 +414,12 @@ func (r *runner) x3Run(ctx context.Context, hc hintConfig, P int) (x3Result, err
 	}
 	writers := 4 * r.cfg.writers
 	var (
-		mu      sync.Mutex
-		lat     []time.Duration
-		errs    int
-		wg      sync.WaitGroup
-		measure atomic.Bool
+		mu       sync.Mutex
+		lat      []time.Duration
+		errs     int
+		firstErr error
+		wg       sync.WaitGroup
+		measure  atomic.Bool
 	)
 	stop := make(chan struct{})
 	for w := range writers {
@@ -438,7 +439,9 @@ func (r *runner) x3Run(ctx context.Context, hc hintConfig, P int) (x3Result, err
 				if measure.Load() {
 					mu.Lock()
 					if err != nil {
-						errs++
+						if errs++; firstErr == nil {
+							firstErr = err
+						}
 					} else {
 						lat = append(lat, d)
 					}
@@ -472,6 +475,9 @@ func (r *runner) x3Run(ctx context.Context, hc hintConfig, P int) (x3Result, err
 		x.srvCPU, x.pgCPU = (srv1-srv0)/time.Duration(len(lat)), (pg1-pg0)/time.Duration(len(lat))
 	}
 	logf("x3 %s P=%d: %.0f appends/s p99 %s errors %d", hc.label, P, x.rate, ms(x.lat.p99), errs)
+	if firstErr != nil {
+		logf("x3 %s P=%d: the first error: %.300v", hc.label, P, firstErr)
+	}
 	return x, nil
 }
 
