@@ -101,7 +101,7 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", 6*time.Second, "length of each x3 run")
 	flag.DurationVar(&c.settle, "settle", 11*time.Second, "wait before a statistics snapshot")
 	flag.DurationVar(&c.wait, "wait", 15*time.Second, "how long a notice may take before it counts as lost")
-	flag.DurationVar(&c.timeout, "timeout", 8*time.Minute, "bound of the whole run")
+	flag.DurationVar(&c.timeout, "timeout", 25*time.Minute, "bound of the whole run (every phase: about 17 minutes on 2 cores)")
 	flag.StringVar(&c.keepLogs, "logs", "", "directory for the servers' logs (default: discarded)")
 	flag.StringVar(&c.startBins, "start-bins", "", "comma-separated binaries the start phase compares, round by round (default: -bin)")
 	flag.IntVar(&c.startCursors, "start-cursors", 600000, "cursors in all in the start phase's database (-pending of them pending)")

@@ -431,6 +431,8 @@ func (r *runner) x3Run(ctx context.Context, hc hintConfig, P int) (x3Result, err
 				select {
 				case <-stop:
 					return
+				case <-ctx.Done():
+					return // the run's -timeout: not an error of the server's to count
 				default:
 				}
 				t0 := time.Now()
