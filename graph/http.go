@@ -364,10 +364,5 @@ func appendResponse(b []byte, resp *graphql.Response) ([]byte, error) {
 // (json.Compact with HTML escaping) when data is compact, as gqlgen's output is: the
 // escaping alone (json.HTMLEscape), without Compact's pass.
 func appendData(b []byte, data []byte) []byte {
-	if !needsHTMLEscape(data) {
-		return append(b, data...)
-	}
-	buf := bytes.NewBuffer(b)
-	json.HTMLEscape(buf, data)
-	return buf.Bytes()
+	return htmlEscape(append(b, data...), len(b))
 }

@@ -91,7 +91,7 @@ ORDER BY watcher_key, target_agent_id, target_key FOR UPDATE`,
 func (q dialectSQL) writeStatements() []string {
 	return []string{
 		headSelectSQL, q.headForUpdate, q.headLock, headBumpSetSQL, headBumpMaterialSQL, headUpdateSQL, headUpdateMaterialSQL, eventInsertSQL, q.bumpInsert, q.bumpMaterialInsert, dedupeSelectSQL,
-		cursorSaveSQL, q.cursorOfPair, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors,
+		cursorSaveSQL, q.cursorOfPair, q.selecting, openNoticesSQL, openedNoticesSQL, q.openNotices, q.lockHeads, q.lockTargetsCursors,
 		q.txid, q.notify,
 	}
 }

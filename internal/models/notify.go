@@ -152,20 +152,16 @@ func (h *hint) encode(origin string) (string, int) {
 	p := hintPayload{Origin: origin}
 	// Each watcher takes at least its length and three bytes (quotes, comma) of the
 	// text: when they alone cannot fit, the hint asks for a rescan without listing,
-	// sorting and marshalling them (an event opening 10,000 notices).
+	// sorting and marshalling the rest (an event opening 10,000 notices).
 	size := 0
 	for w := range h.watchers {
 		if size += len(w) + 3; size > maxHintBytes {
-			p.All = true
+			p.All, p.Watchers = true, nil
 			break
 		}
+		p.Watchers = append(p.Watchers, w)
 	}
-	if !p.All {
-		for w := range h.watchers {
-			p.Watchers = append(p.Watchers, w)
-		}
-		slices.Sort(p.Watchers)
-	}
+	slices.Sort(p.Watchers)
 	for r, span := range h.events {
 		p.Events = append(p.Events, eventSpan{Ref: r, From: span[0], To: span[1]})
 	}
