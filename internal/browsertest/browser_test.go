@@ -758,32 +758,24 @@ func (b *browser) do(t *testing.T, timeout time.Duration, actions ...chromedp.Ac
 }
 
 // text waits for the first element sel matches and returns its innerText. The
-// lookup and the read are one evaluation in the page: a query and a read by node
-// id, as chromedp.Text does them, fail with "No node with given id" when a live
-// view redraws the element between the two.
+// lookup and the read are one evaluation in the page, polled until an element
+// matches: a query and a read by node id, as chromedp.Text does them, fail with
+// "No node with given id" when a live view redraws the element between the two.
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
 	js, err := json.Marshal(sel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expr := `(() => { const e = document.querySelector(` + string(js) + `); return e ? [e.innerText] : []; })()`
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](expr))
-		cancel()
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		if len(v) == 1 {
-			return strings.TrimSpace(v[0])
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("text of %s: no element matched in 5s", sel)
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	// An array, truthy even for an empty text; null while nothing matches.
+	expr := `(() => { const e = document.querySelector(` + string(js) + `); return e ? [e.innerText] : null; })()`
+	v, err := chromedp.Run(ctx, chromedp.Poll[[]string](expr, chromedp.WithPollingInterval(25*time.Millisecond)))
+	if err != nil || len(v) != 1 {
+		t.Fatalf("text of %s: %v", sel, err)
 	}
+	return strings.TrimSpace(v[0])
 }
 
 func (b *browser) count(t *testing.T, sel string) int {
